@@ -1,0 +1,71 @@
+package dev.slipstream.core.transport;
+
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Counters of one transport. Outbound counters count what this process posted and the peer
+ * acknowledged; inbound counters count what peers wrote into this process's regions.
+ *
+ * <p>Threading: all methods are thread-safe.
+ */
+public final class TransportMetrics {
+  private final LongAdder bytesWritten = new LongAdder();
+  private final LongAdder writes = new LongAdder();
+  private final LongAdder signals = new LongAdder();
+  private final LongAdder messagesSent = new LongAdder();
+  private final LongAdder bytesReceived = new LongAdder();
+  private final LongAdder writesReceived = new LongAdder();
+  private final LongAdder messagesReceived = new LongAdder();
+  private final LongAdder rejected = new LongAdder();
+  private final LongAdder failed = new LongAdder();
+
+  public void onWriteCompleted(long bytes) {
+    bytesWritten.add(bytes);
+    writes.increment();
+  }
+
+  public void onSignalCompleted() {
+    signals.increment();
+  }
+
+  public void onMessageSent() {
+    messagesSent.increment();
+  }
+
+  public void onWriteReceived(long bytes) {
+    bytesReceived.add(bytes);
+    writesReceived.increment();
+  }
+
+  public void onMessageReceived() {
+    messagesReceived.increment();
+  }
+
+  /** An inbound operation this process refused (bad region, key, range, frame). */
+  public void onRejected() {
+    rejected.increment();
+  }
+
+  /** An outbound operation that completed exceptionally. */
+  public void onFailed() {
+    failed.increment();
+  }
+
+  public long bytesWritten() { return bytesWritten.sum(); }
+  public long writes() { return writes.sum(); }
+  public long signals() { return signals.sum(); }
+  public long messagesSent() { return messagesSent.sum(); }
+  public long bytesReceived() { return bytesReceived.sum(); }
+  public long writesReceived() { return writesReceived.sum(); }
+  public long messagesReceived() { return messagesReceived.sum(); }
+  public long rejected() { return rejected.sum(); }
+  public long failed() { return failed.sum(); }
+
+  @Override
+  public String toString() {
+    return "bytesWritten=" + bytesWritten() + " writes=" + writes() + " signals=" + signals()
+        + " messagesSent=" + messagesSent() + " bytesReceived=" + bytesReceived()
+        + " writesReceived=" + writesReceived() + " messagesReceived=" + messagesReceived()
+        + " rejected=" + rejected() + " failed=" + failed();
+  }
+}
