@@ -1,0 +1,492 @@
+package dev.slipstream.core.shuffle;
+
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.NoSuchElementException;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * Fetches one reduce task's remote blocks by pull-driven writes: it reserves landing space,
+ * asks each holder to write a batch of blocks into it, and hands out each block once the
+ * holder's signal says all its bytes are there.
+ *
+ * <p>Limits: at most {@code maxBytesInFlight} landing bytes requested or held unconsumed; one
+ * request asks for at most {@code maxRequestBytes}. Blocks larger than that arrive in chunks
+ * of that size, streamed in order (the next chunk is prefetched while one is read), after all
+ * smaller blocks; so a single record larger than any landing range still gets through.
+ *
+ * <p>Threading: one task thread calls {@link #hasNext}, {@link #next} and {@link #close}. Each
+ * block returned by {@code next} is valid until the next call to {@code next} or {@code close},
+ * which close its stream. Every wait has the fetch deadline.
+ */
+public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, AutoCloseable {
+
+  /** A block to fetch and its size from the map status. */
+  public record RemoteBlock(BlockId id, long size) {}
+
+  /** The blocks one holder has for this task. */
+  public record HolderPlan(String holderId, EndpointDescriptor endpoint, List<RemoteBlock> blocks) {}
+
+  /** A fetched block; its stream is valid until the next {@code next()} or {@code close()}. */
+  public interface FetchedBlock {
+    BlockId id();
+
+    String holderId();
+
+    long size();
+
+    InputStream stream();
+  }
+
+  private static final int MAX_BLOCKS_PER_REQUEST = 1024;
+
+  private final class Req {
+    final HolderPlan holder;
+    final List<RemoteBlock> blocks;
+    final long bytes;
+    LandingPool.Range range;
+    PendingRequest pending;
+    int unconsumed;
+
+    Req(HolderPlan holder, List<RemoteBlock> blocks, long bytes) {
+      this.holder = holder;
+      this.blocks = blocks;
+      this.bytes = bytes;
+    }
+
+    void consumedOne() {
+      if (--unconsumed == 0) {
+        reserved -= range.length();
+        range.free();
+      }
+    }
+  }
+
+  private final class LandedBlock implements FetchedBlock {
+    final Req req;
+    final RemoteBlock block;
+    final InputStream stream;
+
+    LandedBlock(Req req, RemoteBlock block, long at) {
+      this.req = req;
+      this.block = block;
+      this.stream = new ByteBuffersInputStream(List.of(req.range.view(at, block.size())), req::consumedOne);
+    }
+
+    @Override public BlockId id() { return block.id(); }
+    @Override public String holderId() { return req.holder.holderId(); }
+    @Override public long size() { return block.size(); }
+    @Override public InputStream stream() { return stream; }
+  }
+
+  private final ShuffleNode node;
+  private final int shuffleId;
+  private final long maxBytesInFlight;
+  private final long maxRequestBytes;
+  private final long timeoutNanos;
+  private final FetchMetrics metrics;
+  private final ArrayDeque<Req> toIssue = new ArrayDeque<>();
+  private final Set<Req> inFlight = new HashSet<>();
+  private final LinkedBlockingQueue<Req> completed = new LinkedBlockingQueue<>();
+  private final ArrayDeque<LandedBlock> ready = new ArrayDeque<>();
+  private final ArrayDeque<StreamedBlock> large = new ArrayDeque<>();
+  private long reserved;
+  private int remaining;
+  private FetchedBlock current;
+  private boolean closed;
+
+  BlockFetcher(ShuffleNode node, int shuffleId, List<HolderPlan> plan, long maxBytesInFlight, long maxRequestBytes,
+               FetchMetrics metrics) {
+    this.node = node;
+    this.shuffleId = shuffleId;
+    this.maxBytesInFlight = maxBytesInFlight;
+    this.maxRequestBytes = maxRequestBytes;
+    this.timeoutNanos = node.config().fetchTimeout().toNanos();
+    this.metrics = metrics;
+    planRequests(plan);
+  }
+
+  /** Batches each holder's small blocks into requests and interleaves holders. */
+  private void planRequests(List<HolderPlan> plan) {
+    List<ArrayDeque<Req>> perHolder = new ArrayList<>();
+    for (HolderPlan h : plan) {
+      ArrayDeque<Req> reqs = new ArrayDeque<>();
+      List<RemoteBlock> batch = new ArrayList<>();
+      long batchBytes = 0;
+      for (RemoteBlock b : h.blocks()) {
+        if (b.size() <= 0) {
+          continue;
+        }
+        remaining++;
+        if (b.size() > maxRequestBytes) {
+          large.add(new StreamedBlock(h, b));
+          continue;
+        }
+        if (batchBytes + b.size() > maxRequestBytes || batch.size() == MAX_BLOCKS_PER_REQUEST) {
+          reqs.add(new Req(h, batch, batchBytes));
+          batch = new ArrayList<>();
+          batchBytes = 0;
+        }
+        batch.add(b);
+        batchBytes += b.size();
+      }
+      if (!batch.isEmpty()) {
+        reqs.add(new Req(h, batch, batchBytes));
+      }
+      perHolder.add(reqs);
+    }
+    boolean any = true;
+    while (any) {
+      any = false;
+      for (ArrayDeque<Req> q : perHolder) {
+        Req r = q.poll();
+        if (r != null) {
+          toIssue.add(r);
+          any = true;
+        }
+      }
+    }
+  }
+
+  private static long signalSlot(long bytes) {
+    return (bytes + 7) & ~7L;
+  }
+
+  private void issue() throws BlockFetchException {
+    while (!toIssue.isEmpty()) {
+      Req r = toIssue.peek();
+      long need = signalSlot(r.bytes) + 8;
+      if (reserved > 0 && reserved + need > maxBytesInFlight) {
+        return;
+      }
+      LandingPool.Range range = node.landing().tryAllocate(need);
+      if (range == null) {
+        if (reserved > 0) {
+          return; // our own landed blocks free space as they are consumed
+        }
+        range = allocateWaiting(need, r.blocks.get(0).id(), r.holder.holderId());
+      }
+      toIssue.poll();
+      r.range = range;
+      reserved += range.length();
+      List<ShuffleMessages.Entry> entries = new ArrayList<>(r.blocks.size());
+      long at = 0;
+      for (RemoteBlock b : r.blocks) {
+        entries.add(new ShuffleMessages.Entry(b.id().mapId(), b.id().partition(), 0, b.size(), range.offset() + at));
+        at += b.size();
+      }
+      r.unconsumed = r.blocks.size();
+      r.pending = node.send(r.holder.endpoint(), shuffleId, entries, range.offset() + signalSlot(r.bytes));
+      inFlight.add(r);
+      r.pending.done.whenComplete((v, e) -> completed.add(r));
+    }
+  }
+
+  private LandingPool.Range allocateWaiting(long need, BlockId block, String holderId) throws BlockFetchException {
+    long t0 = System.nanoTime();
+    try {
+      LandingPool.Range range = node.landing().allocate(need, timeoutNanos);
+      if (range == null) {
+        throw new BlockFetchException(block, holderId, "no landing space for " + need + " bytes within "
+            + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms (landing pool " + node.landing().capacity()
+            + " bytes, " + node.landing().used() + " in use)", null);
+      }
+      return range;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new BlockFetchException(block, holderId, "interrupted while waiting for landing space", e);
+    } finally {
+      metrics.fetchWaitNanos(System.nanoTime() - t0);
+    }
+  }
+
+  @Override
+  public boolean hasNext() {
+    return remaining > 0 && !closed;
+  }
+
+  /**
+   * The next fetched block, in completion order.
+   *
+   * @throws BlockFetchException (unchecked wrapper {@link FetchFailure}) when a holder failed,
+   *     was lost or missed the deadline
+   */
+  @Override
+  public FetchedBlock next() {
+    try {
+      return nextBlock();
+    } catch (BlockFetchException e) {
+      throw new FetchFailure(e);
+    }
+  }
+
+  /** Unchecked carrier of a {@link BlockFetchException} out of {@link Iterator#next()}. */
+  public static final class FetchFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    FetchFailure(BlockFetchException cause) {
+      super(cause.getMessage(), cause);
+    }
+
+    @Override
+    public synchronized BlockFetchException getCause() {
+      return (BlockFetchException) super.getCause();
+    }
+  }
+
+  private FetchedBlock nextBlock() throws BlockFetchException {
+    closeCurrent();
+    if (!hasNext()) {
+      throw new NoSuchElementException("no more blocks");
+    }
+    while (true) {
+      LandedBlock b = ready.poll();
+      if (b != null) {
+        remaining--;
+        metrics.remoteBlockFetched(b.size());
+        current = b;
+        return b;
+      }
+      if (!toIssue.isEmpty() || !inFlight.isEmpty()) {
+        issue();
+        Req r;
+        long t0 = System.nanoTime();
+        try {
+          // The node fails a request at its deadline; the extra second is only a backstop.
+          r = completed.poll(timeoutNanos + TimeUnit.SECONDS.toNanos(1), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new BlockFetchException(firstPending(), "?", "interrupted while waiting", e);
+        } finally {
+          metrics.fetchWaitNanos(System.nanoTime() - t0);
+        }
+        if (r == null) {
+          throw new BlockFetchException(firstPending(), "?", "no request completed within the deadline", null);
+        }
+        land(r);
+        continue;
+      }
+      StreamedBlock s = large.poll();
+      if (s != null) {
+        remaining--;
+        current = s;
+        return s;
+      }
+      throw new IllegalStateException("fetcher has " + remaining + " blocks left but nothing to fetch");
+    }
+  }
+
+  private BlockId firstPending() {
+    Req r = inFlight.isEmpty() ? toIssue.peek() : inFlight.iterator().next();
+    return r == null ? new BlockId(shuffleId, -1, -1) : r.blocks.get(0).id();
+  }
+
+  private void land(Req r) throws BlockFetchException {
+    inFlight.remove(r);
+    try {
+      r.pending.done.getNow(null);
+    } catch (RuntimeException e) {
+      Throwable cause = e.getCause() != null ? e.getCause() : e;
+      reserved -= r.range.length();
+      node.quarantine(r.range);
+      throw new BlockFetchException(r.blocks.get(0).id(), r.holder.holderId(), cause.getMessage(), cause);
+    }
+    long at = 0;
+    for (RemoteBlock b : r.blocks) {
+      ready.add(new LandedBlock(r, b, at));
+      at += b.size();
+    }
+  }
+
+  private void closeCurrent() {
+    if (current != null) {
+      try {
+        current.stream().close();
+      } catch (IOException e) {
+        // ByteBuffersInputStream and StreamedBlock streams do not throw on close
+      }
+      current = null;
+    }
+  }
+
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    closeCurrent();
+    Req r;
+    while ((r = completed.poll()) != null) {
+      if (inFlight.remove(r)) {
+        if (r.pending.done.isCompletedExceptionally()) {
+          node.quarantine(r.range);
+        } else {
+          r.range.free();
+        }
+        reserved -= r.range.length();
+      }
+    }
+    for (LandedBlock b : ready) {
+      try {
+        b.stream().close();
+      } catch (IOException e) {
+        // cannot happen, see closeCurrent
+      }
+    }
+    ready.clear();
+    for (Req q : inFlight) {
+      node.quarantine(q.range); // the holder may still write into it
+    }
+    inFlight.clear();
+    toIssue.clear();
+    large.clear();
+  }
+
+  /** A block larger than one request, fetched chunk by chunk while it is read. */
+  private final class StreamedBlock extends InputStream implements FetchedBlock {
+    private final HolderPlan holder;
+    private final RemoteBlock block;
+    private long nextChunkOffset;
+    private Chunk reading;
+    private Chunk prefetched;
+    private boolean done;
+
+    private final class Chunk {
+      final LandingPool.Range range;
+      final PendingRequest pending;
+      final long length;
+      InputStream data;
+
+      Chunk(LandingPool.Range range, PendingRequest pending, long length) {
+        this.range = range;
+        this.pending = pending;
+        this.length = length;
+      }
+    }
+
+    StreamedBlock(HolderPlan holder, RemoteBlock block) {
+      this.holder = holder;
+      this.block = block;
+    }
+
+    @Override public BlockId id() { return block.id(); }
+    @Override public String holderId() { return holder.holderId(); }
+    @Override public long size() { return block.size(); }
+    @Override public InputStream stream() { return this; }
+
+    private Chunk request(boolean mayWait) throws BlockFetchException {
+      if (nextChunkOffset >= block.size()) {
+        return null;
+      }
+      long len = Math.min(maxRequestBytes, block.size() - nextChunkOffset);
+      long need = signalSlot(len) + 8;
+      LandingPool.Range range = node.landing().tryAllocate(need);
+      if (range == null) {
+        if (!mayWait) {
+          return null;
+        }
+        range = allocateWaiting(need, block.id(), holder.holderId());
+      }
+      PendingRequest p = node.send(holder.endpoint(), shuffleId, List.of(new ShuffleMessages.Entry(
+          block.id().mapId(), block.id().partition(), nextChunkOffset, len, range.offset())),
+          range.offset() + signalSlot(len));
+      nextChunkOffset += len;
+      return new Chunk(range, p, len);
+    }
+
+    private void await(Chunk c) throws BlockFetchException {
+      long t0 = System.nanoTime();
+      try {
+        c.pending.done.get(timeoutNanos + TimeUnit.SECONDS.toNanos(1), TimeUnit.NANOSECONDS);
+        metrics.remoteBlockFetched(c.length);
+      } catch (ExecutionException e) {
+        node.quarantine(c.range);
+        throw new BlockFetchException(block.id(), holder.holderId(), e.getCause().getMessage(), e.getCause());
+      } catch (TimeoutException e) {
+        node.quarantine(c.range);
+        throw new BlockFetchException(block.id(), holder.holderId(), "chunk not written within the deadline",
+            new TransportException(TransportError.TIMEOUT, "fetch deadline passed"));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        node.quarantine(c.range);
+        throw new BlockFetchException(block.id(), holder.holderId(), "interrupted", e);
+      } finally {
+        metrics.fetchWaitNanos(System.nanoTime() - t0);
+      }
+      c.data = new ByteBuffersInputStream(List.of(c.range.view(0, c.length)), c.range::free);
+    }
+
+    /** The chunk to read from, fetching and prefetching as needed; null at the end. */
+    private InputStream data() throws IOException {
+      if (done) {
+        return null;
+      }
+      if (reading != null && reading.data.available() > 0) {
+        return reading.data;
+      }
+      if (reading != null) {
+        reading.data.close();
+        reading = null;
+      }
+      Chunk next = prefetched != null ? prefetched : request(true);
+      prefetched = null;
+      if (next == null) {
+        done = true;
+        return null;
+      }
+      await(next);
+      reading = next;
+      prefetched = request(false);
+      return reading.data;
+    }
+
+    @Override
+    public int read() throws IOException {
+      InputStream d = data();
+      return d == null ? -1 : d.read();
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) throws IOException {
+      if (len == 0) {
+        return 0;
+      }
+      InputStream d = data();
+      return d == null ? -1 : d.read(b, off, len);
+    }
+
+    @Override
+    public void close() {
+      done = true;
+      if (reading != null) {
+        try {
+          reading.data.close();
+        } catch (IOException e) {
+          // cannot happen
+        }
+        reading = null;
+      }
+      if (prefetched != null) {
+        if (prefetched.pending.done.isDone() && !prefetched.pending.done.isCompletedExceptionally()) {
+          prefetched.range.free();
+        } else {
+          node.quarantine(prefetched.range);
+        }
+        prefetched = null;
+      }
+    }
+  }
+}

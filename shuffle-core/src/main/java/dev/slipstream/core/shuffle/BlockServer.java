@@ -1,0 +1,171 @@
+package dev.slipstream.core.shuffle;
+
+import dev.slipstream.core.shuffle.ShuffleMessages.Entry;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteFailure;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.PeerQueue;
+import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.Transport;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The holder side: serves write requests by writing the requested block ranges one-sided into
+ * the reader's landing region, then signalling the byte count on the same queue.
+ *
+ * <p>Every request is checked before anything is written: each block must be committed here
+ * and each range must lie inside its block and inside the landing region. A request that fails
+ * a check is answered with a {@link WriteFailure} and nothing is written.
+ *
+ * <p>Threading: requests arrive on a transport thread and are served on this server's own
+ * threads (reading spilled output may block). Ownership: the server retains map outputs until
+ * the writes that read them complete.
+ */
+final class BlockServer implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(BlockServer.class);
+
+  private final Transport transport;
+  private final MapOutputStore store;
+  private final ExecutorService threads;
+  private final AtomicLong requestsServed = new AtomicLong();
+  private final AtomicLong requestsFailed = new AtomicLong();
+  private final AtomicLong bytesServed = new AtomicLong();
+
+  BlockServer(Transport transport, MapOutputStore store, int nThreads, String name) {
+    this.transport = transport;
+    this.store = store;
+    AtomicInteger n = new AtomicInteger();
+    this.threads = Executors.newFixedThreadPool(nThreads, r -> {
+      Thread t = new Thread(r, "slipstream-serve-" + name + "-" + n.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  void submit(EndpointDescriptor from, WriteRequest request) {
+    try {
+      threads.execute(() -> serve(from, request));
+    } catch (RejectedExecutionException e) {
+      fail(from, request.requestId(), TransportError.CLOSED, "holder is shutting down");
+    }
+  }
+
+  private void serve(EndpointDescriptor from, WriteRequest req) {
+    List<MapOutput> retained = new ArrayList<>();
+    try {
+      RegionDescriptor landing = req.landing();
+      long total = 0;
+      List<ByteBuffer> slices = new ArrayList<>();
+      List<Long> dsts = new ArrayList<>();
+      for (Entry e : req.entries()) {
+        if (e.landingOffset() > landing.length() || e.length() > landing.length() - e.landingOffset()) {
+          throw new TransportException(TransportError.OUT_OF_RANGE, "landing offset " + e.landingOffset()
+              + " + length " + e.length() + " outside " + landing);
+        }
+        MapOutput out = store.retain(req.shuffleId(), e.mapId());
+        if (out == null) {
+          throw new TransportException(TransportError.UNKNOWN_REGION, "no map output for shuffle "
+              + req.shuffleId() + " map " + e.mapId() + " on this executor (lost, removed or never written here)");
+        }
+        retained.add(out);
+        if (e.partition() >= out.numPartitions()) {
+          throw new TransportException(TransportError.OUT_OF_RANGE, "partition " + e.partition()
+              + " outside [0, " + out.numPartitions() + ") of map output " + req.shuffleId() + "/" + e.mapId());
+        }
+        long blockLength = out.partitionLength(e.partition());
+        if (e.blockOffset() > blockLength || e.length() > blockLength - e.blockOffset()) {
+          throw new TransportException(TransportError.OUT_OF_RANGE, "range offset " + e.blockOffset() + " + length "
+              + e.length() + " outside block " + new BlockId(req.shuffleId(), e.mapId(), e.partition())
+              + " (length " + blockLength + ")");
+        }
+        long dst = e.landingOffset();
+        for (ByteBuffer s : out.slices(e.partition(), e.blockOffset(), e.length())) {
+          slices.add(s);
+          dsts.add(dst);
+          dst += s.remaining();
+        }
+        total += e.length();
+      }
+      if (req.signalOffset() < 0 || req.signalOffset() > landing.length() - 8 || (req.signalOffset() & 7) != 0) {
+        throw new TransportException(TransportError.OUT_OF_RANGE, "signal offset " + req.signalOffset()
+            + " is not an aligned 8-byte slot inside " + landing);
+      }
+      PeerQueue q = transport.connect(from);
+      List<CompletableFuture<Void>> futures = new ArrayList<>(slices.size() + 1);
+      for (int i = 0; i < slices.size() - 1; i++) {
+        futures.add(q.write(slices.get(i), landing.at(dsts.get(i))));
+      }
+      int last = slices.size() - 1;
+      futures.add(q.writeAndSignal(slices.get(last), landing.at(dsts.get(last)), landing.at(req.signalOffset()), total));
+      q.commit();
+      long bytes = total;
+      List<MapOutput> held = List.copyOf(retained);
+      retained.clear();
+      CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0])).whenComplete((v, err) -> {
+        held.forEach(MapOutput::release);
+        if (err == null) {
+          requestsServed.incrementAndGet();
+          bytesServed.addAndGet(bytes);
+        } else {
+          Throwable cause = err.getCause() != null ? err.getCause() : err;
+          fail(from, req.requestId(), cause instanceof TransportException te ? te.error() : TransportError.INTERNAL,
+              "writing into the reader's landing region failed: " + cause.getMessage());
+        }
+      });
+    } catch (TransportException e) {
+      fail(from, req.requestId(), e.error(), e.getMessage());
+    } catch (IOException | RuntimeException e) {
+      fail(from, req.requestId(), TransportError.INTERNAL, e.toString());
+    } finally {
+      retained.forEach(MapOutput::release);
+    }
+  }
+
+  private void fail(EndpointDescriptor from, long requestId, TransportError error, String reason) {
+    requestsFailed.incrementAndGet();
+    LOG.warn("Write request {} from {} failed: {}", requestId, from, reason);
+    try {
+      PeerQueue q = transport.connect(from);
+      q.send(new WriteFailure(requestId, error, reason).encode());
+      q.commit();
+    } catch (TransportException e) {
+      LOG.warn("Could not tell {} that request {} failed: {}", from, requestId, e.getMessage());
+    }
+  }
+
+  long requestsServed() {
+    return requestsServed.get();
+  }
+
+  long requestsFailed() {
+    return requestsFailed.get();
+  }
+
+  long bytesServed() {
+    return bytesServed.get();
+  }
+
+  @Override
+  public void close() {
+    threads.shutdownNow();
+    try {
+      threads.awaitTermination(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

@@ -1,0 +1,186 @@
+package dev.slipstream.core.shuffle;
+
+import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.RegisteredRegion;
+import java.nio.ByteBuffer;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The executor's landing memory: one registered region that holders write fetched blocks into,
+ * handed out in ranges of whole units (first fit, coalescing on free).
+ *
+ * <p>Threading: thread-safe; {@link #allocate} may wait, always with a deadline.
+ */
+public final class LandingPool {
+  /** Allocation granularity; also keeps signal slots 8-byte aligned. */
+  public static final int UNIT = 4096;
+
+  /** A range of landing memory. Freed exactly once. */
+  public final class Range {
+    private final long offset;
+    private final long length;
+    private boolean freed;
+
+    private Range(long offset, long length) {
+      this.offset = offset;
+      this.length = length;
+    }
+
+    public long offset() { return offset; }
+    public long length() { return length; }
+
+    /** A view of {@code [offset + at, offset + at + len)}. */
+    public ByteBuffer view(long at, long len) {
+      if (at < 0 || len < 0 || at + len > length) {
+        throw new IndexOutOfBoundsException("view " + at + "+" + len + " outside landing range of length " + length);
+      }
+      ByteBuffer b = region.buffer();
+      b.position((int) (offset + at)).limit((int) (offset + at + len));
+      return b.slice();
+    }
+
+    public void free() {
+      LandingPool.this.free(this);
+    }
+  }
+
+  private final RegisteredRegion region;
+  private final long capacity;
+  private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
+  private final ReentrantLock lock = new ReentrantLock();
+  private final Condition freed = lock.newCondition();
+  private long used;
+  private long peak;
+
+  public LandingPool(RegisteredRegion region) {
+    this.region = region;
+    this.capacity = region.descriptor().length() / UNIT * UNIT;
+    if (capacity > 0) {
+      free.put(0L, capacity);
+    }
+  }
+
+  public RegisteredRegion region() {
+    return region;
+  }
+
+  public RegionDescriptor descriptor() {
+    return region.descriptor();
+  }
+
+  public long capacity() {
+    return capacity;
+  }
+
+  private static long roundUp(long n) {
+    return (n + UNIT - 1) / UNIT * UNIT;
+  }
+
+  /** A range of at least {@code bytes}, or null when none is free now. */
+  public Range tryAllocate(long bytes) {
+    long want = roundUp(Math.max(1, bytes));
+    lock.lock();
+    try {
+      return allocateLocked(want);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Waits up to {@code timeoutNanos} for a range of at least {@code bytes}.
+   *
+   * @return the range, or null when the deadline passed
+   * @throws IllegalArgumentException when {@code bytes} exceeds the whole pool
+   */
+  public Range allocate(long bytes, long timeoutNanos) throws InterruptedException {
+    long want = roundUp(Math.max(1, bytes));
+    if (want > capacity) {
+      throw new IllegalArgumentException("landing request of " + bytes + " bytes exceeds the landing pool ("
+          + capacity + " bytes)");
+    }
+    long remaining = timeoutNanos;
+    lock.lock();
+    try {
+      while (true) {
+        Range r = allocateLocked(want);
+        if (r != null) {
+          return r;
+        }
+        if (remaining <= 0) {
+          return null;
+        }
+        remaining = freed.awaitNanos(remaining);
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private Range allocateLocked(long want) {
+    for (Map.Entry<Long, Long> e : free.entrySet()) {
+      if (e.getValue() >= want) {
+        long off = e.getKey();
+        long len = e.getValue();
+        free.remove(off);
+        if (len > want) {
+          free.put(off + want, len - want);
+        }
+        used += want;
+        peak = Math.max(peak, used);
+        return new Range(off, want);
+      }
+    }
+    return null;
+  }
+
+  private void free(Range r) {
+    lock.lock();
+    try {
+      if (r.freed) {
+        return;
+      }
+      r.freed = true;
+      long off = r.offset;
+      long len = r.length;
+      Map.Entry<Long, Long> below = free.floorEntry(off);
+      if (below != null && below.getKey() + below.getValue() == off) {
+        off = below.getKey();
+        len += below.getValue();
+        free.remove(below.getKey());
+      }
+      Long aboveLen = free.get(off + len);
+      if (aboveLen != null) {
+        free.remove(off + len);
+        len += aboveLen;
+      }
+      free.put(off, len);
+      used -= r.length;
+      freed.signalAll();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  public long used() {
+    lock.lock();
+    try {
+      return used;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  public long peak() {
+    lock.lock();
+    try {
+      return peak;
+    } finally {
+      lock.unlock();
+    }
+  }
+}

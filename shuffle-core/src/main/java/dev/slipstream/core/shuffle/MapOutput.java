@@ -1,0 +1,147 @@
+package dev.slipstream.core.shuffle;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The committed output of one map task attempt: the bytes of every reduce partition, one after
+ * the other, in registered pages of the map-output store or, when the store's budget was spent,
+ * in a local file.
+ *
+ * <p>Threading: immutable after commit; readers {@link #retain()} it while they read and
+ * {@link #release()} after, so pages are not reused under them when the shuffle is removed.
+ */
+public final class MapOutput {
+  private final int shuffleId;
+  private final long mapId;
+  private final long[] offsets;
+  private final List<MapOutputStore.Page> pages;
+  private final Path file;
+  private final long pageBytes;
+  private final MapOutputStore store;
+  private final AtomicInteger refs = new AtomicInteger(1);
+
+  MapOutput(MapOutputStore store, int shuffleId, long mapId, long[] offsets,
+            List<MapOutputStore.Page> pages, Path file, long pageBytes) {
+    this.store = store;
+    this.shuffleId = shuffleId;
+    this.mapId = mapId;
+    this.offsets = offsets;
+    this.pages = pages;
+    this.file = file;
+    this.pageBytes = pageBytes;
+  }
+
+  public int shuffleId() { return shuffleId; }
+  public long mapId() { return mapId; }
+  public int numPartitions() { return offsets.length - 1; }
+  public boolean inMemory() { return file == null; }
+  public long totalBytes() { return offsets[offsets.length - 1]; }
+
+  public long partitionLength(int partition) {
+    checkPartition(partition);
+    return offsets[partition + 1] - offsets[partition];
+  }
+
+  /** Lengths of every partition, for the MapStatus. */
+  public long[] partitionLengths() {
+    long[] l = new long[numPartitions()];
+    for (int i = 0; i < l.length; i++) {
+      l[i] = offsets[i + 1] - offsets[i];
+    }
+    return l;
+  }
+
+  private void checkPartition(int partition) {
+    if (partition < 0 || partition >= numPartitions()) {
+      throw new IndexOutOfBoundsException("partition " + partition + " outside [0, " + numPartitions()
+          + ") of map output " + shuffleId + "/" + mapId);
+    }
+  }
+
+  /**
+   * Views of {@code length} bytes starting {@code offset} bytes into {@code partition}'s block,
+   * in order. Valid while this output is retained.
+   *
+   * @throws IndexOutOfBoundsException when the range lies outside the block
+   */
+  public List<ByteBuffer> slices(int partition, long offset, long length) throws IOException {
+    long blockLength = partitionLength(partition);
+    if (offset < 0 || length < 0 || offset > blockLength || length > blockLength - offset) {
+      throw new IndexOutOfBoundsException("range offset " + offset + " + length " + length + " outside block "
+          + new BlockId(shuffleId, mapId, partition) + " (length " + blockLength + ")");
+    }
+    if (length == 0) {
+      return Collections.emptyList();
+    }
+    long start = offsets[partition] + offset;
+    if (file != null) {
+      try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+        return List.of(ch.map(FileChannel.MapMode.READ_ONLY, start, length));
+      }
+    }
+    List<ByteBuffer> out = new ArrayList<>();
+    long pos = start;
+    long end = start + length;
+    while (pos < end) {
+      int pageIndex = (int) (pos / pageBytes);
+      int inPage = (int) (pos % pageBytes);
+      int n = (int) Math.min(pageBytes - inPage, end - pos);
+      ByteBuffer b = pages.get(pageIndex).view();
+      b.position(inPage).limit(inPage + n);
+      out.add(b.slice());
+      pos += n;
+    }
+    return out;
+  }
+
+  /** A stream over one partition's block (for local reads). Retains this output until closed. */
+  public InputStream open(int partition) throws IOException {
+    List<ByteBuffer> parts = slices(partition, 0, partitionLength(partition));
+    retain();
+    return new ByteBuffersInputStream(parts, this::release);
+  }
+
+  public void retain() {
+    int r;
+    do {
+      r = refs.get();
+      if (r <= 0) {
+        throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " was already freed");
+      }
+    } while (!refs.compareAndSet(r, r + 1));
+  }
+
+  public void release() {
+    int r = refs.decrementAndGet();
+    if (r == 0) {
+      free();
+    } else if (r < 0) {
+      throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " released too often");
+    }
+  }
+
+  private void free() {
+    store.freePages(pages);
+    if (file != null) {
+      try {
+        Files.deleteIfExists(file);
+      } catch (IOException e) {
+        store.logDeleteFailure(file, e);
+      }
+    }
+  }
+
+  Path file() {
+    return file;
+  }
+}

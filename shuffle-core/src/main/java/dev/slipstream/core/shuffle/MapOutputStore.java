@@ -1,0 +1,221 @@
+package dev.slipstream.core.shuffle;
+
+import dev.slipstream.core.memory.MemoryPool;
+import dev.slipstream.core.transport.RegisteredRegion;
+import dev.slipstream.core.transport.Transport;
+import dev.slipstream.core.transport.TransportException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * An executor's map output: registered off-heap pages within a budget, local files beyond it.
+ *
+ * <p>Memory is allocated in segments that are registered with the transport once and then
+ * reused; a segment is cut into pages and a map output holds whole pages. When no page is free
+ * and the budget allows no new segment, the output being written spills to a local file.
+ *
+ * <p>Threading: thread-safe. Ownership: the store owns its segments, pages and files;
+ * {@link #removeShuffle} frees a shuffle's outputs once no reader retains them;
+ * {@link #close()} deregisters every segment and deletes every file.
+ */
+public final class MapOutputStore implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(MapOutputStore.class);
+
+  /** A page of a registered segment. */
+  static final class Page {
+    final ByteBuffer memory;
+
+    Page(ByteBuffer memory) {
+      this.memory = memory;
+    }
+
+    ByteBuffer view() {
+      return memory.duplicate().clear();
+    }
+  }
+
+  private final Transport transport;
+  private final MemoryPool pool;
+  private final long segmentBytes;
+  private final long pageBytes;
+  private final Path spillDir;
+  private final List<RegisteredRegion> segments = new ArrayList<>();
+  private final ArrayDeque<Page> freePages = new ArrayDeque<>();
+  private final Map<Integer, Map<Long, MapOutput>> outputs = new ConcurrentHashMap<>();
+  private final AtomicLong spills = new AtomicLong();
+  private final AtomicLong spilledBytes = new AtomicLong();
+  private final AtomicLong fileSeq = new AtomicLong();
+  private long pagesInUse;
+  private boolean closed;
+
+  /**
+   * @param pool accounts the segments; its limit is the memory budget
+   * @param spillDir folder for outputs beyond the budget (created if missing)
+   */
+  public MapOutputStore(Transport transport, MemoryPool pool, long segmentBytes, long pageBytes, Path spillDir) {
+    this.transport = transport;
+    this.pool = pool;
+    this.segmentBytes = segmentBytes;
+    this.pageBytes = pageBytes;
+    this.spillDir = spillDir;
+  }
+
+  public long pageBytes() {
+    return pageBytes;
+  }
+
+  /** Starts the output of one map task attempt. */
+  public MapOutputWriter newOutput(int shuffleId, long mapId, int numPartitions) {
+    return new MapOutputWriter(this, shuffleId, mapId, numPartitions);
+  }
+
+  /** A free page, or null when the budget is spent. */
+  synchronized Page allocatePage() {
+    if (closed) {
+      throw new IllegalStateException("map-output store is closed");
+    }
+    if (freePages.isEmpty() && !growSegment()) {
+      return null;
+    }
+    pagesInUse++;
+    return freePages.pop();
+  }
+
+  private boolean growSegment() {
+    if (!pool.tryReserve(segmentBytes)) {
+      return false;
+    }
+    ByteBuffer seg;
+    RegisteredRegion region;
+    try {
+      seg = ByteBuffer.allocateDirect((int) segmentBytes);
+      region = transport.register(seg);
+    } catch (TransportException | OutOfMemoryError e) {
+      pool.release(segmentBytes);
+      LOG.warn("Could not add a {} byte map-output segment; spilling instead: {}", segmentBytes, e.toString());
+      return false;
+    }
+    segments.add(region);
+    ByteBuffer view = region.buffer();
+    for (long off = 0; off + pageBytes <= segmentBytes; off += pageBytes) {
+      view.limit((int) (off + pageBytes)).position((int) off);
+      freePages.add(new Page(view.slice()));
+      view.clear();
+    }
+    return true;
+  }
+
+  synchronized void freePages(List<Page> pages) {
+    pagesInUse -= pages.size();
+    if (!closed) {
+      freePages.addAll(pages);
+    }
+  }
+
+  Path newSpillFile(int shuffleId, long mapId) throws IOException {
+    Files.createDirectories(spillDir);
+    return spillDir.resolve("slipstream_" + shuffleId + "_" + mapId + "_" + fileSeq.incrementAndGet() + ".data");
+  }
+
+  void onSpill(long bytes) {
+    spills.incrementAndGet();
+    spilledBytes.addAndGet(bytes);
+  }
+
+  void logDeleteFailure(Path file, IOException e) {
+    LOG.warn("Could not delete map-output file {}: {}", file, e.toString());
+  }
+
+  /** Publishes a committed output; an earlier output of the same attempt id is replaced. */
+  void publish(MapOutput out) {
+    MapOutput old = outputs.computeIfAbsent(out.shuffleId(), k -> new ConcurrentHashMap<>()).put(out.mapId(), out);
+    if (old != null) {
+      old.release();
+    }
+  }
+
+  /** The committed output of a map attempt, retained for the caller, or null. */
+  public MapOutput retain(int shuffleId, long mapId) {
+    Map<Long, MapOutput> m = outputs.get(shuffleId);
+    if (m == null) {
+      return null;
+    }
+    synchronized (m) {
+      MapOutput o = m.get(mapId);
+      if (o != null) {
+        o.retain();
+      }
+      return o;
+    }
+  }
+
+  /** Frees every output of a shuffle (pages go back to the free list once no reader holds them). */
+  public void removeShuffle(int shuffleId) {
+    Map<Long, MapOutput> m = outputs.remove(shuffleId);
+    if (m != null) {
+      synchronized (m) {
+        m.values().forEach(MapOutput::release);
+        m.clear();
+      }
+    }
+  }
+
+  public int outputCount() {
+    return outputs.values().stream().mapToInt(Map::size).sum();
+  }
+
+  public synchronized long memoryInUse() {
+    return pagesInUse * pageBytes;
+  }
+
+  public synchronized long memoryRegistered() {
+    return segments.size() * segmentBytes;
+  }
+
+  public long spills() {
+    return spills.get();
+  }
+
+  public long spilledBytes() {
+    return spilledBytes.get();
+  }
+
+  /** Number of spill files currently on disk. */
+  public long spillFilesOnDisk() throws IOException {
+    if (!Files.isDirectory(spillDir)) {
+      return 0;
+    }
+    try (var s = Files.list(spillDir)) {
+      return s.filter(p -> p.getFileName().toString().startsWith("slipstream_")).count();
+    }
+  }
+
+  @Override
+  public void close() {
+    List<Integer> ids = new ArrayList<>(outputs.keySet());
+    ids.forEach(this::removeShuffle);
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      if (pagesInUse != 0) {
+        LOG.warn("Closing the map-output store with {} pages still retained by readers", pagesInUse);
+      }
+      segments.forEach(RegisteredRegion::close);
+      pool.release(segments.size() * segmentBytes);
+      segments.clear();
+      freePages.clear();
+    }
+  }
+}

@@ -1,0 +1,169 @@
+package dev.slipstream.core.shuffle;
+
+import java.io.BufferedOutputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Writes one map task attempt's output, partition after partition, into store pages, spilling
+ * to a file when the store's budget is spent. Partitions must be written in increasing order;
+ * partitions never opened are empty.
+ *
+ * <p>Threading: one task thread. Ownership: {@link #commit()} hands the bytes to the store;
+ * {@link #abort()} frees them. Exactly one of the two must be called.
+ */
+public final class MapOutputWriter {
+  private final MapOutputStore store;
+  private final int shuffleId;
+  private final long mapId;
+  private final long[] offsets;
+  private final long pageBytes;
+  private final List<MapOutputStore.Page> pages = new ArrayList<>();
+  private ByteBuffer current;
+  private Path file;
+  private OutputStream fileOut;
+  private long position;
+  private int nextPartition;
+  private boolean done;
+
+  MapOutputWriter(MapOutputStore store, int shuffleId, long mapId, int numPartitions) {
+    if (numPartitions < 0) {
+      throw new IllegalArgumentException("numPartitions " + numPartitions + " is negative");
+    }
+    this.store = store;
+    this.shuffleId = shuffleId;
+    this.mapId = mapId;
+    this.offsets = new long[numPartitions + 1];
+    this.pageBytes = store.pageBytes();
+  }
+
+  /**
+   * A stream for {@code partition}'s bytes. Closing it ends the partition; the next call must
+   * name a higher partition.
+   */
+  public OutputStream openPartition(int partition) {
+    if (done) {
+      throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
+    }
+    if (partition < nextPartition || partition >= offsets.length - 1) {
+      throw new IllegalArgumentException("partition " + partition + ": expected one in [" + nextPartition
+          + ", " + (offsets.length - 1) + ") (partitions are written in increasing order)");
+    }
+    for (int p = nextPartition; p <= partition; p++) {
+      offsets[p] = position;
+    }
+    nextPartition = partition + 1;
+    return new OutputStream() {
+      private boolean closed;
+
+      @Override
+      public void write(int b) throws IOException {
+        append(new byte[] {(byte) b}, 0, 1);
+      }
+
+      @Override
+      public void write(byte[] b, int off, int len) throws IOException {
+        if (closed) {
+          throw new IOException("partition " + partition + " stream is closed");
+        }
+        append(b, off, len);
+      }
+
+      @Override
+      public void close() {
+        closed = true;
+      }
+    };
+  }
+
+  private void append(byte[] b, int off, int len) throws IOException {
+    position += len;
+    if (fileOut != null) {
+      fileOut.write(b, off, len);
+      return;
+    }
+    while (len > 0) {
+      if (current == null || !current.hasRemaining()) {
+        MapOutputStore.Page p = store.allocatePage();
+        if (p == null) {
+          spillToFile();
+          fileOut.write(b, off, len);
+          return;
+        }
+        pages.add(p);
+        current = p.view();
+      }
+      int n = Math.min(len, current.remaining());
+      current.put(b, off, n);
+      off += n;
+      len -= n;
+    }
+  }
+
+  private void spillToFile() throws IOException {
+    file = store.newSpillFile(shuffleId, mapId);
+    fileOut = new BufferedOutputStream(Files.newOutputStream(file), 1 << 16);
+    byte[] tmp = new byte[(int) pageBytes];
+    long already = 0;
+    for (MapOutputStore.Page p : pages) {
+      ByteBuffer v = p.view();
+      int n = (int) Math.min(pageBytes, bytesInPages() - already);
+      v.get(tmp, 0, n);
+      fileOut.write(tmp, 0, n);
+      already += n;
+    }
+    store.freePages(pages);
+    pages.clear();
+    current = null;
+  }
+
+  private long bytesInPages() {
+    return pages.isEmpty() ? 0 : (pages.size() - 1) * pageBytes + current.position();
+  }
+
+  /** Bytes written so far. */
+  public long position() {
+    return position;
+  }
+
+  /** Publishes the output in the store and returns it (not retained for the caller). */
+  public MapOutput commit() throws IOException {
+    if (done) {
+      throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
+    }
+    done = true;
+    for (int p = nextPartition; p < offsets.length; p++) {
+      offsets[p] = position;
+    }
+    if (fileOut != null) {
+      fileOut.close();
+      store.onSpill(position);
+    }
+    MapOutput out = new MapOutput(store, shuffleId, mapId, offsets, List.copyOf(pages), file, pageBytes);
+    store.publish(out);
+    return out;
+  }
+
+  /** Frees everything written. Idempotent; a no-op after commit. */
+  public void abort() {
+    if (done) {
+      return;
+    }
+    done = true;
+    store.freePages(pages);
+    pages.clear();
+    if (fileOut != null) {
+      try {
+        fileOut.close();
+        Files.deleteIfExists(file);
+      } catch (IOException e) {
+        store.logDeleteFailure(file, e);
+      }
+    }
+  }
+}

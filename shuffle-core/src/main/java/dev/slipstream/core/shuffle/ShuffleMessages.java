@@ -1,0 +1,117 @@
+package dev.slipstream.core.shuffle;
+
+import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.wire.WireReader;
+import dev.slipstream.core.wire.WireWriter;
+import java.nio.ByteBuffer;
+import java.util.List;
+
+/**
+ * Control messages of the pull-driven write protocol, sent two-sided on a transport queue.
+ * Each starts with the wire header (magic, version, type id).
+ */
+public final class ShuffleMessages {
+  public static final byte TYPE_WRITE_REQUEST = 16;
+  public static final byte TYPE_WRITE_FAILURE = 17;
+  public static final int MAX_ENTRIES = 1 << 16;
+  public static final int MAX_REASON = 8 * 1024;
+
+  private ShuffleMessages() {}
+
+  /** Common supertype of decoded messages. */
+  public sealed interface Message permits WriteRequest, WriteFailure {}
+
+  /**
+   * One range of a block to write into the landing region: {@code length} bytes starting
+   * {@code blockOffset} bytes into block {@code (mapId, partition)}, placed at
+   * {@code landingOffset}.
+   */
+  public record Entry(long mapId, int partition, long blockOffset, long length, long landingOffset) {}
+
+  /**
+   * The reader asks the holder to write {@code entries} of shuffle {@code shuffleId} into its
+   * landing region, then add the total byte count to the signal at {@code signalOffset}.
+   */
+  public record WriteRequest(long requestId, int shuffleId, RegionDescriptor landing, long signalOffset,
+                             List<Entry> entries) implements Message {
+    public WriteRequest {
+      entries = List.copyOf(entries);
+    }
+
+    public long totalBytes() {
+      long t = 0;
+      for (Entry e : entries) {
+        t += e.length();
+      }
+      return t;
+    }
+
+    public ByteBuffer encode() {
+      WireWriter w = new WireWriter(64 + RegionDescriptor.ENCODED_LENGTH + entries.size() * 36);
+      w.putHeader(TYPE_WRITE_REQUEST).putLong(requestId).putInt(shuffleId);
+      landing.encode(w);
+      w.putLong(signalOffset).putInt(entries.size());
+      for (Entry e : entries) {
+        w.putLong(e.mapId()).putInt(e.partition()).putLong(e.blockOffset()).putLong(e.length()).putLong(e.landingOffset());
+      }
+      return w.toByteBuffer();
+    }
+  }
+
+  /** The holder could not serve a request; nothing more will be written for it. */
+  public record WriteFailure(long requestId, TransportError error, String reason) implements Message {
+    public ByteBuffer encode() {
+      String r = reason.length() > MAX_REASON / 4 ? reason.substring(0, MAX_REASON / 4) : reason;
+      WireWriter w = new WireWriter(32 + r.length() * 3);
+      w.putHeader(TYPE_WRITE_FAILURE).putLong(requestId).putInt(error.code()).putString(r);
+      return w.toByteBuffer();
+    }
+  }
+
+  /** Decodes a message; every field is checked before use. */
+  public static Message decode(ByteBuffer buf) throws TransportException {
+    WireReader r = new WireReader(buf);
+    byte type = r.readHeader("shuffle message");
+    switch (type) {
+      case TYPE_WRITE_REQUEST -> {
+        long id = r.getLong("request id");
+        int shuffleId = r.getInt("shuffle id");
+        RegionDescriptor landing = RegionDescriptor.decode(r);
+        long signalOffset = r.getLong("signal offset");
+        int n = r.getInt("entry count", 1, MAX_ENTRIES);
+        if (r.remaining() < (long) n * 36) {
+          throw new TransportException(TransportError.MALFORMED,
+              "truncated write request: " + n + " entries need " + (n * 36L) + " bytes, have " + r.remaining());
+        }
+        Entry[] entries = new Entry[n];
+        for (int i = 0; i < n; i++) {
+          long mapId = r.getLong("map id");
+          int partition = r.getInt("partition");
+          long blockOffset = r.getLong("block offset");
+          long length = r.getLong("length");
+          long landingOffset = r.getLong("landing offset");
+          if (partition < 0 || blockOffset < 0 || length <= 0 || landingOffset < 0) {
+            throw new TransportException(TransportError.MALFORMED, "write request entry " + i + ": partition "
+                + partition + ", block offset " + blockOffset + ", length " + length + ", landing offset "
+                + landingOffset + "; expected partition >= 0, offsets >= 0 and length > 0");
+          }
+          entries[i] = new Entry(mapId, partition, blockOffset, length, landingOffset);
+        }
+        r.expectEnd("write request");
+        return new WriteRequest(id, shuffleId, landing, signalOffset, List.of(entries));
+      }
+      case TYPE_WRITE_FAILURE -> {
+        long id = r.getLong("request id");
+        TransportError e = TransportError.fromCode(r.getInt("error code"));
+        String reason = r.getString("failure reason", MAX_REASON);
+        r.expectEnd("write failure");
+        return new WriteFailure(id, e, reason);
+      }
+      default -> throw new TransportException(TransportError.UNKNOWN_TYPE,
+          "shuffle message: got type id " + type + ", expected " + TYPE_WRITE_REQUEST + " (write request) or "
+              + TYPE_WRITE_FAILURE + " (write failure)");
+    }
+  }
+}

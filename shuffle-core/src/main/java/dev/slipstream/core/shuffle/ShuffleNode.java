@@ -1,0 +1,222 @@
+package dev.slipstream.core.shuffle;
+
+import dev.slipstream.core.config.CoreConfig;
+import dev.slipstream.core.memory.MemoryPool;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteFailure;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.PeerQueue;
+import dev.slipstream.core.transport.RegisteredRegion;
+import dev.slipstream.core.transport.Transport;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import java.nio.ByteBuffer;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One process's part in the shuffle protocol: its transport, map-output store, landing pool and
+ * block server, plus the registry of write requests it is waiting for.
+ *
+ * <p>Protocol (pull-driven writes): the reader reserves landing space and sends the holder a
+ * {@link WriteRequest}; the holder writes the block ranges one-sided into the landing region and
+ * adds the byte count to the request's signal slot; the reader consumes after the signal. A
+ * holder that cannot serve answers with a {@link WriteFailure}.
+ *
+ * <p>Threading: thread-safe. Ownership: the node owns everything it creates; {@link #close()}
+ * fails pending requests, stops the server, closes the store, deregisters landing memory and
+ * closes the transport.
+ */
+public final class ShuffleNode implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(ShuffleNode.class);
+
+  private final Transport transport;
+  private final CoreConfig config;
+  private final MemoryPool rootPool;
+  private final MemoryPool landingAccount;
+  private final MapOutputStore store;
+  private final LandingPool landing;
+  private final BlockServer server;
+  private final ScheduledExecutorService timer;
+  private final ConcurrentHashMap<Long, PendingRequest> pending = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<Long, PendingRequest> bySignal = new ConcurrentHashMap<>();
+  private final AtomicLong nextRequestId = new AtomicLong(1);
+  private final AtomicLong requestsSent = new AtomicLong();
+  private final AtomicLong requestsFailed = new AtomicLong();
+  private final AtomicLong bytesFetched = new AtomicLong();
+  private final AtomicLong malformedMessages = new AtomicLong();
+  private volatile boolean closed;
+
+  public ShuffleNode(Transport transport, CoreConfig config, Path spillDir, String name) throws TransportException {
+    this.transport = transport;
+    this.config = config;
+    this.rootPool = MemoryPool.root("slipstream-" + name, config.mapOutputMemory() + config.landingBytes());
+    this.store = new MapOutputStore(transport, rootPool.child("map-output", config.mapOutputMemory()),
+        config.segmentBytes(), config.pageBytes(), spillDir);
+    this.landingAccount = rootPool.child("landing", config.landingBytes());
+    if (!landingAccount.tryReserve(config.landingBytes())) {
+      throw new IllegalStateException("landing pool does not fit its own budget");
+    }
+    RegisteredRegion region = transport.register(ByteBuffer.allocateDirect((int) config.landingBytes()));
+    this.landing = new LandingPool(region);
+    region.setSignalListener(this::onSignal);
+    this.server = new BlockServer(transport, store, config.serverThreads(), name);
+    this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "slipstream-timer-" + name);
+      t.setDaemon(true);
+      return t;
+    });
+    transport.setMessageHandler(this::onMessage);
+  }
+
+  public Transport transport() { return transport; }
+  public MapOutputStore store() { return store; }
+  public LandingPool landing() { return landing; }
+  public CoreConfig config() { return config; }
+  public EndpointDescriptor localEndpoint() { return transport.localEndpoint(); }
+
+  private void onMessage(EndpointDescriptor from, ByteBuffer message) {
+    ShuffleMessages.Message m;
+    try {
+      m = ShuffleMessages.decode(message);
+    } catch (TransportException e) {
+      malformedMessages.incrementAndGet();
+      LOG.warn("Dropped a malformed shuffle message from {}: {}", from, e.getMessage());
+      return;
+    }
+    if (m instanceof WriteRequest req) {
+      server.submit(from, req);
+    } else if (m instanceof WriteFailure f) {
+      PendingRequest p = pending.get(f.requestId());
+      if (p != null && p.holder.equals(from)) {
+        fail(p, new TransportException(f.error(), "holder " + from + " could not serve request "
+            + f.requestId() + ": " + f.reason()));
+      }
+    }
+  }
+
+  private void onSignal(RegisteredRegion region, long offset, long value) {
+    PendingRequest p = bySignal.get(offset);
+    if (p != null && value >= p.expected) {
+      if (value != p.expected) {
+        fail(p, new TransportException(TransportError.INTERNAL, "request " + p.requestId + " signalled "
+            + value + " bytes, expected " + p.expected));
+        return;
+      }
+      if (remove(p)) {
+        bytesFetched.addAndGet(p.expected);
+        p.done.complete(null);
+      }
+    }
+  }
+
+  private boolean remove(PendingRequest p) {
+    bySignal.remove(p.signalOffset, p);
+    return pending.remove(p.requestId, p);
+  }
+
+  private void fail(PendingRequest p, Throwable cause) {
+    if (remove(p)) {
+      requestsFailed.incrementAndGet();
+      p.done.completeExceptionally(cause);
+    }
+  }
+
+  /**
+   * Sends a write request for {@code entries} to {@code holder}; the signal slot is the 8 bytes
+   * at {@code signalOffset} of the landing region, reset here before sending.
+   */
+  PendingRequest send(EndpointDescriptor holder, int shuffleId, List<ShuffleMessages.Entry> entries,
+                      long signalOffset) {
+    long id = nextRequestId.getAndIncrement();
+    WriteRequest req = new WriteRequest(id, shuffleId, landing.descriptor(), signalOffset, entries);
+    long deadline = System.nanoTime() + config.fetchTimeout().toNanos();
+    PendingRequest p = new PendingRequest(id, holder, signalOffset, req.totalBytes(), deadline);
+    if (closed) {
+      p.done.completeExceptionally(new TransportException(TransportError.CLOSED, "shuffle node is closed"));
+      return p;
+    }
+    landing.region().resetSignal(signalOffset, 0);
+    pending.put(id, p);
+    bySignal.put(signalOffset, p);
+    timer.schedule(() -> fail(p, new TransportException(TransportError.TIMEOUT, "holder " + holder
+        + " did not complete request " + id + " (" + req.totalBytes() + " bytes) within "
+        + config.fetchTimeout().toMillis() + " ms")), config.fetchTimeout().toNanos(), TimeUnit.NANOSECONDS);
+    try {
+      PeerQueue q = transport.connect(holder);
+      q.send(req.encode()).whenComplete((v, err) -> {
+        if (err != null) {
+          fail(p, err.getCause() != null ? err.getCause() : err);
+        }
+      });
+      q.commit();
+      requestsSent.incrementAndGet();
+    } catch (TransportException e) {
+      fail(p, e);
+    }
+    return p;
+  }
+
+  /** Fails every request waiting on {@code holder} (it left the cluster). */
+  public void peerLost(EndpointDescriptor holder, String why) {
+    for (PendingRequest p : pending.values()) {
+      if (p.holder.equals(holder)) {
+        fail(p, new TransportException(TransportError.PEER_LOST, "holder " + holder + " was lost: " + why));
+      }
+    }
+  }
+
+  /** Frees a landing range later, after the deadline of a write that may still arrive into it. */
+  void quarantine(LandingPool.Range range) {
+    try {
+      timer.schedule(range::free, config.fetchTimeout().toMillis(), TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      range.free();
+    }
+  }
+
+  /** Starts fetching {@code plan} for one reduce task. */
+  public BlockFetcher newFetcher(int shuffleId, List<BlockFetcher.HolderPlan> plan, FetchMetrics metrics) {
+    return new BlockFetcher(this, shuffleId, plan, config.maxBytesInFlight(), config.maxRequestBytes(), metrics);
+  }
+
+  public long requestsSent() { return requestsSent.get(); }
+  public long requestsFailed() { return requestsFailed.get(); }
+  public long bytesFetched() { return bytesFetched.get(); }
+  public long requestsServed() { return server.requestsServed(); }
+  public long bytesServed() { return server.bytesServed(); }
+  public long serveFailures() { return server.requestsFailed(); }
+  public long malformedMessages() { return malformedMessages.get(); }
+  public int pendingRequests() { return pending.size(); }
+
+  /** Registered memory in use: map-output segments plus the landing region. */
+  public long registeredBytes() {
+    return store.memoryRegistered() + (landing.region().isOpen() ? landing.region().descriptor().length() : 0);
+  }
+
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    for (PendingRequest p : pending.values()) {
+      fail(p, new TransportException(TransportError.CLOSED, "shuffle node is closing"));
+    }
+    timer.shutdownNow();
+    server.close();
+    store.close();
+    landing.region().close();
+    landingAccount.release(config.landingBytes());
+    transport.close();
+    rootPool.close(); // fails loudly if any registered memory is still accounted
+
+  }
+}

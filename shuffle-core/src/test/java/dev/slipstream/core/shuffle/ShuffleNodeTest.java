@@ -1,0 +1,208 @@
+package dev.slipstream.core.shuffle;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.slipstream.core.config.ConfigSource;
+import dev.slipstream.core.config.CoreConfig;
+import dev.slipstream.core.transport.TransportContext;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.transport.loopback.LoopbackFabric;
+import dev.slipstream.core.transport.loopback.LoopbackTransportProvider;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ShuffleNodeTest {
+  @TempDir Path tmp;
+  private final LoopbackFabric fabric = new LoopbackFabric();
+  private ShuffleNode holder;
+  private ShuffleNode reader;
+
+  private ShuffleNode node(String name, Map<String, String> conf) throws TransportException {
+    ConfigSource src = ConfigSource.of(conf);
+    return new ShuffleNode(new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name)),
+        new CoreConfig(src), tmp.resolve(name), name);
+  }
+
+  private static Map<String, String> small() {
+    Map<String, String> m = new HashMap<>();
+    m.put("spark.slipstream.landing.bytes", "256k");
+    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
+    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
+    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
+    m.put("spark.slipstream.mapOutput.segmentBytes", "256k");
+    m.put("spark.slipstream.mapOutput.pageBytes", "4k");
+    m.put("spark.slipstream.reader.fetchTimeout", "5s");
+    return m;
+  }
+
+  @BeforeEach
+  void start() throws Exception {
+    holder = node("holder", small());
+    reader = node("reader", small());
+  }
+
+  @AfterEach
+  void stop() {
+    reader.close();
+    holder.close();
+  }
+
+  /** Writes a map output with random partition contents and returns them. */
+  private static byte[][] writeOutput(ShuffleNode n, int shuffleId, long mapId, int[] sizes, long seed) throws IOException {
+    Random r = new Random(seed);
+    byte[][] data = new byte[sizes.length][];
+    MapOutputWriter w = n.store().newOutput(shuffleId, mapId, sizes.length);
+    for (int p = 0; p < sizes.length; p++) {
+      data[p] = new byte[sizes[p]];
+      r.nextBytes(data[p]);
+      if (sizes[p] > 0) {
+        try (OutputStream o = w.openPartition(p)) {
+          o.write(data[p]);
+        }
+      }
+    }
+    w.commit();
+    return data;
+  }
+
+  private Map<BlockId, byte[]> fetchAll(int shuffleId, List<BlockFetcher.RemoteBlock> blocks) throws IOException {
+    Map<BlockId, byte[]> got = new HashMap<>();
+    try (BlockFetcher f = reader.newFetcher(shuffleId, List.of(
+        new BlockFetcher.HolderPlan("holder", holder.localEndpoint(), blocks)), FetchMetrics.NONE)) {
+      while (f.hasNext()) {
+        BlockFetcher.FetchedBlock b = f.next();
+        got.put(b.id(), readAll(b.stream()));
+      }
+    }
+    return got;
+  }
+
+  private static byte[] readAll(InputStream in) throws IOException {
+    ByteArrayOutputStream o = new ByteArrayOutputStream();
+    byte[] buf = new byte[777];
+    int n;
+    while ((n = in.read(buf)) > 0) {
+      o.write(buf, 0, n);
+    }
+    return o.toByteArray();
+  }
+
+  @Test
+  void fetchesSmallAndChunkedBlocksByteExact() throws Exception {
+    int[] sizes = {0, 1, 15, 4096, 16 * 1024, 16 * 1024 + 1, 100_000, 300_000};
+    byte[][] data = writeOutput(holder, 3, 77L, sizes, 1);
+    List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+    for (int p = 0; p < sizes.length; p++) {
+      blocks.add(new BlockFetcher.RemoteBlock(new BlockId(3, 77L, p), sizes[p]));
+    }
+    Map<BlockId, byte[]> got = fetchAll(3, blocks);
+    assertEquals(sizes.length - 1, got.size(), "empty blocks are skipped");
+    for (int p = 1; p < sizes.length; p++) {
+      assertArrayEquals(data[p], got.get(new BlockId(3, 77L, p)), "partition " + p);
+    }
+    assertEquals(0, reader.landing().used(), "all landing space is back");
+    assertTrue(holder.requestsServed() > 0);
+  }
+
+  @Test
+  void manyMapsFromOneHolderWithinInFlightLimit() throws Exception {
+    Map<BlockId, byte[]> expected = new HashMap<>();
+    List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+    for (long m = 0; m < 40; m++) {
+      byte[][] d = writeOutput(holder, 1, m, new int[] {5000, 9000}, m);
+      for (int p = 0; p < 2; p++) {
+        expected.put(new BlockId(1, m, p), d[p]);
+        blocks.add(new BlockFetcher.RemoteBlock(new BlockId(1, m, p), d[p].length));
+      }
+    }
+    Map<BlockId, byte[]> got = fetchAll(1, blocks);
+    assertEquals(expected.size(), got.size());
+    expected.forEach((k, v) -> assertArrayEquals(v, got.get(k), k.toString()));
+    assertTrue(reader.landing().peak() <= 64 * 1024 + 2 * LandingPool.UNIT, "peak " + reader.landing().peak());
+  }
+
+  @Test
+  void missingMapOutputFailsTheFetchWithTheReason() throws Exception {
+    writeOutput(holder, 2, 5L, new int[] {100}, 2);
+    BlockFetcher.FetchFailure e = assertThrows(BlockFetcher.FetchFailure.class, () -> fetchAll(2,
+        List.of(new BlockFetcher.RemoteBlock(new BlockId(2, 6L, 0), 100))));
+    assertTrue(e.getMessage().contains("no map output for shuffle 2 map 6"), e.getMessage());
+    assertEquals(new BlockId(2, 6L, 0), e.getCause().block());
+    assertTrue(reader.landing().used() <= LandingPool.UNIT, "only the failed request's range is quarantined");
+  }
+
+  @Test
+  void rangeBeyondTheBlockIsRefusedAndNothingWritten() throws Exception {
+    writeOutput(holder, 2, 5L, new int[] {100}, 2);
+    BlockFetcher.FetchFailure e = assertThrows(BlockFetcher.FetchFailure.class, () -> fetchAll(2,
+        List.of(new BlockFetcher.RemoteBlock(new BlockId(2, 5L, 0), 101))));
+    assertTrue(e.getMessage().contains("outside block shuffle_2_5_0 (length 100)"), e.getMessage());
+  }
+
+  @Test
+  void lostHolderFailsPendingFetches() throws Exception {
+    writeOutput(holder, 4, 1L, new int[] {1000}, 3);
+    holder.close();
+    BlockFetcher.FetchFailure e = assertThrows(BlockFetcher.FetchFailure.class, () -> fetchAll(4,
+        List.of(new BlockFetcher.RemoteBlock(new BlockId(4, 1L, 0), 1000))));
+    TransportException cause = (TransportException) e.getCause().getCause();
+    assertTrue(cause.error() == TransportError.PEER_LOST || cause.error() == TransportError.CLOSED, cause.toString());
+    holder = node("holder2", small());
+  }
+
+  @Test
+  void outputBeyondTheBudgetSpillsToAFileAndIsStillServed() throws Exception {
+    int[] sizes = new int[8];
+    java.util.Arrays.fill(sizes, 200_000);
+    byte[][] data = writeOutput(holder, 9, 1L, sizes, 9); // 1.6 MB > 1 MiB budget
+    assertTrue(holder.store().spills() >= 1);
+    assertEquals(1, holder.store().spillFilesOnDisk());
+    List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+    for (int p = 0; p < sizes.length; p++) {
+      blocks.add(new BlockFetcher.RemoteBlock(new BlockId(9, 1L, p), sizes[p]));
+    }
+    Map<BlockId, byte[]> got = fetchAll(9, blocks);
+    for (int p = 0; p < sizes.length; p++) {
+      assertArrayEquals(data[p], got.get(new BlockId(9, 1L, p)));
+    }
+    holder.store().removeShuffle(9);
+    assertEquals(0, holder.store().spillFilesOnDisk(), "removeShuffle deletes spill files");
+    assertEquals(0, holder.store().memoryInUse());
+  }
+
+  @Test
+  void removeShuffleFreesPagesAndLaterRequestsFail() throws Exception {
+    writeOutput(holder, 5, 1L, new int[] {10_000}, 4);
+    assertTrue(holder.store().memoryInUse() > 0);
+    holder.store().removeShuffle(5);
+    assertEquals(0, holder.store().memoryInUse());
+    assertFalse(holder.store().outputCount() > 0);
+    assertThrows(BlockFetcher.FetchFailure.class, () -> fetchAll(5,
+        List.of(new BlockFetcher.RemoteBlock(new BlockId(5, 1L, 0), 10_000))));
+  }
+
+  @Test
+  void closeReleasesAllRegisteredMemory() throws Exception {
+    writeOutput(holder, 6, 1L, new int[] {50_000}, 5);
+    holder.close();
+    assertEquals(0, holder.transport().registeredRegionCount());
+    holder = node("holder3", small());
+  }
+}
