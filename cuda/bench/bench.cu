@@ -1,1 +1,399 @@
-int main() { return 77; }
+// GPU benchmark (see docs/benchmarks-gpu.md for the method).
+//   slip_bench pair [--quick]   two processes, one GPU each: link ceiling, host-issued copies per
+//                               block, GPU-initiated push (nvlink, proxy) one way and both ways,
+//                               and the 2-rank exchange measured like NCCL all-to-all
+//   slip_bench partition        the partition kernel against measured device-memory bandwidth
+// Every push run is verified afterwards: receiver-side signal totals and byte-exact data.
+// Lines starting with "csv," are machine-readable: kind,backend,direction,block_bytes,bytes,ms,GBps,verified
+#include <inttypes.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../tests/pair_common.cuh"
+#include "slipstream/kernels.h"
+
+namespace {
+
+constexpr uint64_t kLanding = 1ull << 30;
+constexpr uint64_t kChunk = 256 * 1024;  // large blocks are split into chunks spread over queues
+constexpr uint32_t kThreads = 512;
+// Table of every queue set here: locals [src], remotes [peer landing, peer signals, own landing, own signals].
+constexpr uint32_t T_SRC = 0, T_PEER = 1, T_PEER_SIG = 2, T_SELF = 3, T_SELF_SIG = 4;
+
+struct Bench {
+  Pair p;
+  bool quick = false;
+  slip_ctx *ctx = nullptr;
+  slip_region *src = nullptr, *landing = nullptr, *sig = nullptr;
+  slip_remote *peer_landing = nullptr, *peer_sig = nullptr, *self_landing = nullptr, *self_sig = nullptr;
+  cudaStream_t stream;
+  cudaEvent_t e0, e1;
+  int sms = 0;
+  uint64_t seed() const { return 0x1000 + (uint64_t)p.rank; }
+  uint64_t peer_seed() const { return 0x1000 + (uint64_t)(1 - p.rank); }
+};
+
+template <class T>
+T exchange(const Bench &b, T mine) {
+  T other;
+  T_SLIP(slip_oob_send(b.p.fd, &mine, sizeof mine));
+  T_SLIP(slip_oob_recv(b.p.fd, &other, sizeof other));
+  return other;
+}
+
+void csv(const char *kind, const char *backend, const char *dir, uint64_t block, uint64_t bytes, double ms,
+         const char *verified) {
+  printf("csv,%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%.4f,%.1f,%s\n", kind, backend, dir, block, bytes, ms,
+         bytes / (ms * 1e6), verified);
+  fflush(stdout);
+}
+
+// Verifies what landed here: byte-exact data in [0, n) and the signal totals.
+bool verify_landing(Bench &b, uint64_t n, uint64_t src_base, uint64_t seed, uint64_t want_blocks,
+                    uint64_t want_bytes, uint32_t nsig, uint64_t landing_base = 0) {
+  unsigned long long *d_bad, bad = 0;
+  T_CUDA(cudaMalloc(&d_bad, 8));
+  T_CUDA(cudaMemset(d_bad, 0, 8));
+  check_pattern<<<1024, 256>>>((const uint8_t *)slip_region_ptr(b.landing) + landing_base, n, src_base, seed, d_bad);
+  T_LAUNCH();
+  T_CUDA(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
+  T_CUDA(cudaFree(d_bad));
+  std::vector<uint64_t> s(nsig);
+  T_CUDA(cudaMemcpy(s.data(), slip_region_ptr(b.sig), nsig * 8, cudaMemcpyDeviceToHost));
+  uint64_t blocks = 0, bytes = 0;
+  for (uint64_t v : s) {
+    blocks += SLIP_SIGNAL_BLOCKS(v);
+    bytes += SLIP_SIGNAL_BYTES(v);
+  }
+  const bool ok = bad == 0 && (want_blocks == 0 || (blocks == want_blocks && bytes == want_bytes));
+  if (!ok)
+    fprintf(stderr, "[rank %d] verify: %llu bytes differ; signals %" PRIu64 " blocks / %" PRIu64
+                    " bytes, expected %" PRIu64 " / %" PRIu64 "\n",
+            b.p.rank, bad, blocks, bytes, want_blocks, want_bytes);
+  return ok;
+}
+
+void reset_landing(Bench &b) {
+  T_CUDA(cudaMemset(slip_region_ptr(b.landing), 0x5A, kLanding));
+  T_CUDA(cudaMemset(slip_region_ptr(b.sig), 0, slip_region_length(b.sig)));
+  T_CUDA(cudaDeviceSynchronize());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct PushPlan {
+  std::vector<slip_push_queue_cfg> cfg;
+  std::vector<slip_push_item> items;
+  std::vector<uint32_t> start;
+  slip_push_queue_cfg *d_cfg = nullptr;
+  slip_push_item *d_items = nullptr;
+  uint32_t *d_start = nullptr;
+  int *d_status = nullptr;
+  uint32_t batch = 1;
+  uint64_t items_per_launch = 0;
+};
+
+// Blocks of `block` bytes covering [base, base + bytes), chunked, dealt round-robin over queues
+// [q0, q1) that write to (dst, sig). Offsets are the same in source and landing.
+void plan_add(PushPlan &pl, std::vector<std::vector<slip_push_item>> &per_q, uint32_t q0, uint32_t q1, uint32_t dst,
+              uint32_t sig, uint64_t base, uint64_t bytes, uint64_t block) {
+  for (uint32_t q = q0; q < q1; q++) pl.cfg[q] = {T_SRC, dst, sig, 0, (uint64_t)q * 8};
+  const uint64_t piece = std::min(block, kChunk);
+  uint64_t k = 0;
+  for (uint64_t o = 0; o < bytes; o += piece, k++)
+    per_q[q0 + k % (q1 - q0)].push_back({base + o, base + o, std::min(piece, bytes - o)});
+}
+
+void plan_upload(PushPlan &pl, std::vector<std::vector<slip_push_item>> &per_q, uint64_t piece) {
+  for (auto &v : per_q) {
+    pl.start.push_back((uint32_t)pl.items.size());
+    pl.items.insert(pl.items.end(), v.begin(), v.end());
+  }
+  pl.start.push_back((uint32_t)pl.items.size());
+  pl.items_per_launch = pl.items.size();
+  pl.batch = (uint32_t)std::max<uint64_t>(1, std::min<uint64_t>(32, (512 * 1024) / piece));
+  T_CUDA(cudaMalloc(&pl.d_cfg, pl.cfg.size() * sizeof pl.cfg[0]));
+  T_CUDA(cudaMalloc(&pl.d_items, pl.items.size() * sizeof pl.items[0] + 1));
+  T_CUDA(cudaMalloc(&pl.d_start, pl.start.size() * 4));
+  T_CUDA(cudaMalloc(&pl.d_status, pl.cfg.size() * sizeof(int)));
+  T_CUDA(cudaMemcpy(pl.d_cfg, pl.cfg.data(), pl.cfg.size() * sizeof pl.cfg[0], cudaMemcpyHostToDevice));
+  T_CUDA(cudaMemcpy(pl.d_items, pl.items.data(), pl.items.size() * sizeof pl.items[0], cudaMemcpyHostToDevice));
+  T_CUDA(cudaMemcpy(pl.d_start, pl.start.data(), pl.start.size() * 4, cudaMemcpyHostToDevice));
+}
+
+void plan_free(PushPlan &pl) {
+  for (void *q : {(void *)pl.d_cfg, (void *)pl.d_items, (void *)pl.d_start, (void *)pl.d_status}) T_CUDA(cudaFree(q));
+}
+
+// Times `reps` back-to-back launches (after 2 warm-ups); returns ms per launch, checks statuses.
+double time_push(Bench &b, slip_queueset *qs, PushPlan &pl, int reps) {
+  const uint32_t nq = (uint32_t)pl.cfg.size();
+  for (int w = 0; w < 2; w++)
+    T_SLIP(slip_push(slip_queueset_device(qs), nq, pl.d_cfg, pl.d_items, pl.d_start, pl.batch, kThreads, pl.d_status,
+                     b.stream));
+  T_CUDA(cudaStreamSynchronize(b.stream));
+  T_CUDA(cudaEventRecord(b.e0, b.stream));
+  for (int r = 0; r < reps; r++)
+    T_SLIP(slip_push(slip_queueset_device(qs), nq, pl.d_cfg, pl.d_items, pl.d_start, pl.batch, kThreads, pl.d_status,
+                     b.stream));
+  T_CUDA(cudaEventRecord(b.e1, b.stream));
+  T_CUDA(cudaEventSynchronize(b.e1));
+  float ms = 0;
+  T_CUDA(cudaEventElapsedTime(&ms, b.e0, b.e1));
+  std::vector<int> st(nq);
+  T_CUDA(cudaMemcpy(st.data(), pl.d_status, nq * sizeof(int), cudaMemcpyDeviceToHost));
+  for (uint32_t q = 0; q < nq; q++)
+    if (st[q] != SLIP_OK) {
+      fprintf(stderr, "[rank %d] push queue %u: status %d\n", b.p.rank, q, st[q]);
+      T_SLIP(slip_queueset_check(qs, 1));
+      exit(3);
+    }
+  return ms / reps;
+}
+
+// One push experiment. dir: 0 one way (rank 0 -> rank 1), 1 both ways at once.
+void push_experiment(Bench &b, slip_queueset *qs, const char *backend, uint32_t nq, uint64_t block, uint64_t total,
+                     int both, int reps) {
+  reset_landing(b);
+  const bool sending = both || b.p.rank == 0, receiving = both || b.p.rank == 1;
+  PushPlan pl;
+  pl.cfg.resize(nq);
+  std::vector<std::vector<slip_push_item>> per_q(nq);
+  plan_add(pl, per_q, 0, nq, T_PEER, T_PEER_SIG, 0, total, block);
+  plan_upload(pl, per_q, std::min(block, kChunk));
+  pair_barrier(&b.p);
+  double ms = sending ? time_push(b, qs, pl, reps) : 0;
+  pair_barrier(&b.p);
+  const uint64_t launches = (uint64_t)reps + 2;
+  bool ok = true;
+  if (receiving)
+    ok = verify_landing(b, total, 0, b.peer_seed(), launches * pl.items_per_launch, launches * total, nq);
+  const double other_ms = exchange(b, ms);
+  const bool other_ok = exchange(b, ok);
+  if (b.p.rank == 0) {
+    const char *v = ok && other_ok ? "yes" : "NO";
+    if (both) {
+      csv("push", backend, "both", block, total, std::max(ms, other_ms), v);
+    } else {
+      csv("push", backend, "one", block, total, ms, v);
+    }
+  }
+  plan_free(pl);
+}
+
+void host_copies(Bench &b, uint64_t block, uint64_t total, int both) {
+  reset_landing(b);
+  const bool sending = both || b.p.rank == 0;
+  const uint64_t nblk = total / block;
+  char *dst = (char *)slip_remote_ptr(b.peer_landing);
+  const char *src = (const char *)slip_region_ptr(b.src);
+  std::vector<double> t;
+  pair_barrier(&b.p);
+  if (sending) {
+    for (int r = 0; r < 3; r++) {
+      T_CUDA(cudaEventRecord(b.e0, b.stream));
+      for (uint64_t i = 0; i < nblk; i++)
+        T_CUDA(cudaMemcpyAsync(dst + i * block, src + i * block, block, cudaMemcpyDeviceToDevice, b.stream));
+      T_CUDA(cudaEventRecord(b.e1, b.stream));
+      T_CUDA(cudaEventSynchronize(b.e1));
+      float ms;
+      T_CUDA(cudaEventElapsedTime(&ms, b.e0, b.e1));
+      t.push_back(ms);
+    }
+  }
+  pair_barrier(&b.p);
+  bool ok = true;
+  if (both || b.p.rank == 1) ok = verify_landing(b, nblk * block, 0, b.peer_seed(), 0, 0, 0);
+  const double ms = sending ? median(t) : 0, other = exchange(b, ms);
+  const bool other_ok = exchange(b, ok);
+  if (b.p.rank == 0)
+    csv(block == total ? "ceiling" : "host_copy_per_block", "cudaMemcpyAsync", both ? "both" : "one", block,
+        nblk * block, both ? std::max(ms, other) : ms, ok && other_ok ? "yes" : "NO");
+}
+
+// The 2-rank exchange at `per_gpu` bytes per GPU: half to the peer, half to itself, measured as
+// NCCL all_to_all_single is by shared/baselines/nccl_a2a.py (bytes crossing the link per rank / time).
+void exchange_experiment(Bench &b, slip_queueset *qs, uint32_t nq, uint64_t per_gpu, uint64_t block, int reps) {
+  reset_landing(b);
+  const uint64_t half = per_gpu / 2;
+  const uint32_t nq_peer = nq * 3 / 4;
+  PushPlan pl;
+  pl.cfg.resize(nq);
+  std::vector<std::vector<slip_push_item>> per_q(nq);
+  plan_add(pl, per_q, 0, nq_peer, T_PEER, T_PEER_SIG, 0, half, block);
+  plan_add(pl, per_q, nq_peer, nq, T_SELF, T_SELF_SIG, half, half, block);
+  plan_upload(pl, per_q, std::min(block, kChunk));
+  pair_barrier(&b.p);
+  const double ms = time_push(b, qs, pl, reps);
+  pair_barrier(&b.p);
+  // Own signals: slots [0, nq_peer) come from the peer, [nq_peer, nq) from this rank itself.
+  const uint64_t launches = (uint64_t)reps + 2;
+  bool ok = verify_landing(b, half, 0, b.peer_seed(), 0, 0, 0) && verify_landing(b, half, half, b.seed(), 0, 0, 0, half);
+  std::vector<uint64_t> s(nq);
+  T_CUDA(cudaMemcpy(s.data(), slip_region_ptr(b.sig), nq * 8, cudaMemcpyDeviceToHost));
+  uint64_t bytes = 0;
+  for (uint64_t v : s) bytes += SLIP_SIGNAL_BYTES(v);
+  ok = ok && bytes == launches * per_gpu;
+  const double other = exchange(b, ms);
+  const bool other_ok = exchange(b, ok);
+  if (b.p.rank == 0) csv("exchange", "nvlink", "both", block, half, std::max(ms, other), ok && other_ok ? "yes" : "NO");
+  plan_free(pl);
+}
+
+int run_pair(Bench &b) {
+  T_SLIP(slip_ctx_create(b.p.device, &b.ctx));
+  T_CUDA(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, b.p.device));
+  T_SLIP(slip_region_create(b.ctx, SLIP_MEM_DEVICE, kLanding, 1, &b.src));
+  T_SLIP(slip_region_create(b.ctx, SLIP_MEM_DEVICE, kLanding, 10 + (uint32_t)b.p.rank, &b.landing));
+  T_SLIP(slip_region_create(b.ctx, SLIP_MEM_DEVICE, 8192, 20 + (uint32_t)b.p.rank, &b.sig));
+  fill_pattern<<<2048, 256>>>((uint8_t *)slip_region_ptr(b.src), kLanding, b.seed());
+  T_LAUNCH();
+  T_CUDA(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
+  T_CUDA(cudaEventCreate(&b.e0));
+  T_CUDA(cudaEventCreate(&b.e1));
+  slip_region_desc mine[2], theirs[2];
+  T_SLIP(slip_region_export(b.landing, &mine[0]));
+  T_SLIP(slip_region_export(b.sig, &mine[1]));
+  T_SLIP(slip_oob_send(b.p.fd, mine, sizeof mine));
+  T_SLIP(slip_oob_recv(b.p.fd, theirs, sizeof theirs));
+  T_SLIP(slip_remote_import(b.ctx, &theirs[0], sizeof theirs[0], &b.peer_landing));
+  T_SLIP(slip_remote_import(b.ctx, &theirs[1], sizeof theirs[1], &b.peer_sig));
+  T_SLIP(slip_remote_alias(b.landing, &b.self_landing));
+  T_SLIP(slip_remote_alias(b.sig, &b.self_sig));
+  const slip_region *locals[1] = {b.src};
+  const slip_remote *remotes[4] = {b.peer_landing, b.peer_sig, b.self_landing, b.self_sig};
+  const uint32_t nq = 2 * (uint32_t)b.sms, nq_proxy = 16;
+  slip_queueset *qs_nv, *qs_px;
+  T_SLIP(slip_queueset_create(b.ctx, SLIP_BACKEND_NVLINK, nq, 0, locals, 1, remotes, 4, &qs_nv));
+  T_SLIP(slip_queueset_create(b.ctx, SLIP_BACKEND_PROXY, nq_proxy, 1024, locals, 1, remotes, 4, &qs_px));
+  T_CUDA(cudaDeviceSynchronize());
+  if (b.p.rank == 0)
+    printf("pair: GPUs %d and %d of %d, %d SMs, nvlink queues %u x %u threads, proxy queues %u\n", 0,
+           b.p.ngpus > 1 ? 1 : 0, b.p.ngpus, b.sms, nq, kThreads, nq_proxy);
+  const uint64_t total = b.quick ? (64ull << 20) : (256ull << 20);
+  const int reps = b.quick ? 3 : 10;
+  // (c) link ceiling: one large copy, one way and both ways.
+  host_copies(b, kLanding, kLanding, 0);
+  host_copies(b, kLanding, kLanding, 1);
+  const uint64_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20};
+  for (uint64_t bs : sizes) {
+    push_experiment(b, qs_nv, "nvlink", nq, bs, total, 0, reps);
+    push_experiment(b, qs_nv, "nvlink", nq, bs, total, 1, reps);
+    // (a) the CPU-controlled path: one host-issued copy per block (at most 16384 blocks).
+    host_copies(b, bs, std::min<uint64_t>(total, bs * 16384), 0);
+    push_experiment(b, qs_px, "proxy", nq_proxy, bs, std::min<uint64_t>(total, bs * 8192), 0, b.quick ? 1 : 3);
+  }
+  // (b) against NCCL all-to-all at the same bytes per GPU.
+  for (uint64_t per_gpu : {64ull << 20, 256ull << 20, 1ull << 30}) exchange_experiment(b, qs_nv, nq, per_gpu, 1 << 20, reps);
+  slip_queueset_destroy(qs_px);
+  slip_queueset_destroy(qs_nv);
+  for (slip_remote *r : {b.peer_landing, b.peer_sig, b.self_landing, b.self_sig}) slip_remote_destroy(r);
+  for (slip_region *r : {b.src, b.landing, b.sig}) slip_region_destroy(r);
+  slip_ctx_destroy(b.ctx);
+  return 0;
+}
+
+__global__ void make_keys(int64_t *k, int64_t *c0, int32_t *c1, uint64_t n) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+    k[i] = (int64_t)slip_hash64(i + 12345);
+    c0[i] = (int64_t)i;
+    c1[i] = (int32_t)i;
+  }
+}
+
+int run_partition(bool quick) {
+  int n = 0;
+  if (slip_cuda_probe(&n) != SLIP_OK) {
+    printf("SKIP: %s\n", slip_last_error());
+    return 77;
+  }
+  T_CUDA(cudaSetDevice(0));
+  cudaEvent_t e0, e1;
+  T_CUDA(cudaEventCreate(&e0));
+  T_CUDA(cudaEventCreate(&e1));
+  // Device-memory bandwidth: a large device-to-device copy, bytes read plus bytes written.
+  const uint64_t cbytes = 2ull << 30;
+  void *a, *c;
+  T_CUDA(cudaMalloc(&a, cbytes));
+  T_CUDA(cudaMalloc(&c, cbytes));
+  T_CUDA(cudaMemset(a, 1, cbytes));
+  std::vector<double> t;
+  for (int r = 0; r < 7; r++) {
+    T_CUDA(cudaEventRecord(e0));
+    T_CUDA(cudaMemcpyAsync(c, a, cbytes, cudaMemcpyDeviceToDevice));
+    T_CUDA(cudaEventRecord(e1));
+    T_CUDA(cudaEventSynchronize(e1));
+    float ms;
+    T_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    if (r > 0) t.push_back(ms);
+  }
+  const double copy_ms = median(t), copy_gbps = 2.0 * cbytes / (copy_ms * 1e6);
+  printf("csv,devmem_copy,cudaMemcpyAsync,d2d,0,%" PRIu64 ",%.4f,%.1f,yes\n", 2 * cbytes, copy_ms, copy_gbps);
+  T_CUDA(cudaFree(a));
+  T_CUDA(cudaFree(c));
+  const uint64_t rows = quick ? (1ull << 24) : (1ull << 27);
+  slip_batch b;
+  memset(&b, 0, sizeof b);
+  int64_t *keys, *c0;
+  int32_t *c1;
+  T_CUDA(cudaMalloc(&keys, rows * 8));
+  T_CUDA(cudaMalloc(&c0, rows * 8));
+  T_CUDA(cudaMalloc(&c1, rows * 4));
+  make_keys<<<2048, 256>>>(keys, c0, c1, rows);
+  T_LAUNCH();
+  b.keys = keys;
+  b.rows = rows;
+  b.ncols = 2;
+  b.widths[0] = 8;
+  b.widths[1] = 4;
+  b.cols[0] = c0;
+  b.cols[1] = c1;
+  for (uint32_t parts : {2u, 16u, 64u, 256u, 1024u, 4096u}) {
+    const uint64_t cap = slip_partition_out_bound(&b, parts), sl = slip_partition_scratch_bytes(rows, parts);
+    void *out, *scratch;
+    uint64_t *off, *cnt;
+    T_CUDA(cudaMalloc(&out, cap));
+    T_CUDA(cudaMalloc(&scratch, sl));
+    T_CUDA(cudaMalloc(&off, (parts + 1) * 8));
+    T_CUDA(cudaMalloc(&cnt, parts * 8));
+    t.clear();
+    for (int r = 0; r < 8; r++) {
+      T_CUDA(cudaEventRecord(e0));
+      T_SLIP(slip_partition(&b, parts, out, cap, off, cnt, scratch, sl, 0));
+      T_CUDA(cudaEventRecord(e1));
+      T_CUDA(cudaEventSynchronize(e1));
+      float ms;
+      T_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      if (r > 0) t.push_back(ms);
+    }
+    // Counted bytes: keys read by the histogram, keys and payload read by the scatter, all written once.
+    const uint64_t bytes = rows * (8 + 20 + 20);
+    const double ms = median(t);
+    printf("csv,partition,%u_parts,rows_%" PRIu64 ",20,%" PRIu64 ",%.4f,%.1f,%.1f%%_of_copy\n", parts, rows, bytes, ms,
+           bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbps);
+    for (void *q : {out, scratch, (void *)off, (void *)cnt}) T_CUDA(cudaFree(q));
+  }
+  for (void *q : {(void *)keys, (void *)c0, (void *)c1}) T_CUDA(cudaFree(q));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s pair|partition [--quick]\n", argv[0]);
+    return 2;
+  }
+  const bool quick = argc > 2 && !strcmp(argv[2], "--quick");
+  if (!strcmp(argv[1], "partition")) return run_partition(quick);
+  Bench b;
+  b.quick = quick;
+  const int rc = pair_start(&b.p);
+  if (rc != 0) return rc;
+  run_pair(b);
+  return pair_finish(&b.p);
+}

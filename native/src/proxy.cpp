@@ -108,10 +108,10 @@ static slip_status execute(slip_proxy *p, uint32_t q, const slip_proxy_desc &d) 
 static void run(slip_proxy *p) {
   std::vector<uint64_t> tail(p->nqueues, 0);
   for (uint32_t q = 0; q < p->nqueues; q++) tail[q] = load_acquire(&p->ctrls[q]->tail);
+  std::vector<uint64_t> heads(p->nqueues);
   unsigned idle = 0;
   while (!p->stop.load(std::memory_order_acquire)) {
     bool any = false;
-    std::vector<uint64_t> heads(p->nqueues);
     for (uint32_t q = 0; q < p->nqueues; q++) {
       uint64_t head = load_acquire(&p->ctrls[q]->head);
       heads[q] = head;

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# On the GPU machine: build, test (incl. compute-sanitizer memcheck and racecheck on small cases),
+# run the baselines and the benchmark, and write everything under $OUT (or ./gpu-out).
+#   native/gpu-run.sh [stages...]   stages: env build test sanitize baselines bench ncu (default: all)
+# The baselines are read from .baselines/ (a copy of shared/baselines: ../shared does not travel).
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+out="${OUT:-$repo/gpu-out}"
+mkdir -p "$out"
+build="${SLIP_GPU_BUILD:-/tmp/slip-build}"
+bin="$build/cuda"
+stages=("$@")
+[[ ${#stages[@]} -eq 0 ]] && stages=(env build test sanitize baselines bench ncu)
+# NVLink multicast stays off on these machines (a program using it can take the host's GPUs down).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH="$PATH:/usr/local/cuda/bin"
+status=0
+want() { local s; for s in "${stages[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
+step() {  # step <log> <timeout-s> <command...>: runs, appends to the log, keeps going on failure
+  local log="$1" limit="$2"; shift 2
+  echo "=== $(date -u +%H:%M:%S) $*" | tee -a "$out/$log"
+  timeout "$limit" "$@" 2>&1 | tee -a "$out/$log"
+  local rc=${PIPESTATUS[0]}
+  echo "=== rc=$rc" | tee -a "$out/$log"
+  [[ $rc -ne 0 ]] && status=1
+  return 0
+}
+
+if want env; then
+  { date -u; nvidia-smi -L; nvidia-smi topo -m; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv;
+    nvcc --version | tail -2; cmake --version | head -1; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())';
+    uname -r; nproc; } >"$out/env.txt" 2>&1
+  cat "$out/env.txt"
+fi
+if want build; then
+  step build_test.log 400 "$here/build.sh" --no-test "$build"
+fi
+if want test; then
+  step build_test.log 500 ctest --test-dir "$build" --output-on-failure
+fi
+if want sanitize; then
+  cs="compute-sanitizer --target-processes all --error-exitcode 9"
+  step sanitizer.log 150 $cs --tool memcheck "$bin/slip_partition_test" --small
+  step sanitizer.log 200 $cs --tool memcheck "$bin/slip_pair_test" nvlink --small
+  step sanitizer.log 200 $cs --tool memcheck "$bin/slip_pair_test" proxy --small
+  step sanitizer.log 150 $cs --tool racecheck "$bin/slip_partition_test" --small
+  step sanitizer.log 200 $cs --tool racecheck "$bin/slip_pair_test" nvlink --small
+fi
+if want baselines; then
+  bl="$repo/.baselines"
+  if [[ -d $bl ]]; then
+    work=/tmp/slip-baselines; mkdir -p "$work"; cp "$bl"/* "$work"/
+    (cd "$work" && nvcc -O3 -arch=sm_90 -o p2p p2p.cu && nvcc -O3 -arch=sm_90 -o ipc ipc_push.cu) 2>&1 | tee -a "$out/baselines.log"
+    step baselines.log 120 "$work/p2p"
+    for bs in 4096 65536 1048576; do
+      n=$(( (512 << 20) / bs )); [[ $n -gt 65536 ]] && n=65536
+      (cd "$work" && IPC_FILE="$work/ipc-$bs.bin" timeout 90 ./ipc recv 0 $bs $n 5 & sleep 0.5; cd "$work" && IPC_FILE="$work/ipc-$bs.bin" timeout 60 ./ipc send 1 $bs $n 5; wait) 2>&1 | tee -a "$out/baselines.log"
+    done
+    step baselines.log 240 torchrun --nproc_per_node=2 "$work/nccl_a2a.py"
+  else
+    echo "no .baselines/ folder: copy ../shared/baselines there and carry it" | tee -a "$out/baselines.log"
+  fi
+fi
+if want bench; then
+  step bench.log 200 "$bin/slip_bench" partition
+  step bench.log 400 "$bin/slip_bench" pair
+  grep -h '^csv,' "$out/bench.log" >"$out/results.csv" || true
+fi
+if want ncu; then
+  ncu_cmd=(ncu --clock-control none --target-processes all --section SpeedOfLight --section MemoryWorkloadAnalysis)
+  step ncu.log 200 "${ncu_cmd[@]}" -k regex:'hist_kernel|scatter_kernel' -c 4 "$bin/slip_bench" partition --quick
+  step ncu.log 200 "${ncu_cmd[@]}" -k regex:push_kernel -c 3 "$bin/slip_bench" pair --quick
+fi
+echo "gpu-run.sh: done, status $status; results in $out"
+exit $status
