@@ -5,6 +5,7 @@ import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Objects;
+import java.util.concurrent.locks.StampedLock;
 import java.util.function.Consumer;
 
 /**
@@ -14,6 +15,11 @@ import java.util.function.Consumer;
  * <p>Threading: {@link #apply} and the signal methods are called on the owning transport's
  * progress thread; {@link #readSignal} from any thread (acquire). Ownership: the memory stays
  * with the registering caller; {@link #close()} only deregisters.
+ *
+ * <p>Receivers that apply peer writes on threads other than the owner's (tcp's event loops)
+ * bracket each copy or atomic with {@link #beginAccess()} / {@link #endAccess()}; {@link #close()}
+ * then waits for accesses in progress, so once it returns no peer byte lands in the memory and
+ * the owner may free it.
  */
 public final class HostRegion implements RegisteredRegion {
   private static final VarHandle LONGS =
@@ -24,6 +30,7 @@ public final class HostRegion implements RegisteredRegion {
   private final Consumer<HostRegion> onClose;
   private volatile SignalListener listener;
   private volatile boolean open = true;
+  private final StampedLock access = new StampedLock();
 
   HostRegion(RegionDescriptor descriptor, ByteBuffer memory, Consumer<HostRegion> onClose) {
     this.descriptor = descriptor;
@@ -61,6 +68,35 @@ public final class HostRegion implements RegisteredRegion {
     return now;
   }
 
+  /**
+   * Starts an inbound access (a copy or an atomic). Returns false when the region is closed or
+   * closing: the caller must then reject the operation and touch nothing. Every true return is
+   * paired with {@link #endAccess()}; call no listener and never {@link #close()} in between.
+   */
+  public boolean beginAccess() {
+    if (access.tryReadLock() == 0L) {
+      return false;
+    }
+    if (!open) {
+      access.tryUnlockRead();
+      return false;
+    }
+    return true;
+  }
+
+  /** Ends an access started by {@link #beginAccess()}. */
+  public void endAccess() {
+    access.tryUnlockRead();
+  }
+
+  /** Tells the listener, if any, that the signal at {@code offset} now holds {@code newValue}. */
+  public void notifySignal(long offset, long newValue) {
+    SignalListener l = listener;
+    if (l != null) {
+      l.onSignal(this, offset, newValue);
+    }
+  }
+
   @Override
   public long readSignal(long offset) {
     checkSignalOffset(offset);
@@ -95,6 +131,8 @@ public final class HostRegion implements RegisteredRegion {
     if (open) {
       open = false;
       onClose.accept(this);
+      // Wait for accesses begun before open became false (see beginAccess).
+      access.unlockWrite(access.writeLock());
     }
   }
 }

@@ -47,6 +47,28 @@ public record RegionDescriptor(long id, long base, long length, long key, Memory
     return new RegionDescriptor(id, base, length, key, kind, device);
   }
 
+  /** Standalone encoding with magic, version and type, for carrying in RPC messages. */
+  public byte[] toBytes() {
+    WireWriter w = new WireWriter(WireWriter.HEADER_LENGTH + ENCODED_LENGTH);
+    w.putHeader(WireWriter.TYPE_REGION);
+    encode(w);
+    return w.toByteArray();
+  }
+
+  /**
+   * Decodes {@link #toBytes()}.
+   *
+   * @throws TransportException MALFORMED (truncated, trailing bytes, bad field), BAD_VERSION
+   *     (magic or version), UNKNOWN_TYPE (another encoding's type id)
+   */
+  public static RegionDescriptor fromBytes(byte[] bytes) throws TransportException {
+    WireReader r = new WireReader(bytes);
+    r.expectHeader(WireWriter.TYPE_REGION, "region descriptor");
+    RegionDescriptor d = decode(r);
+    r.expectEnd("region descriptor");
+    return d;
+  }
+
   @Override
   public String toString() {
     return "region " + id + " (" + kind.name().toLowerCase() + (deviceId >= 0 ? " " + deviceId : "")

@@ -1,0 +1,268 @@
+package dev.slipstream.core.transport.tcp;
+
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.HostRegion;
+import dev.slipstream.core.transport.MessageHandler;
+import dev.slipstream.core.transport.RegionTable;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.transport.TransportMetrics;
+import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
+import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
+import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
+import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
+import dev.slipstream.core.transport.tcp.TcpFrame.Send;
+import dev.slipstream.core.transport.tcp.TcpFrame.Signal;
+import dev.slipstream.core.transport.tcp.TcpFrame.Target;
+import dev.slipstream.core.transport.tcp.TcpFrame.Write;
+import dev.slipstream.core.transport.tcp.TcpFrame.WriteSignal;
+import dev.slipstream.core.transport.tcp.TcpFrameDecoder.DecodeFailure;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelPipeline;
+import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.util.ReferenceCountUtil;
+import java.io.IOException;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The receiving end of one inbound connection: applies a peer's writes, signals and fetch-adds
+ * to the registered regions and hands its messages to the {@link MessageHandler}.
+ *
+ * <p>Every operation is validated before memory is touched (region registered, key equal, the
+ * whole write's range inside the region without overflow, signals 8-aligned and inside). A
+ * rejected operation writes nothing and is answered with ERROR(seq, code, message); the
+ * connection stays up. An undecodable frame is answered with ERROR(0, ...) and the connection is
+ * closed. ACKs and ERRORs are flushed once per read batch.
+ *
+ * <p>Threading: one instance per connection; every method runs on the connection's event loop,
+ * so the connection's frames are applied strictly in arrival order on one thread, and a signal is
+ * applied (with a volatile read-modify-write) only after the data before it. Listeners and the
+ * message handler run on that thread after the memory is written and outside any region access.
+ * Ownership: inbound frames are released here.
+ */
+final class TcpServerHandler extends ChannelInboundHandlerAdapter {
+  private static final Logger LOG = LoggerFactory.getLogger(TcpServerHandler.class);
+
+  private final RegionTable regions;
+  private final TransportMetrics metrics;
+  private final Supplier<MessageHandler> handler;
+  private final String local;
+
+  /** The peer, from its HELLO; null until then. */
+  private EndpointDescriptor peer;
+  /** While the parts of a rejected multi-part write still arrive: its seq (one ERROR per op). */
+  private boolean skippingRejected;
+  private long rejectedSeq;
+  private boolean failed;
+
+  TcpServerHandler(RegionTable regions, TransportMetrics metrics, Supplier<MessageHandler> handler, String local) {
+    this.regions = regions;
+    this.metrics = metrics;
+    this.handler = handler;
+    this.local = local;
+  }
+
+  /** Installs the server side of a connection: decoder, encoder, this handler. */
+  static void initPipeline(ChannelPipeline p, int maxFrameBytes, TcpServerHandler handler) {
+    p.addLast("decoder", new TcpFrameDecoder(maxFrameBytes));
+    p.addLast("encoder", TcpFrameEncoder.INSTANCE);
+    p.addLast("receiver", handler);
+  }
+
+  @Override
+  public void channelRead(ChannelHandlerContext ctx, Object msg) {
+    try {
+      if (failed) {
+        return;
+      }
+      if (msg instanceof DecodeFailure f) {
+        rejectConnection(ctx, f.error());
+      } else if (peer == null) {
+        if (msg instanceof Hello h) {
+          peer = h.endpoint();
+        } else {
+          rejectConnection(ctx, new TransportException(TransportError.MALFORMED,
+              "got a " + ((TcpFrame) msg).type() + " frame first, expected HELLO"));
+        }
+      } else if (msg instanceof Write w) {
+        write(ctx, w.seq(), w.dst(), w.length(), w.partOffset(), w.payload(), null, 0, w.isLast());
+      } else if (msg instanceof WriteSignal w) {
+        write(ctx, w.seq(), w.dst(), w.length(), w.partOffset(), w.payload(), w.signal(), w.delta(), w.isLast());
+      } else if (msg instanceof Signal s) {
+        signal(ctx, s);
+      } else if (msg instanceof FetchAdd f) {
+        fetchAdd(ctx, f);
+      } else if (msg instanceof Send s) {
+        send(ctx, s);
+      } else {
+        rejectConnection(ctx, new TransportException(TransportError.MALFORMED, "got a "
+            + ((TcpFrame) msg).type() + " frame from a client, expected WRITE, WRITE_SIGNAL, SIGNAL, FETCH_ADD or SEND"));
+      }
+    } finally {
+      ReferenceCountUtil.release(msg);
+    }
+  }
+
+  private void write(ChannelHandlerContext ctx, long seq, Target dst, long length, long partOffset,
+                     ByteBuf payload, Target signal, long delta, boolean last) {
+    if (skippingRejected && seq == rejectedSeq) {
+      skippingRejected = !last; // a later part of a write already rejected (and answered)
+      return;
+    }
+    try {
+      HostRegion r = regions.checkWrite(dst.regionId(), dst.key(), dst.offset(), length);
+      HostRegion s = signal == null ? null
+          : regions.checkAtomic(signal.regionId(), signal.key(), signal.offset());
+      boolean applySignal = last && s != null;
+      long newValue = 0;
+      enter(r, dst);
+      try {
+        boolean other = applySignal && s != r;
+        if (other) {
+          enter(s, signal);
+        }
+        try {
+          r.put(dst.offset() + partOffset, payload.nioBuffer());
+          if (applySignal) {
+            newValue = s.getAndAdd(signal.offset(), delta) + delta;
+          }
+        } finally {
+          if (other) {
+            s.endAccess();
+          }
+        }
+      } finally {
+        r.endAccess();
+      }
+      if (last) {
+        metrics.onWriteReceived(length);
+        if (applySignal) {
+          notifySignal(s, signal.offset(), newValue);
+        }
+        ctx.write(new Ack(seq, 0));
+      }
+    } catch (TransportException e) {
+      skippingRejected = !last;
+      rejectedSeq = seq;
+      reject(ctx, seq, e);
+    }
+  }
+
+  private void signal(ChannelHandlerContext ctx, Signal f) {
+    try {
+      Target t = f.signal();
+      HostRegion s = regions.checkAtomic(t.regionId(), t.key(), t.offset());
+      enter(s, t);
+      long newValue;
+      try {
+        newValue = s.getAndAdd(t.offset(), f.delta()) + f.delta();
+      } finally {
+        s.endAccess();
+      }
+      notifySignal(s, t.offset(), newValue);
+      ctx.write(new Ack(f.seq(), 0));
+    } catch (TransportException e) {
+      reject(ctx, f.seq(), e);
+    }
+  }
+
+  private void fetchAdd(ChannelHandlerContext ctx, FetchAdd f) {
+    try {
+      Target t = f.dst();
+      HostRegion r = regions.checkAtomic(t.regionId(), t.key(), t.offset());
+      enter(r, t);
+      long old;
+      try {
+        old = r.getAndAdd(t.offset(), f.delta());
+      } finally {
+        r.endAccess();
+      }
+      ctx.write(new Ack(f.seq(), old));
+    } catch (TransportException e) {
+      reject(ctx, f.seq(), e);
+    }
+  }
+
+  private void send(ChannelHandlerContext ctx, Send s) {
+    MessageHandler h = handler.get();
+    if (h == null) {
+      reject(ctx, s.seq(), new TransportException(TransportError.UNKNOWN_TYPE,
+          "peer " + local + " has no message handler installed"));
+      return;
+    }
+    metrics.onMessageReceived();
+    try {
+      h.onMessage(peer, s.payload().nioBuffer().asReadOnlyBuffer());
+    } catch (RuntimeException e) {
+      LOG.warn("message handler of {} failed on a message from {}", local, peer, e);
+      reject(ctx, s.seq(), new TransportException(TransportError.INTERNAL, "message handler at " + local
+          + " failed: " + e));
+      return;
+    }
+    ctx.write(new Ack(s.seq(), 0));
+  }
+
+  private static void enter(HostRegion r, Target t) throws TransportException {
+    if (!r.beginAccess()) {
+      throw new TransportException(TransportError.UNKNOWN_REGION,
+          "region " + t.regionId() + " was deregistered while the operation arrived");
+    }
+  }
+
+  private void notifySignal(HostRegion s, long offset, long newValue) {
+    try {
+      s.notifySignal(offset, newValue);
+    } catch (RuntimeException e) {
+      LOG.warn("signal listener of region {} at {} failed", s.descriptor().id(), local, e);
+    }
+  }
+
+  private void reject(ChannelHandlerContext ctx, long seq, TransportException e) {
+    metrics.onRejected();
+    LOG.debug("{} rejected operation {} from {}: {}", local, seq, peer, e.getMessage());
+    ctx.write(ErrorReply.of(seq, e));
+  }
+
+  /** Answers ERROR(0, ...) and closes: the stream cannot be trusted past an undecodable frame. */
+  private void rejectConnection(ChannelHandlerContext ctx, TransportException e) {
+    failed = true;
+    metrics.onRejected();
+    LOG.warn("{} closes the connection from {}: {}", local, peer != null ? peer : ctx.channel().remoteAddress(),
+        e.getMessage());
+    ctx.writeAndFlush(ErrorReply.of(0, e)).addListener(ChannelFutureListener.CLOSE);
+  }
+
+  @Override
+  public void channelReadComplete(ChannelHandlerContext ctx) {
+    ctx.flush();
+    ctx.fireChannelReadComplete();
+  }
+
+  @Override
+  public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+    if (evt instanceof ChannelInputShutdownEvent && !failed) {
+      // The peer finished sending: answer what it sent, then close.
+      ctx.writeAndFlush(Unpooled.EMPTY_BUFFER).addListener(ChannelFutureListener.CLOSE);
+    }
+    ctx.fireUserEventTriggered(evt);
+  }
+
+  @Override
+  public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+    if (cause instanceof IOException) {
+      LOG.debug("connection from {} to {} failed", peer, local, cause);
+      ctx.close();
+    } else if (!failed) {
+      LOG.warn("receiver {} failed on a connection from {}", local, peer, cause);
+      rejectConnection(ctx, new TransportException(TransportError.INTERNAL, "receiver failed: " + cause));
+    } else {
+      ctx.close();
+    }
+  }
+}

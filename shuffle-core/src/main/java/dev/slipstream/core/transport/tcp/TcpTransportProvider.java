@@ -1,0 +1,55 @@
+package dev.slipstream.core.transport.tcp;
+
+import dev.slipstream.core.transport.Availability;
+import dev.slipstream.core.transport.Transport;
+import dev.slipstream.core.transport.TransportContext;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.transport.TransportProvider;
+
+/**
+ * The {@code tcp} transport: software one-sided writes over Netty NIO, available wherever Netty
+ * is on the class path (Spark ships it). Configuration is {@link TcpConfig}.
+ *
+ * <p>Threading: stateless. This class refers to Netty only through {@link TcpTransport}, so that
+ * {@link java.util.ServiceLoader} can instantiate it and {@link #probe()} can report a missing
+ * Netty instead of failing with a linkage error.
+ */
+public final class TcpTransportProvider implements TransportProvider {
+  public static final String NAME = "tcp";
+
+  @Override
+  public String name() {
+    return NAME;
+  }
+
+  @Override
+  public Availability probe() {
+    try {
+      Class.forName("io.netty.channel.nio.NioEventLoopGroup", false, TcpTransportProvider.class.getClassLoader());
+      return Availability.yes();
+    } catch (ClassNotFoundException | LinkageError e) {
+      return Availability.no("Netty (io.netty:netty-transport) is not on the class path: " + e);
+    }
+  }
+
+  /**
+   * @throws TransportException UNAVAILABLE when Netty is missing, the port cannot be bound, or
+   *     authentication is requested (not implemented by tcp yet)
+   * @throws IllegalArgumentException for a bad {@link TcpConfig} value, naming the key
+   */
+  @Override
+  public Transport create(TransportContext context) throws TransportException {
+    Availability a = probe();
+    if (!a.available()) {
+      throw new TransportException(TransportError.UNAVAILABLE, "tcp transport is unavailable: " + a.reason());
+    }
+    if (context.secret().isPresent()) {
+      // Refuse rather than silently accept unauthenticated writes into executor memory.
+      throw new TransportException(TransportError.UNAVAILABLE,
+          "tcp transport does not implement authentication yet, and a shared secret was given "
+              + "(spark.authenticate is on)");
+    }
+    return new TcpTransport(context, new TcpConfig(context.config()));
+  }
+}
