@@ -77,17 +77,32 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
   private final class LandedBlock implements FetchedBlock {
     final Req req;
     final RemoteBlock block;
+    final long size;
     final InputStream stream;
 
-    LandedBlock(Req req, RemoteBlock block, long at) {
+    /**
+     * @param landed bytes of the block that landed at {@code at}
+     * @param available bytes the block really has; beyond {@code landed} they are streamed
+     */
+    LandedBlock(Req req, RemoteBlock block, long at, long landed, long available) {
       this.req = req;
       this.block = block;
-      this.stream = new ByteBuffersInputStream(List.of(req.range.view(at, block.size())), req::consumedOne);
+      this.size = available;
+      InputStream head = new ByteBuffersInputStream(List.of(req.range.view(at, landed)), req::consumedOne);
+      this.stream = available > landed
+          ? new java.io.SequenceInputStream(head, new StreamedBlock(req.holder, block, landed)) {
+            @Override
+            public void close() throws IOException {
+              super.close(); // closes every remaining stream of the sequence
+              head.close();
+            }
+          }
+          : head;
     }
 
     @Override public BlockId id() { return block.id(); }
     @Override public String holderId() { return req.holder.holderId(); }
-    @Override public long size() { return block.size(); }
+    @Override public long size() { return size; }
     @Override public InputStream stream() { return stream; }
   }
 
@@ -131,7 +146,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         }
         remaining++;
         if (b.size() > maxRequestBytes) {
-          large.add(new StreamedBlock(h, b));
+          large.add(new StreamedBlock(h, b, 0));
           continue;
         }
         if (batchBytes + b.size() > maxRequestBytes || batch.size() == MAX_BLOCKS_PER_REQUEST) {
@@ -160,14 +175,23 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     }
   }
 
-  private static long signalSlot(long bytes) {
+  private static long align8(long bytes) {
     return (bytes + 7) & ~7L;
+  }
+
+  /** Landing bytes for a request: data capacity, then one 8-byte length per entry, then the signal. */
+  private static long landingNeed(long capacity, int entries) {
+    return align8(capacity) + 8L * entries + 8;
+  }
+
+  private static long readLength(LandingPool.Range range, long at) {
+    return range.view(at, 8).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong(0);
   }
 
   private void issue() throws BlockFetchException {
     while (!toIssue.isEmpty()) {
       Req r = toIssue.peek();
-      long need = signalSlot(r.bytes) + 8;
+      long need = landingNeed(r.bytes, r.blocks.size());
       if (reserved > 0 && reserved + need > maxBytesInFlight) {
         return;
       }
@@ -188,7 +212,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         at += b.size();
       }
       r.unconsumed = r.blocks.size();
-      r.pending = node.send(r.holder.endpoint(), shuffleId, entries, range.offset() + signalSlot(r.bytes));
+      long lengths = range.offset() + align8(r.bytes);
+      r.pending = node.send(r.holder.endpoint(), shuffleId, entries, lengths, lengths + 8L * r.blocks.size());
       inFlight.add(r);
       r.pending.done.whenComplete((v, e) -> completed.add(r));
     }
@@ -255,7 +280,6 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       LandedBlock b = ready.poll();
       if (b != null) {
         remaining--;
-        metrics.remoteBlockFetched(b.size());
         current = b;
         return b;
       }
@@ -304,8 +328,14 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       throw new BlockFetchException(r.blocks.get(0).id(), r.holder.holderId(), cause.getMessage(), cause);
     }
     long at = 0;
-    for (RemoteBlock b : r.blocks) {
-      ready.add(new LandedBlock(r, b, at));
+    long lengths = align8(r.bytes);
+    for (int i = 0; i < r.blocks.size(); i++) {
+      RemoteBlock b = r.blocks.get(i);
+      long available = readLength(r.range, lengths + 8L * i);
+      long landed = Math.min(available, b.size());
+      metrics.remoteBlockFetched(landed);
+      node.onBytesFetched(landed);
+      ready.add(new LandedBlock(r, b, at, landed, available));
       at += b.size();
     }
   }
@@ -355,11 +385,15 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     large.clear();
   }
 
-  /** A block larger than one request, fetched chunk by chunk while it is read. */
+  /**
+   * A block, or the rest of one, fetched chunk by chunk while it is read; the holder's length
+   * reports tell where it ends.
+   */
   private final class StreamedBlock extends InputStream implements FetchedBlock {
     private final HolderPlan holder;
     private final RemoteBlock block;
     private long nextChunkOffset;
+    private boolean lastRequested;
     private Chunk reading;
     private Chunk prefetched;
     private boolean done;
@@ -367,19 +401,20 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     private final class Chunk {
       final LandingPool.Range range;
       final PendingRequest pending;
-      final long length;
+      final long capacity;
       InputStream data;
 
-      Chunk(LandingPool.Range range, PendingRequest pending, long length) {
+      Chunk(LandingPool.Range range, PendingRequest pending, long capacity) {
         this.range = range;
         this.pending = pending;
-        this.length = length;
+        this.capacity = capacity;
       }
     }
 
-    StreamedBlock(HolderPlan holder, RemoteBlock block) {
+    StreamedBlock(HolderPlan holder, RemoteBlock block, long startOffset) {
       this.holder = holder;
       this.block = block;
+      this.nextChunkOffset = startOffset;
     }
 
     @Override public BlockId id() { return block.id(); }
@@ -388,11 +423,11 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     @Override public InputStream stream() { return this; }
 
     private Chunk request(boolean mayWait) throws BlockFetchException {
-      if (nextChunkOffset >= block.size()) {
+      if (lastRequested) {
         return null;
       }
-      long len = Math.min(maxRequestBytes, block.size() - nextChunkOffset);
-      long need = signalSlot(len) + 8;
+      long cap = maxRequestBytes;
+      long need = landingNeed(cap, 1);
       LandingPool.Range range = node.landing().tryAllocate(need);
       if (range == null) {
         if (!mayWait) {
@@ -400,18 +435,17 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         }
         range = allocateWaiting(need, block.id(), holder.holderId());
       }
+      long lengths = range.offset() + align8(cap);
       PendingRequest p = node.send(holder.endpoint(), shuffleId, List.of(new ShuffleMessages.Entry(
-          block.id().mapId(), block.id().partition(), nextChunkOffset, len, range.offset())),
-          range.offset() + signalSlot(len));
-      nextChunkOffset += len;
-      return new Chunk(range, p, len);
+          block.id().mapId(), block.id().partition(), nextChunkOffset, cap, range.offset())), lengths, lengths + 8);
+      nextChunkOffset += cap;
+      return new Chunk(range, p, cap);
     }
 
     private void await(Chunk c) throws BlockFetchException {
       long t0 = System.nanoTime();
       try {
         c.pending.done.get(timeoutNanos + TimeUnit.SECONDS.toNanos(1), TimeUnit.NANOSECONDS);
-        metrics.remoteBlockFetched(c.length);
       } catch (ExecutionException e) {
         node.quarantine(c.range);
         throw new BlockFetchException(block.id(), holder.holderId(), e.getCause().getMessage(), e.getCause());
@@ -426,7 +460,14 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       } finally {
         metrics.fetchWaitNanos(System.nanoTime() - t0);
       }
-      c.data = new ByteBuffersInputStream(List.of(c.range.view(0, c.length)), c.range::free);
+      long available = readLength(c.range, align8(c.capacity));
+      long landed = Math.min(available, c.capacity);
+      if (available <= c.capacity) {
+        lastRequested = true; // this chunk holds the end of the block
+      }
+      metrics.remoteBlockFetched(landed);
+      node.onBytesFetched(landed);
+      c.data = new ByteBuffersInputStream(List.of(c.range.view(0, landed)), c.range::free);
     }
 
     /** The chunk to read from, fetching and prefetching as needed; null at the end. */
@@ -449,6 +490,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       }
       await(next);
       reading = next;
+      if (lastRequested && next.data.available() == 0) {
+        return data();
+      }
       prefetched = request(false);
       return reading.data;
     }

@@ -11,6 +11,7 @@ import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -68,13 +69,17 @@ final class BlockServer implements AutoCloseable {
     List<MapOutput> retained = new ArrayList<>();
     try {
       RegionDescriptor landing = req.landing();
-      long total = 0;
+      int n = req.entries().size();
+      checkSlot(landing, req.lengthsOffset(), 8L * n, "lengths table");
+      checkSlot(landing, req.signalOffset(), 8, "signal");
+      ByteBuffer lengths = ByteBuffer.allocateDirect(8 * n).order(ByteOrder.LITTLE_ENDIAN);
       List<ByteBuffer> slices = new ArrayList<>();
       List<Long> dsts = new ArrayList<>();
+      long total = 0;
       for (Entry e : req.entries()) {
-        if (e.landingOffset() > landing.length() || e.length() > landing.length() - e.landingOffset()) {
+        if (e.landingOffset() > landing.length() || e.capacity() > landing.length() - e.landingOffset()) {
           throw new TransportException(TransportError.OUT_OF_RANGE, "landing offset " + e.landingOffset()
-              + " + length " + e.length() + " outside " + landing);
+              + " + capacity " + e.capacity() + " outside " + landing);
         }
         MapOutput out = store.retain(req.shuffleId(), e.mapId());
         if (out == null) {
@@ -87,30 +92,28 @@ final class BlockServer implements AutoCloseable {
               + " outside [0, " + out.numPartitions() + ") of map output " + req.shuffleId() + "/" + e.mapId());
         }
         long blockLength = out.partitionLength(e.partition());
-        if (e.blockOffset() > blockLength || e.length() > blockLength - e.blockOffset()) {
-          throw new TransportException(TransportError.OUT_OF_RANGE, "range offset " + e.blockOffset() + " + length "
-              + e.length() + " outside block " + new BlockId(req.shuffleId(), e.mapId(), e.partition())
-              + " (length " + blockLength + ")");
+        if (e.blockOffset() > blockLength) {
+          throw new TransportException(TransportError.OUT_OF_RANGE, "block offset " + e.blockOffset()
+              + " outside block " + new BlockId(req.shuffleId(), e.mapId(), e.partition()) + " (length " + blockLength + ")");
         }
+        long available = blockLength - e.blockOffset();
+        long len = Math.min(available, e.capacity());
         long dst = e.landingOffset();
-        for (ByteBuffer s : out.slices(e.partition(), e.blockOffset(), e.length())) {
+        for (ByteBuffer s : out.slices(e.partition(), e.blockOffset(), len)) {
           slices.add(s);
           dsts.add(dst);
           dst += s.remaining();
         }
-        total += e.length();
+        lengths.putLong(available);
+        total += len;
       }
-      if (req.signalOffset() < 0 || req.signalOffset() > landing.length() - 8 || (req.signalOffset() & 7) != 0) {
-        throw new TransportException(TransportError.OUT_OF_RANGE, "signal offset " + req.signalOffset()
-            + " is not an aligned 8-byte slot inside " + landing);
-      }
+      lengths.flip();
       PeerQueue q = transport.connect(from);
       List<CompletableFuture<Void>> futures = new ArrayList<>(slices.size() + 1);
-      for (int i = 0; i < slices.size() - 1; i++) {
+      for (int i = 0; i < slices.size(); i++) {
         futures.add(q.write(slices.get(i), landing.at(dsts.get(i))));
       }
-      int last = slices.size() - 1;
-      futures.add(q.writeAndSignal(slices.get(last), landing.at(dsts.get(last)), landing.at(req.signalOffset()), total));
+      futures.add(q.writeAndSignal(lengths, landing.at(req.lengthsOffset()), landing.at(req.signalOffset()), n));
       q.commit();
       long bytes = total;
       List<MapOutput> held = List.copyOf(retained);
@@ -132,6 +135,14 @@ final class BlockServer implements AutoCloseable {
       fail(from, req.requestId(), TransportError.INTERNAL, e.toString());
     } finally {
       retained.forEach(MapOutput::release);
+    }
+  }
+
+  private static void checkSlot(RegionDescriptor landing, long offset, long length, String what)
+      throws TransportException {
+    if (offset < 0 || (offset & 7) != 0 || offset > landing.length() || length > landing.length() - offset) {
+      throw new TransportException(TransportError.OUT_OF_RANGE, what + " at offset " + offset + " (length "
+          + length + ") is not an aligned slot inside " + landing);
     }
   }
 

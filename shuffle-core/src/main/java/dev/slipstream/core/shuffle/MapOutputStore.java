@@ -159,6 +159,20 @@ public final class MapOutputStore implements AutoCloseable {
     }
   }
 
+  /** Frees one map attempt's output (a failed task's), once no reader retains it. */
+  public void removeMapOutput(int shuffleId, long mapId) {
+    Map<Long, MapOutput> m = outputs.get(shuffleId);
+    if (m != null) {
+      MapOutput o;
+      synchronized (m) {
+        o = m.remove(mapId);
+      }
+      if (o != null) {
+        o.release();
+      }
+    }
+  }
+
   /** Frees every output of a shuffle (pages go back to the free list once no reader holds them). */
   public void removeShuffle(int shuffleId) {
     Map<Long, MapOutput> m = outputs.remove(shuffleId);

@@ -24,26 +24,30 @@ public final class ShuffleMessages {
   public sealed interface Message permits WriteRequest, WriteFailure {}
 
   /**
-   * One range of a block to write into the landing region: {@code length} bytes starting
-   * {@code blockOffset} bytes into block {@code (mapId, partition)}, placed at
-   * {@code landingOffset}.
+   * One piece of a block to write into the landing region: the bytes of block
+   * {@code (mapId, partition)} from {@code blockOffset} on, at most {@code capacity} of them,
+   * placed at {@code landingOffset}. (Map statuses carry approximate sizes, so the reader
+   * reserves capacity and the holder reports how many bytes the block really has.)
    */
-  public record Entry(long mapId, int partition, long blockOffset, long length, long landingOffset) {}
+  public record Entry(long mapId, int partition, long blockOffset, long capacity, long landingOffset) {}
 
   /**
    * The reader asks the holder to write {@code entries} of shuffle {@code shuffleId} into its
-   * landing region, then add the total byte count to the signal at {@code signalOffset}.
+   * landing region; then to write, at {@code lengthsOffset}, one 8-byte little-endian count per
+   * entry of the bytes the block has from {@code blockOffset} on (the holder wrote the smaller of
+   * that and the capacity); then to add the number of entries to the signal at
+   * {@code signalOffset}, after all of it.
    */
-  public record WriteRequest(long requestId, int shuffleId, RegionDescriptor landing, long signalOffset,
-                             List<Entry> entries) implements Message {
+  public record WriteRequest(long requestId, int shuffleId, RegionDescriptor landing, long lengthsOffset,
+                             long signalOffset, List<Entry> entries) implements Message {
     public WriteRequest {
       entries = List.copyOf(entries);
     }
 
-    public long totalBytes() {
+    public long totalCapacity() {
       long t = 0;
       for (Entry e : entries) {
-        t += e.length();
+        t += e.capacity();
       }
       return t;
     }
@@ -52,9 +56,9 @@ public final class ShuffleMessages {
       WireWriter w = new WireWriter(64 + RegionDescriptor.ENCODED_LENGTH + entries.size() * 36);
       w.putHeader(TYPE_WRITE_REQUEST).putLong(requestId).putInt(shuffleId);
       landing.encode(w);
-      w.putLong(signalOffset).putInt(entries.size());
+      w.putLong(lengthsOffset).putLong(signalOffset).putInt(entries.size());
       for (Entry e : entries) {
-        w.putLong(e.mapId()).putInt(e.partition()).putLong(e.blockOffset()).putLong(e.length()).putLong(e.landingOffset());
+        w.putLong(e.mapId()).putInt(e.partition()).putLong(e.blockOffset()).putLong(e.capacity()).putLong(e.landingOffset());
       }
       return w.toByteBuffer();
     }
@@ -79,6 +83,7 @@ public final class ShuffleMessages {
         long id = r.getLong("request id");
         int shuffleId = r.getInt("shuffle id");
         RegionDescriptor landing = RegionDescriptor.decode(r);
+        long lengthsOffset = r.getLong("lengths offset");
         long signalOffset = r.getLong("signal offset");
         int n = r.getInt("entry count", 1, MAX_ENTRIES);
         if (r.remaining() < (long) n * 36) {
@@ -90,17 +95,17 @@ public final class ShuffleMessages {
           long mapId = r.getLong("map id");
           int partition = r.getInt("partition");
           long blockOffset = r.getLong("block offset");
-          long length = r.getLong("length");
+          long capacity = r.getLong("capacity");
           long landingOffset = r.getLong("landing offset");
-          if (partition < 0 || blockOffset < 0 || length <= 0 || landingOffset < 0) {
+          if (partition < 0 || blockOffset < 0 || capacity <= 0 || landingOffset < 0) {
             throw new TransportException(TransportError.MALFORMED, "write request entry " + i + ": partition "
-                + partition + ", block offset " + blockOffset + ", length " + length + ", landing offset "
-                + landingOffset + "; expected partition >= 0, offsets >= 0 and length > 0");
+                + partition + ", block offset " + blockOffset + ", capacity " + capacity + ", landing offset "
+                + landingOffset + "; expected partition >= 0, offsets >= 0 and capacity > 0");
           }
-          entries[i] = new Entry(mapId, partition, blockOffset, length, landingOffset);
+          entries[i] = new Entry(mapId, partition, blockOffset, capacity, landingOffset);
         }
         r.expectEnd("write request");
-        return new WriteRequest(id, shuffleId, landing, signalOffset, List.of(entries));
+        return new WriteRequest(id, shuffleId, landing, lengthsOffset, signalOffset, List.of(entries));
       }
       case TYPE_WRITE_FAILURE -> {
         long id = r.getLong("request id");

@@ -107,11 +107,10 @@ public final class ShuffleNode implements AutoCloseable {
     if (p != null && value >= p.expected) {
       if (value != p.expected) {
         fail(p, new TransportException(TransportError.INTERNAL, "request " + p.requestId + " signalled "
-            + value + " bytes, expected " + p.expected));
+            + value + " entries, expected " + p.expected));
         return;
       }
       if (remove(p)) {
-        bytesFetched.addAndGet(p.expected);
         p.done.complete(null);
       }
     }
@@ -134,11 +133,11 @@ public final class ShuffleNode implements AutoCloseable {
    * at {@code signalOffset} of the landing region, reset here before sending.
    */
   PendingRequest send(EndpointDescriptor holder, int shuffleId, List<ShuffleMessages.Entry> entries,
-                      long signalOffset) {
+                      long lengthsOffset, long signalOffset) {
     long id = nextRequestId.getAndIncrement();
-    WriteRequest req = new WriteRequest(id, shuffleId, landing.descriptor(), signalOffset, entries);
+    WriteRequest req = new WriteRequest(id, shuffleId, landing.descriptor(), lengthsOffset, signalOffset, entries);
     long deadline = System.nanoTime() + config.fetchTimeout().toNanos();
-    PendingRequest p = new PendingRequest(id, holder, signalOffset, req.totalBytes(), deadline);
+    PendingRequest p = new PendingRequest(id, holder, signalOffset, entries.size(), deadline);
     if (closed) {
       p.done.completeExceptionally(new TransportException(TransportError.CLOSED, "shuffle node is closed"));
       return p;
@@ -147,7 +146,7 @@ public final class ShuffleNode implements AutoCloseable {
     pending.put(id, p);
     bySignal.put(signalOffset, p);
     timer.schedule(() -> fail(p, new TransportException(TransportError.TIMEOUT, "holder " + holder
-        + " did not complete request " + id + " (" + req.totalBytes() + " bytes) within "
+        + " did not complete request " + id + " (" + entries.size() + " blocks) within "
         + config.fetchTimeout().toMillis() + " ms")), config.fetchTimeout().toNanos(), TimeUnit.NANOSECONDS);
     try {
       PeerQueue q = transport.connect(holder);
@@ -190,6 +189,10 @@ public final class ShuffleNode implements AutoCloseable {
   public long requestsSent() { return requestsSent.get(); }
   public long requestsFailed() { return requestsFailed.get(); }
   public long bytesFetched() { return bytesFetched.get(); }
+
+  void onBytesFetched(long bytes) {
+    bytesFetched.addAndGet(bytes);
+  }
   public long requestsServed() { return server.requestsServed(); }
   public long bytesServed() { return server.bytesServed(); }
   public long serveFailures() { return server.requestsFailed(); }

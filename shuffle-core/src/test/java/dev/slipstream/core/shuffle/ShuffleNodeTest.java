@@ -149,11 +149,35 @@ class ShuffleNodeTest {
   }
 
   @Test
-  void rangeBeyondTheBlockIsRefusedAndNothingWritten() throws Exception {
+  void approximateSizesFromMapStatusStillDeliverExactBytes() throws Exception {
+    // Map statuses carry log-compressed or averaged sizes: over- and under-estimates, also
+    // under-estimates of blocks that need several chunks.
+    int[] sizes = {100, 5000, 40_000, 70_000};
+    byte[][] data = writeOutput(holder, 2, 5L, sizes, 2);
+    long[] claimed = {110, 1000, 30_000, 90_000};
+    List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+    for (int p = 0; p < sizes.length; p++) {
+      blocks.add(new BlockFetcher.RemoteBlock(new BlockId(2, 5L, p), claimed[p]));
+    }
+    Map<BlockId, byte[]> got = fetchAll(2, blocks);
+    for (int p = 0; p < sizes.length; p++) {
+      assertArrayEquals(data[p], got.get(new BlockId(2, 5L, p)), "partition " + p);
+    }
+    assertEquals(0, reader.landing().used());
+  }
+
+  @Test
+  void blockOffsetBeyondTheBlockIsRefusedWithTheReason() throws Exception {
     writeOutput(holder, 2, 5L, new int[] {100}, 2);
-    BlockFetcher.FetchFailure e = assertThrows(BlockFetcher.FetchFailure.class, () -> fetchAll(2,
-        List.of(new BlockFetcher.RemoteBlock(new BlockId(2, 5L, 0), 101))));
-    assertTrue(e.getMessage().contains("outside block shuffle_2_5_0 (length 100)"), e.getMessage());
+    LandingPool.Range r = reader.landing().tryAllocate(4096);
+    PendingRequest p = reader.send(holder.localEndpoint(), 2,
+        List.of(new ShuffleMessages.Entry(5L, 0, 200, 100, r.offset())), r.offset() + 1024, r.offset() + 2048);
+    java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+        () -> p.done.get(10, java.util.concurrent.TimeUnit.SECONDS));
+    assertTrue(e.getCause().getMessage().contains("block offset 200 outside block shuffle_2_5_0 (length 100)"),
+        e.getCause().getMessage());
+    assertEquals(0, reader.landing().region().readSignal(r.offset() + 2048), "nothing signalled");
+    r.free();
   }
 
   @Test
@@ -183,6 +207,11 @@ class ShuffleNodeTest {
       assertArrayEquals(data[p], got.get(new BlockId(9, 1L, p)));
     }
     holder.store().removeShuffle(9);
+    // The holder releases its last reference when the acks of its writes come back.
+    long deadline = System.nanoTime() + 5_000_000_000L;
+    while (holder.store().spillFilesOnDisk() > 0 && System.nanoTime() < deadline) {
+      Thread.onSpinWait();
+    }
     assertEquals(0, holder.store().spillFilesOnDisk(), "removeShuffle deletes spill files");
     assertEquals(0, holder.store().memoryInUse());
   }

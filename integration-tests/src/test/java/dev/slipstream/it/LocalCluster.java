@@ -1,0 +1,97 @@
+package dev.slipstream.it;
+
+import dev.slipstream.spark.SlipstreamShuffleManager;
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * Starts Spark in local-cluster mode (several executor JVMs) with a chosen shuffle manager,
+ * waiting for the executors with a deadline and pointing at their logs when they do not come.
+ */
+final class LocalCluster {
+  static final String SORT = "sort";
+  static final String SLIPSTREAM = SlipstreamShuffleManager.class.getName();
+
+  private LocalCluster() {}
+
+  /** The class path executors need: the self-contained plugin jar plus this module's test classes. */
+  static String executorClassPath() {
+    String jar = System.getProperty("slipstream.plugin.jar");
+    String classes = System.getProperty("slipstream.test.classes");
+    if (jar == null || !new File(jar).isFile()) {
+      throw new IllegalStateException("plugin jar not found at " + jar + " (run through Maven: mvn verify)");
+    }
+    return jar + File.pathSeparator + classes;
+  }
+
+  static SparkSession.Builder builder(String name, String shuffleManager, int executors) {
+    return SparkSession.builder().appName(name)
+        .master("local-cluster[" + executors + ",1,1024]")
+        .config("spark.executor.memory", "512m")
+        .config("spark.shuffle.manager", shuffleManager)
+        .config("spark.executor.extraClassPath", executorClassPath())
+        .config("spark.driver.extraClassPath", executorClassPath())
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.default.parallelism", "4")
+        .config("spark.network.timeout", "60s");
+  }
+
+  static SparkSession start(SparkSession.Builder b, int executors) {
+    SparkSession spark = b.getOrCreate();
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    while (spark.sparkContext().statusTracker().getExecutorInfos().length < executors + 1) {
+      if (System.nanoTime() > deadline) {
+        String logs = executorLogs();
+        spark.stop();
+        throw new IllegalStateException(executors + " executors did not register within 120 s; executor logs:\n" + logs);
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException(e);
+      }
+    }
+    return spark;
+  }
+
+  static SlipstreamShuffleManager manager() {
+    return (SlipstreamShuffleManager) SparkEnv.get().shuffleManager();
+  }
+
+  /** Sum of one Slipstream counter over every executor, read back over RPC. */
+  static long executorSum(String metric) {
+    return manager().executorMetrics().values().stream().mapToLong(m -> m.getOrDefault(metric, 0L)).sum();
+  }
+
+  static Map<String, Map<String, Long>> executorMetrics() {
+    return manager().executorMetrics();
+  }
+
+  private static String executorLogs() {
+    Path work = Path.of(System.getenv().getOrDefault("SPARK_HOME", "."), "work");
+    if (!Files.isDirectory(work)) {
+      return "(no " + work + ")";
+    }
+    try (Stream<Path> s = Files.walk(work)) {
+      return s.filter(p -> p.getFileName().toString().equals("stderr")).map(p -> {
+        try {
+          String t = Files.readString(p);
+          return p + ":\n" + t.substring(Math.max(0, t.length() - 3000));
+        } catch (Exception e) {
+          return p + ": " + e;
+        }
+      }).collect(Collectors.joining("\n"));
+    } catch (Exception e) {
+      return e.toString();
+    }
+  }
+}

@@ -1,0 +1,182 @@
+package dev.slipstream.spark;
+
+import dev.slipstream.core.shuffle.ShuffleNode;
+import dev.slipstream.core.transport.Transport;
+import dev.slipstream.core.transport.TransportContext;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.transport.Transports;
+import dev.slipstream.spark.rpc.DriverEndpoint;
+import dev.slipstream.spark.rpc.ExecutorEndpoint;
+import dev.slipstream.spark.rpc.PeerInfo;
+import dev.slipstream.spark.rpc.RpcMessages;
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.rpc.RpcEndpointRef;
+import org.apache.spark.rpc.RpcTimeout;
+import org.apache.spark.util.RpcUtils;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.concurrent.duration.FiniteDuration;
+import scala.reflect.ClassTag$;
+
+/**
+ * One executor's Slipstream state: its transport and shuffle node (map-output store, landing
+ * pool, block server), its endpoint, and its copy of the driver's peer table.
+ *
+ * <p>Threading: thread-safe. Ownership: owns the node and its spill folder; {@link #close()}
+ * releases all registered memory and deletes the folder.
+ */
+final class ExecutorRuntime implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(ExecutorRuntime.class);
+
+  private final String executorId;
+  private final ShuffleNode node;
+  private final Path spillDir;
+  private final SlipstreamConf conf;
+  private final SparkEnv env;
+  private final Map<String, PeerInfo> peers = new ConcurrentHashMap<>();
+  private final RpcEndpointRef self;
+  private final RpcEndpointRef driver;
+  private final PeerInfo me;
+
+  ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
+    this.env = env;
+    this.conf = conf;
+    this.executorId = env.executorId();
+    if ("loopback".equals(conf.transport()) && !localMode) {
+      throw new IllegalArgumentException(SlipstreamConf.TRANSPORT.key() + ": got 'loopback', which reaches only one JVM;"
+          + " expected 'tcp' (or another network transport) when executors run in their own JVMs");
+    }
+    String host = org.apache.spark.util.Utils.localHostName();
+    Transport transport = transports.create(conf.transport(),
+        TransportContext.of(conf.source(), host, "executor-" + executorId));
+    String localDir = org.apache.spark.util.Utils.getLocalDir(env.conf());
+    this.spillDir = new File(localDir, "slipstream-" + executorId + "-" + UUID.randomUUID()).toPath();
+    this.node = new ShuffleNode(transport, conf.core(), spillDir, executorId);
+    this.me = new PeerInfo(executorId, host, node.localEndpoint(), node.landing().descriptor());
+    ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
+        this::metrics);
+    this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
+    this.driver = register();
+  }
+
+  /** Registers with the driver endpoint, retrying until it is up or the deadline passes. */
+  private RpcEndpointRef register() throws Exception {
+    long deadline = System.nanoTime() + conf.registrationTimeout().toNanos();
+    Exception last = null;
+    long backoff = 50;
+    while (System.nanoTime() < deadline) {
+      try {
+        RpcEndpointRef d = RpcUtils.makeDriverRef(DriverEndpoint.NAME, env.conf(), env.rpcEnv());
+        byte[] reply = d.askSync(new Object[] {RpcMessages.encode(new RpcMessages.Register(me)), self}, timeout(),
+            ClassTag$.MODULE$.apply(byte[].class));
+        if (RpcMessages.decode(reply) instanceof RpcMessages.Peers p) {
+          p.peers().forEach(this::peerJoined);
+        }
+        LOG.info("Slipstream executor {} registered {} with the driver; {} peers known", executorId,
+            node.localEndpoint(), peers.size());
+        return d;
+      } catch (Exception e) {
+        last = e;
+        Thread.sleep(backoff);
+        backoff = Math.min(1000, backoff * 2);
+      }
+    }
+    throw new IllegalStateException("executor " + executorId + " could not register with the Slipstream driver endpoint within "
+        + conf.registrationTimeout().toMillis() + " ms (is spark.shuffle.manager set on the driver too?)", last);
+  }
+
+  private RpcTimeout timeout() {
+    return new RpcTimeout(FiniteDuration.apply(conf.rpcTimeout().toMillis(), TimeUnit.MILLISECONDS),
+        SlipstreamConf.RPC_TIMEOUT.key());
+  }
+
+  private void peerJoined(PeerInfo p) {
+    peers.put(p.executorId(), p);
+  }
+
+  private void peerLost(String id, String reason) {
+    PeerInfo p = peers.remove(id);
+    if (p != null) {
+      node.peerLost(p.endpoint(), reason);
+    }
+  }
+
+  String executorId() {
+    return executorId;
+  }
+
+  ShuffleNode node() {
+    return node;
+  }
+
+  /** The peer, from the local table or else from the driver; empty when the driver does not know it. */
+  Optional<PeerInfo> peer(String id) {
+    PeerInfo p = peers.get(id);
+    if (p != null) {
+      return Optional.of(p);
+    }
+    try {
+      byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.Lookup(id)), timeout(),
+          ClassTag$.MODULE$.apply(byte[].class));
+      if (RpcMessages.decode(reply) instanceof RpcMessages.Peers ps && !ps.peers().isEmpty()) {
+        peerJoined(ps.peers().get(0));
+        return Optional.of(ps.peers().get(0));
+      }
+    } catch (TransportException | RuntimeException e) {
+      LOG.warn("Peer lookup of executor {} failed: {}", id, e.toString());
+    }
+    return Optional.empty();
+  }
+
+  Map<String, Long> metrics() {
+    Map<String, Long> m = new LinkedHashMap<>();
+    var t = node.transport().metrics();
+    m.put("transport.bytesWritten", t.bytesWritten());
+    m.put("transport.writes", t.writes());
+    m.put("transport.signals", t.signals());
+    m.put("transport.bytesReceived", t.bytesReceived());
+    m.put("transport.writesReceived", t.writesReceived());
+    m.put("transport.rejected", t.rejected());
+    m.put("transport.failed", t.failed());
+    m.put("requests.sent", node.requestsSent());
+    m.put("requests.failed", node.requestsFailed());
+    m.put("requests.served", node.requestsServed());
+    m.put("requests.serveFailures", node.serveFailures());
+    m.put("bytes.fetched", node.bytesFetched());
+    m.put("bytes.served", node.bytesServed());
+    m.put("memory.registered", node.registeredBytes());
+    m.put("memory.mapOutputInUse", node.store().memoryInUse());
+    m.put("memory.landingInUse", node.landing().used());
+    m.put("mapOutput.count", (long) node.store().outputCount());
+    m.put("mapOutput.spills", node.store().spills());
+    m.put("transport.regions", (long) node.transport().registeredRegionCount());
+    return m;
+  }
+
+  @Override
+  public void close() {
+    try {
+      env.rpcEnv().stop(self);
+    } catch (RuntimeException e) {
+      LOG.debug("Stopping the executor endpoint: {}", e.toString());
+    }
+    node.close();
+    try (Stream<Path> s = Files.exists(spillDir) ? Files.walk(spillDir) : Stream.empty()) {
+      s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException e) {
+      LOG.warn("Could not delete {}: {}", spillDir, e.toString());
+    }
+  }
+}

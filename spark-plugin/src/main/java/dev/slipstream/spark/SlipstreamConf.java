@@ -1,0 +1,54 @@
+package dev.slipstream.spark;
+
+import dev.slipstream.core.config.ConfigEntry;
+import dev.slipstream.core.config.ConfigSource;
+import dev.slipstream.core.config.CoreConfig;
+import dev.slipstream.core.transport.Transports;
+import java.time.Duration;
+import java.util.Optional;
+import org.apache.spark.SparkConf;
+
+/**
+ * The plugin's typed configuration, validated at start-up: an unknown transport or a bad size
+ * fails with the key, the value got and the valid values.
+ */
+public final class SlipstreamConf {
+  public static final ConfigEntry<String> TRANSPORT = ConfigEntry.string("spark.slipstream.transport", "tcp",
+      "Transport provider that moves shuffle blocks: tcp (any cluster), loopback (one JVM, local mode only).");
+  public static final ConfigEntry<Duration> REGISTRATION_TIMEOUT = ConfigEntry.duration(
+      "spark.slipstream.registrationTimeout", "120s",
+      "How long an executor keeps trying to register its endpoint with the driver before it fails.");
+  public static final ConfigEntry<Duration> RPC_TIMEOUT = ConfigEntry.duration(
+      "spark.slipstream.rpcTimeout", "30s", "Deadline of one Slipstream RPC (registration, peer lookup, metrics).");
+
+  private final ConfigSource source;
+  private final String transport;
+  private final CoreConfig core;
+  private final Duration registrationTimeout;
+  private final Duration rpcTimeout;
+
+  public SlipstreamConf(ConfigSource source, Transports transports) {
+    this.source = source;
+    String t = TRANSPORT.get(source).toLowerCase(java.util.Locale.ROOT);
+    if (!transports.names().contains(t)) {
+      throw new IllegalArgumentException(TRANSPORT.key() + ": got '" + t + "', expected one of " + transports.names());
+    }
+    this.transport = t;
+    this.core = new CoreConfig(source);
+    this.registrationTimeout = REGISTRATION_TIMEOUT.get(source);
+    this.rpcTimeout = RPC_TIMEOUT.get(source);
+  }
+
+  public static ConfigSource source(SparkConf conf) {
+    return key -> {
+      scala.Option<String> v = conf.getOption(key);
+      return v.isDefined() ? Optional.of(v.get()) : Optional.empty();
+    };
+  }
+
+  public ConfigSource source() { return source; }
+  public String transport() { return transport; }
+  public CoreConfig core() { return core; }
+  public Duration registrationTimeout() { return registrationTimeout; }
+  public Duration rpcTimeout() { return rpcTimeout; }
+}

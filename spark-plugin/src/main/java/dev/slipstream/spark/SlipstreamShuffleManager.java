@@ -1,0 +1,218 @@
+package dev.slipstream.spark;
+
+import dev.slipstream.core.transport.Transports;
+import dev.slipstream.spark.rpc.DriverEndpoint;
+import dev.slipstream.spark.shim.SparkShim;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkContext$;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.shuffle.ShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleManager;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Slipstream's entry point: {@code spark.shuffle.manager=dev.slipstream.spark.SlipstreamShuffleManager}.
+ *
+ * <p>Start-up: the configuration is validated in the constructor (bad values fail the JVM's
+ * start with the key and the valid values). {@code SparkEnv.get()} is still null there on Spark
+ * 3.5, so a start-up thread waits for it, then sets up the driver endpoint (driver) or opens the
+ * transport, registers memory and registers with the driver (executors, and the driver in
+ * local mode). Tasks wait for that start-up with its deadline.
+ *
+ * <p>Threading: thread-safe. Ownership: {@link #stop()} releases every transport, registered
+ * region and file.
+ */
+public class SlipstreamShuffleManager implements ShuffleManager {
+  private static final Logger LOG = LoggerFactory.getLogger(SlipstreamShuffleManager.class);
+
+  private final SparkConf sparkConf;
+  private final SlipstreamConf conf;
+  private final Transports transports;
+  private final boolean isDriver;
+  private final boolean localMode;
+  private final CompletableFuture<Void> started = new CompletableFuture<>();
+  private final ShuffleBlockResolver resolver = SparkShim.blockResolver();
+  private volatile DriverEndpoint driverEndpoint;
+  private volatile ExecutorRuntime runtime;
+  private volatile boolean stopped;
+
+  public SlipstreamShuffleManager(SparkConf sparkConf) {
+    this.sparkConf = sparkConf;
+    this.transports = Transports.load(SlipstreamShuffleManager.class.getClassLoader());
+    this.conf = new SlipstreamConf(SlipstreamConf.source(sparkConf), transports);
+    this.isDriver = "driver".equals(sparkConf.get("spark.executor.id", ""));
+    String master = sparkConf.get("spark.master", "");
+    this.localMode = master.startsWith("local") && !master.startsWith("local-cluster");
+    Thread t = new Thread(this::startUp, "slipstream-startup");
+    t.setDaemon(true);
+    t.start();
+  }
+
+  private void startUp() {
+    try {
+      long deadline = System.nanoTime() + conf.registrationTimeout().toNanos();
+      SparkEnv env;
+      while ((env = SparkEnv.get()) == null) {
+        if (System.nanoTime() > deadline || stopped) {
+          throw new IllegalStateException("SparkEnv did not appear within " + conf.registrationTimeout().toMillis() + " ms");
+        }
+        Thread.sleep(5);
+      }
+      if (isDriver) {
+        DriverEndpoint d = new DriverEndpoint(env.rpcEnv(), conf.rpcTimeout());
+        env.rpcEnv().setupEndpoint(DriverEndpoint.NAME, d);
+        driverEndpoint = d;
+        watchExecutorRemoval(deadline);
+      }
+      if (!isDriver || localMode) {
+        runtime = new ExecutorRuntime(env, conf, transports, localMode);
+      }
+      LOG.info("Slipstream started ({}, transport {}, Spark line {})", isDriver ? "driver" : "executor " + env.executorId(),
+          conf.transport(), SparkShim.LINE);
+      started.complete(null);
+    } catch (Throwable e) {
+      LOG.error("Slipstream failed to start", e);
+      started.completeExceptionally(e);
+    }
+  }
+
+  /** Tells the driver endpoint about removed executors, once the SparkContext exists. */
+  private void watchExecutorRemoval(long deadline) {
+    Thread t = new Thread(() -> {
+      try {
+        while (!stopped && System.nanoTime() < deadline) {
+          scala.Option<SparkContext> sc = SparkContext$.MODULE$.getActive();
+          if (sc.isDefined()) {
+            sc.get().addSparkListener(new SparkListener() {
+              @Override
+              public void onExecutorRemoved(SparkListenerExecutorRemoved event) {
+                driverEndpoint.executorRemoved(event.executorId(), event.reason());
+              }
+            });
+            return;
+          }
+          Thread.sleep(20);
+        }
+        LOG.warn("No active SparkContext appeared; Slipstream will learn of lost executors only through fetch deadlines");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }, "slipstream-listener-setup");
+    t.setDaemon(true);
+    t.start();
+  }
+
+  private void awaitStarted() {
+    try {
+      started.get(conf.registrationTimeout().toMillis() + 5000, TimeUnit.MILLISECONDS);
+    } catch (ExecutionException e) {
+      throw new IllegalStateException("Slipstream could not start: " + e.getCause().getMessage(), e.getCause());
+    } catch (TimeoutException e) {
+      throw new IllegalStateException("Slipstream did not start within " + conf.registrationTimeout().toMillis() + " ms");
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting for Slipstream to start", e);
+    }
+  }
+
+  private ExecutorRuntime runtime() {
+    awaitStarted();
+    ExecutorRuntime r = runtime;
+    if (r == null) {
+      throw new IllegalStateException("Slipstream has no executor runtime in this process (driver outside local mode)");
+    }
+    return r;
+  }
+
+  @Override
+  public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
+    return new SlipstreamShuffleHandle<>(shuffleId, dependency);
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
+                                              ShuffleWriteMetricsReporter metrics) {
+    return new SlipstreamShuffleWriter<>((SlipstreamShuffleHandle<K, V, Object>) handle, mapId, context, metrics, runtime());
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
+                                              int startPartition, int endPartition, TaskContext context,
+                                              ShuffleReadMetricsReporter metrics) {
+    return new SlipstreamShuffleReader<>((SlipstreamShuffleHandle<K, ?, C>) handle, startMapIndex, endMapIndex,
+        startPartition, endPartition, context, metrics, runtime());
+  }
+
+  @Override
+  public boolean unregisterShuffle(int shuffleId) {
+    ExecutorRuntime r = runtime;
+    if (r != null) {
+      r.node().store().removeShuffle(shuffleId);
+    }
+    return true;
+  }
+
+  @Override
+  public ShuffleBlockResolver shuffleBlockResolver() {
+    return resolver;
+  }
+
+  @Override
+  public void stop() {
+    stopped = true;
+    ExecutorRuntime r = runtime;
+    runtime = null;
+    if (r != null) {
+      r.close();
+    }
+    SparkEnv env = SparkEnv.get();
+    if (driverEndpoint != null && env != null) {
+      try {
+        env.rpcEnv().stop(driverEndpoint.self());
+      } catch (RuntimeException e) {
+        LOG.debug("Stopping the driver endpoint: {}", e.toString());
+      }
+    }
+  }
+
+  /** The driver's peer table endpoint (driver only; waits for start-up). */
+  public DriverEndpoint driverEndpoint() {
+    awaitStarted();
+    if (driverEndpoint == null) {
+      throw new IllegalStateException("not the driver");
+    }
+    return driverEndpoint;
+  }
+
+  /** Slipstream counters of every registered executor, asked over RPC (driver only). */
+  public Map<String, Map<String, Long>> executorMetrics() {
+    return driverEndpoint().collectMetrics();
+  }
+
+  /** This process's executor counters, when it runs tasks (local mode or executors). */
+  public Map<String, Long> localMetrics() {
+    return runtime().metrics();
+  }
+
+  public SlipstreamConf conf() {
+    return conf;
+  }
+}

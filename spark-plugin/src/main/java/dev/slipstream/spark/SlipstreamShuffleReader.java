@@ -1,0 +1,278 @@
+package dev.slipstream.spark;
+
+import dev.slipstream.core.shuffle.BlockFetchException;
+import dev.slipstream.core.shuffle.BlockFetcher;
+import dev.slipstream.core.shuffle.FetchMetrics;
+import dev.slipstream.core.shuffle.MapOutput;
+import dev.slipstream.spark.adapter.Scala;
+import dev.slipstream.spark.rpc.PeerInfo;
+import dev.slipstream.spark.shim.SparkShim;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.Aggregator;
+import org.apache.spark.InterruptibleIterator;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.shuffle.FetchFailedException;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.storage.ShuffleBlockId;
+import org.apache.spark.util.collection.ExternalSorter;
+import scala.Product2;
+import scala.Tuple2;
+import scala.Tuple3;
+
+/**
+ * Reduce side: reads partitions {@code [startPartition, endPartition)} of map outputs
+ * {@code [startMapIndex, endMapIndex)}. Local blocks are read straight from this executor's
+ * map-output store; remote blocks are fetched by pull-driven writes into landing memory. Then
+ * Spark's own machinery deserializes, aggregates and sorts, as its sort shuffle reader does.
+ *
+ * <p>A holder that is gone, refuses, or misses the deadline becomes a
+ * {@link FetchFailedException}, so Spark recomputes the lost map output. Threading: one task thread.
+ */
+final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
+  private final SlipstreamShuffleHandle<K, ?, C> handle;
+  private final int startMapIndex;
+  private final int endMapIndex;
+  private final int startPartition;
+  private final int endPartition;
+  private final TaskContext context;
+  private final ShuffleReadMetricsReporter metrics;
+  private final ExecutorRuntime runtime;
+
+  /** Where a block came from, for FetchFailedException. */
+  private record Source(BlockManagerId location, int mapIndex, ShuffleBlockId sparkId) {}
+
+  SlipstreamShuffleReader(SlipstreamShuffleHandle<K, ?, C> handle, int startMapIndex, int endMapIndex,
+                          int startPartition, int endPartition, TaskContext context,
+                          ShuffleReadMetricsReporter metrics, ExecutorRuntime runtime) {
+    this.handle = handle;
+    this.startMapIndex = startMapIndex;
+    this.endMapIndex = endMapIndex;
+    this.startPartition = startPartition;
+    this.endPartition = endPartition;
+    this.context = context;
+    this.metrics = metrics;
+    this.runtime = runtime;
+  }
+
+  @Override
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public scala.collection.Iterator<Product2<K, C>> read() {
+    ShuffleDependency<K, ?, C> dep = handle.dependency();
+    int shuffleId = handle.shuffleId();
+    Map<dev.slipstream.core.shuffle.BlockId, Source> sources = new HashMap<>();
+    List<ShuffleBlockId> local = new ArrayList<>();
+    Map<BlockManagerId, List<BlockFetcher.RemoteBlock>> remote = new LinkedHashMap<>();
+    var byExecutor = SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(
+        shuffleId, startMapIndex, endMapIndex, startPartition, endPartition);
+    while (byExecutor.hasNext()) {
+      Tuple2<BlockManagerId, ? extends scala.collection.Seq<Tuple3<BlockId, Object, Object>>> e = byExecutor.next();
+      BlockManagerId loc = e._1();
+      var blocks = e._2().iterator();
+      while (blocks.hasNext()) {
+        Tuple3<BlockId, Object, Object> b = blocks.next();
+        if (!(b._1() instanceof ShuffleBlockId sb)) {
+          throw new IllegalStateException("unexpected block " + b._1() + ": Slipstream reads single shuffle blocks only");
+        }
+        long size = (Long) b._2();
+        if (size == 0) {
+          continue;
+        }
+        var id = new dev.slipstream.core.shuffle.BlockId(shuffleId, sb.mapId(), sb.reduceId());
+        sources.put(id, new Source(loc, (Integer) b._3(), sb));
+        if (loc.executorId().equals(runtime.executorId())) {
+          local.add(sb);
+        } else {
+          remote.computeIfAbsent(loc, k -> new ArrayList<>()).add(new BlockFetcher.RemoteBlock(id, size));
+        }
+      }
+    }
+
+    List<BlockFetcher.HolderPlan> plan = new ArrayList<>();
+    for (Map.Entry<BlockManagerId, List<BlockFetcher.RemoteBlock>> e : remote.entrySet()) {
+      Optional<PeerInfo> peer = runtime.peer(e.getKey().executorId());
+      if (peer.isEmpty()) {
+        var first = e.getValue().get(0).id();
+        throw Scala.sneaky(fetchFailed(sources.get(first), "executor " + e.getKey().executorId()
+            + " is not in Slipstream's peer table (lost or never registered)", null));
+      }
+      plan.add(new BlockFetcher.HolderPlan(e.getKey().executorId(), peer.get().endpoint(), e.getValue()));
+    }
+    BlockFetcher fetcher = runtime.node().newFetcher(shuffleId, plan, new FetchMetrics() {
+      @Override
+      public void remoteBlockFetched(long bytes) {
+        metrics.incRemoteBlocksFetched(1);
+        metrics.incRemoteBytesRead(bytes);
+      }
+
+      @Override
+      public void localBlockRead(long bytes) {
+        metrics.incLocalBlocksFetched(1);
+        metrics.incLocalBytesRead(bytes);
+      }
+
+      @Override
+      public void fetchWaitNanos(long nanos) {
+        metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(nanos));
+      }
+    });
+    context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> fetcher.close());
+
+    SerializerManager serializerManager = SparkEnv.get().serializerManager();
+    SerializerInstance ser = dep.serializer().newInstance();
+    RecordIterator records = new RecordIterator(local, fetcher, sources, serializerManager, ser);
+    context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> records.closeCurrent());
+
+    scala.collection.Iterator<Product2<Object, Object>> it =
+        new InterruptibleIterator<>(context, (scala.collection.Iterator) Scala.toScala(records));
+
+    scala.collection.Iterator aggregated;
+    if (dep.aggregator().isDefined()) {
+      Aggregator agg = dep.aggregator().get();
+      aggregated = dep.mapSideCombine() ? agg.combineCombinersByKey(it, context) : agg.combineValuesByKey(it, context);
+    } else {
+      aggregated = it;
+    }
+    if (dep.keyOrdering().isDefined()) {
+      ExternalSorter sorter = SparkShim.sorter(context, Scala.none(), Scala.none(), Scala.some(dep.keyOrdering().get()),
+          dep.serializer());
+      context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> sorter.stop());
+      return sorter.insertAllAndUpdateMetrics(aggregated);
+    }
+    return aggregated;
+  }
+
+  private FetchFailedException fetchFailed(Source s, String message, Throwable cause) {
+    if (s == null) {
+      return new FetchFailedException(null, handle.shuffleId(), -1L, -1, startPartition, message, cause);
+    }
+    return new FetchFailedException(s.location(), handle.shuffleId(), s.sparkId().mapId(), s.mapIndex(),
+        s.sparkId().reduceId(), message, cause);
+  }
+
+  /**
+   * Records of every block: local blocks first, then remote blocks as they land. Any failure to
+   * get a block's bytes becomes a FetchFailedException.
+   */
+  private final class RecordIterator implements java.util.Iterator<Object> {
+    private final ArrayDeque<ShuffleBlockId> local;
+    private final BlockFetcher fetcher;
+    private final Map<dev.slipstream.core.shuffle.BlockId, Source> sources;
+    private final SerializerManager serializerManager;
+    private final SerializerInstance ser;
+    private scala.collection.Iterator<Tuple2<Object, Object>> current;
+    private InputStream currentStream;
+    private Source currentSource;
+
+    RecordIterator(List<ShuffleBlockId> local, BlockFetcher fetcher, Map<dev.slipstream.core.shuffle.BlockId, Source> sources,
+                   SerializerManager serializerManager, SerializerInstance ser) {
+      this.local = new ArrayDeque<>(local);
+      this.fetcher = fetcher;
+      this.sources = sources;
+      this.serializerManager = serializerManager;
+      this.ser = ser;
+    }
+
+    @Override
+    public boolean hasNext() {
+      try {
+        while (current == null || !current.hasNext()) {
+          closeCurrent();
+          if (!openNext()) {
+            return false;
+          }
+        }
+        return true;
+      } catch (Exception e) {
+        throw asFetchFailure(e);
+      }
+    }
+
+    @Override
+    public Object next() {
+      if (!hasNext()) {
+        throw new java.util.NoSuchElementException();
+      }
+      try {
+        Object r = current.next();
+        metrics.incRecordsRead(1);
+        return r;
+      } catch (Exception e) {
+        throw asFetchFailure(e);
+      }
+    }
+
+    private boolean openNext() {
+      InputStream raw;
+      ShuffleBlockId id;
+      if (!local.isEmpty()) {
+        id = local.poll();
+        MapOutput out = runtime.node().store().retain(id.shuffleId(), id.mapId());
+        currentSource = sources.get(new dev.slipstream.core.shuffle.BlockId(id.shuffleId(), id.mapId(), id.reduceId()));
+        if (out == null) {
+          throw Scala.sneaky(fetchFailed(currentSource, "local map output " + id + " is missing", null));
+        }
+        try {
+          raw = out.open(id.reduceId());
+          metrics.incLocalBlocksFetched(1);
+          metrics.incLocalBytesRead(out.partitionLength(id.reduceId()));
+        } catch (IOException e) {
+          throw Scala.sneaky(fetchFailed(currentSource, "reading local block " + id + " failed", e));
+        } finally {
+          out.release();
+        }
+      } else if (fetcher.hasNext()) {
+        BlockFetcher.FetchedBlock b = fetcher.next();
+        currentSource = sources.get(b.id());
+        id = currentSource.sparkId();
+        raw = b.stream();
+      } else {
+        return false;
+      }
+      currentStream = raw;
+      InputStream wrapped = serializerManager.wrapStream(id, raw);
+      current = ser.deserializeStream(wrapped).asKeyValueIterator();
+      return true;
+    }
+
+    void closeCurrent() {
+      if (currentStream != null) {
+        try {
+          currentStream.close();
+        } catch (IOException e) {
+          // landing and store streams do not fail on close
+        }
+        currentStream = null;
+      }
+      current = null;
+    }
+
+    private RuntimeException asFetchFailure(Exception e) {
+      for (Throwable t = e; t != null; t = t.getCause()) {
+        if (t instanceof FetchFailedException) {
+          return Scala.sneaky(e);
+        }
+        if (t instanceof BlockFetchException bfe) {
+          Source s = sources.get(bfe.block());
+          return Scala.sneaky(fetchFailed(s != null ? s : currentSource, bfe.getMessage(), bfe));
+        }
+      }
+      return Scala.sneaky(e);
+    }
+  }
+}
