@@ -37,15 +37,15 @@ if want build; then
   step build_test.log 400 "$here/build.sh" --no-test "$build"
 fi
 if want test; then
-  step build_test.log 500 ctest --test-dir "$build" --output-on-failure
+  step build_test.log 260 ctest --test-dir "$build" -V
 fi
 if want sanitize; then
   cs="compute-sanitizer --target-processes all --error-exitcode 9"
-  step sanitizer.log 150 $cs --tool memcheck "$bin/slip_partition_test" --small
-  step sanitizer.log 200 $cs --tool memcheck "$bin/slip_pair_test" nvlink --small
-  step sanitizer.log 200 $cs --tool memcheck "$bin/slip_pair_test" proxy --small
-  step sanitizer.log 150 $cs --tool racecheck "$bin/slip_partition_test" --small
-  step sanitizer.log 200 $cs --tool racecheck "$bin/slip_pair_test" nvlink --small
+  step sanitizer.log 120 $cs --tool memcheck "$bin/slip_partition_test" --small
+  step sanitizer.log 160 $cs --tool memcheck "$bin/slip_pair_test" nvlink --small
+  step sanitizer.log 160 $cs --tool memcheck "$bin/slip_pair_test" proxy --small
+  step sanitizer.log 120 $cs --tool racecheck "$bin/slip_partition_test" --small
+  step sanitizer.log 160 $cs --tool racecheck "$bin/slip_pair_test" nvlink --small
 fi
 if want baselines; then
   bl="$repo/.baselines"
@@ -63,14 +63,14 @@ if want baselines; then
   fi
 fi
 if want bench; then
-  step bench.log 200 "$bin/slip_bench" partition
-  step bench.log 400 "$bin/slip_bench" pair
+  step bench.log 90 "$bin/slip_bench" partition
+  step bench.log 240 "$bin/slip_bench" pair
   grep -h '^csv,' "$out/bench.log" >"$out/results.csv" || true
 fi
 if want ncu; then
   ncu_cmd=(ncu --clock-control none --target-processes all --section SpeedOfLight --section MemoryWorkloadAnalysis)
-  step ncu.log 200 "${ncu_cmd[@]}" -k regex:'hist_kernel|scatter_kernel' -c 4 "$bin/slip_bench" partition --quick
-  step ncu.log 200 "${ncu_cmd[@]}" -k regex:push_kernel -c 3 "$bin/slip_bench" pair --quick
+  step ncu.log 120 "${ncu_cmd[@]}" -k regex:'hist_kernel|scatter_kernel' -c 4 "$bin/slip_bench" partition --quick
+  step ncu.log 120 "${ncu_cmd[@]}" -k regex:push_kernel -c 3 "$bin/slip_bench" pair --quick
 fi
 echo "gpu-run.sh: done, status $status; results in $out"
 exit $status

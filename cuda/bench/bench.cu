@@ -392,7 +392,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "partition")) return run_partition(quick);
   Bench b;
   b.quick = quick;
-  const int rc = pair_start(&b.p);
+  const int rc = pair_start(&b.p, 300);
   if (rc != 0) return rc;
   run_pair(b);
   return pair_finish(&b.p);

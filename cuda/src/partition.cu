@@ -48,7 +48,11 @@ __global__ void __launch_bounds__(kThreads) hist_kernel(const int64_t *__restric
     const uint64_t i = base + (uint64_t)k * kThreads + threadIdx.x;
     const bool valid = i < rows;
     const uint32_t part = valid ? slip_partition_of(keys[i], nparts) : 0u;
-    warp_claim(hist, part, valid);
+    if (nparts >= 64) {
+      if (valid) atomicAdd(&hist[part], 1u);
+    } else {
+      warp_claim(hist, part, valid);
+    }
   }
   __syncthreads();
   for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x) counts[(uint64_t)p * ntiles + blockIdx.x] = hist[p];
@@ -112,33 +116,103 @@ __device__ inline void put_width(uint32_t w, char *dst, const char *src) {
   }
 }
 
+// Exclusive scan of v[0, n) in shared memory by one block (n <= 4096 here).
+__device__ inline void block_exclusive_scan(uint32_t *v, uint32_t n) {
+  __shared__ uint32_t warp_sums[kThreads / 32];
+  const uint32_t per = (n + blockDim.x - 1) / blockDim.x;
+  const uint32_t lo = threadIdx.x * per, hi = min(n, lo + per);
+  uint32_t sum = 0;
+  for (uint32_t i = lo; i < hi; i++) sum += v[i];
+  // Inclusive scan of the per-thread sums across the block.
+  uint32_t x = sum;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= (unsigned)d) x += y;
+  }
+  if (lane == 31) warp_sums[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    uint32_t w = lane < blockDim.x / 32 ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const uint32_t y = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= (unsigned)d) w += y;
+    }
+    if (lane < blockDim.x / 32) warp_sums[lane] = w;
+  }
+  __syncthreads();
+  uint32_t run = x - sum + (warp > 0 ? warp_sums[warp - 1] : 0);  // exclusive prefix of this thread
+  for (uint32_t i = lo; i < hi; i++) {
+    const uint32_t c = v[i];
+    v[i] = run;
+    run += c;
+  }
+  __syncthreads();
+}
+
+// Scatter through shared memory: each tile first orders its rows by partition (a local counting
+// sort), then writes every column in that order, so consecutive threads store to consecutive
+// addresses of one partition's block instead of scattering each warp's stores over many blocks.
 __global__ void __launch_bounds__(kThreads) scatter_kernel(const int64_t *__restrict__ keys, uint64_t rows,
                                                            uint32_t nparts, uint32_t ntiles, Cols cols,
                                                            const uint64_t *__restrict__ scanned,
                                                            const PartMeta *__restrict__ meta,
                                                            const uint64_t *__restrict__ offsets,
                                                            char *__restrict__ out) {
-  extern __shared__ uint32_t cursor[];  // row index within the partition where this tile's rows go
-  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x)
-    cursor[p] = (uint32_t)(scanned[(uint64_t)p * ntiles + blockIdx.x] - meta[p].first);
+  extern __shared__ uint32_t smem[];
+  uint32_t *local = smem;                      // per partition: count, then local start
+  uint32_t *base = smem + nparts;              // per partition: global row index - local start
+  uint16_t *perm = (uint16_t *)(base + nparts);  // tile slot -> row within the tile
+  uint16_t *slot_part = perm + kTile;            // tile slot -> partition
+  const uint64_t tile0 = (uint64_t)blockIdx.x * kTile;
+  const uint64_t left = rows - tile0;
+  const uint32_t n = (uint32_t)(left < kTile ? left : kTile);
+  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x) local[p] = 0;
   __syncthreads();
-  const uint64_t base = (uint64_t)blockIdx.x * kTile;
+  uint32_t part[kItems], rank[kItems];
+  const bool many = nparts >= 64;  // little contention: plain shared atomics are cheaper
+#pragma unroll
   for (int k = 0; k < kItems; k++) {
-    const uint64_t i = base + (uint64_t)k * kThreads + threadIdx.x;
-    const bool valid = i < rows;
-    const int64_t key = valid ? keys[i] : 0;
-    const uint32_t part = valid ? slip_partition_of(key, nparts) : 0u;
-    const uint32_t pos = warp_claim(cursor, part, valid);
-    if (!valid) continue;
-    char *blk = out + offsets[part];
-    const PartMeta &m = meta[part];
-    *(int64_t *)(blk + (uint64_t)pos * 8) = key;
-    for (uint32_t c = 0; c < cols.n; c++) {
-      const uint32_t w = cols.w[c];
-      put_width(w, blk + m.col_off[c + 1] + (uint64_t)pos * w, cols.p[c] + i * w);
+    const uint32_t r = (uint32_t)k * kThreads + threadIdx.x;
+    const bool valid = r < n;
+    part[k] = valid ? slip_partition_of(keys[tile0 + r], nparts) : 0u;
+    if (many) rank[k] = valid ? atomicAdd(&local[part[k]], 1u) : 0u;
+    else rank[k] = warp_claim(local, part[k], valid);
+  }
+  __syncthreads();
+  // Global position of the tile's first row of p (from the partition-major scan) minus its local start.
+  block_exclusive_scan(local, nparts);
+  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x)
+    base[p] = (uint32_t)(scanned[(uint64_t)p * ntiles + blockIdx.x] - meta[p].first) - local[p];
+#pragma unroll
+  for (int k = 0; k < kItems; k++) {
+    const uint32_t r = (uint32_t)k * kThreads + threadIdx.x;
+    if (r < n) {
+      const uint32_t s = local[part[k]] + rank[k];
+      perm[s] = (uint16_t)r;
+      slot_part[s] = (uint16_t)part[k];
+    }
+  }
+  __syncthreads();
+  for (uint32_t s = threadIdx.x; s < n; s += blockDim.x) {
+    const uint32_t p = slot_part[s];
+    const uint32_t pos = base[p] + s;  // modulo 2^32: base may be "negative", pos is not
+    *(int64_t *)(out + offsets[p] + (uint64_t)pos * 8) = keys[tile0 + perm[s]];
+  }
+  for (uint32_t c = 0; c < cols.n; c++) {
+    const uint32_t w = cols.w[c];
+    const char *src = cols.p[c] + tile0 * w;
+    for (uint32_t s = threadIdx.x; s < n; s += blockDim.x) {
+      const uint32_t p = slot_part[s];
+      const uint32_t pos = base[p] + s;
+      put_width(w, out + offsets[p] + meta[p].col_off[c + 1] + (uint64_t)pos * w, src + (uint64_t)perm[s] * w);
     }
   }
 }
+
+size_t scatter_smem(uint32_t nparts) { return (size_t)nparts * 8 + kTile * 4; }
 
 }  // namespace
 
@@ -221,7 +295,9 @@ extern "C" slip_status slip_partition(const slip_batch *b, uint32_t nparts, void
   layout_kernel<<<1, 1024, 0, stream>>>(scanned, b->rows, nparts, (uint32_t)ntiles, cols, meta, d_offsets, d_counts);
   SLIP_LAUNCH_CHECK();
   if (b->rows > 0) {
-    scatter_kernel<<<(unsigned)ntiles, kThreads, nparts * sizeof(uint32_t), stream>>>(
+    SLIP_CUDA_CHECK(cudaFuncSetAttribute(scatter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)scatter_smem(SLIP_PARTITION_MAX_PARTS)));
+    scatter_kernel<<<(unsigned)ntiles, kThreads, scatter_smem(nparts), stream>>>(
         b->keys, b->rows, nparts, (uint32_t)ntiles, cols, scanned, meta, d_offsets, (char *)d_out);
     SLIP_LAUNCH_CHECK();
   }

@@ -46,7 +46,9 @@ struct Pair {
 
 // Forks; both processes probe CUDA only after the fork (a CUDA context does not survive fork).
 // Returns 77 (skip) from the parent when no GPU is usable; the child exits on its own.
-static inline int pair_start(Pair *p) {
+// Both processes arm alarm(limit_s): a hung peer ends the run instead of the machine's lease.
+static inline int pair_start(Pair *p, unsigned limit_s) {
+  alarm(limit_s);
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
     perror("socketpair");

@@ -527,7 +527,7 @@ int main(int argc, char **argv) {
   c.rows = c.small ? 100000 : 2000000;
   c.rounds = c.small ? 64 : 400;
   Pair p;
-  const int rc = pair_start(&p);
+  const int rc = pair_start(&p, c.small ? 150 : 120);
   if (rc != 0) return rc;
   g_rank = p.rank;
   if (p.rank == 0) receiver(p, c);

@@ -378,6 +378,7 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
   slip_queueset *qs = nullptr;
   std::vector<slip_dev_queue> queues;
   std::vector<slip_region_entry> src, dst;
+  uint64_t *warm = nullptr;
   if (!ctx || !out || (nlocals && !locals) || (nremotes && !remotes))
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_create: null argument");
   if (nqueues == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_create: nqueues is 0");
@@ -461,6 +462,12 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
     qs->exec = new CudaExec();
     qs->exec->device = ctx->device;
     SLIP_CUDA_CHECK(cudaStreamCreateWithFlags(&qs->exec->stream, cudaStreamNonBlocking));
+    // Load the signal kernel now. With lazy module loading (the CUDA 12+ default) its first launch
+    // would load the module while a push kernel spins waiting for that very signal: a deadlock.
+    SLIP_CUDA_CHECK(cudaMalloc(&warm, sizeof(uint64_t)));
+    signal_add_kernel<<<1, 1, 0, qs->exec->stream>>>(warm, 0, 0);
+    SLIP_LAUNCH_CHECK();
+    SLIP_CUDA_CHECK(cudaStreamSynchronize(qs->exec->stream));
     slip_proxy_exec_ops ops = {exec_copy, exec_signal, exec_flush, qs->exec};
     SLIP_CHECK(slip_proxy_create(&ops, nqueues, depth, rings.data(), ctrls.data(), qs->h_perror, src.data(),
                                  (uint32_t)src.size(), dst.data(), (uint32_t)dst.size(), &qs->proxy));
@@ -468,6 +475,7 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
   *out = qs;
   qs = nullptr;
 done:
+  if (warm) (void)cudaFree(warm);
   slip_queueset_destroy(qs);
   return st;
 }
