@@ -34,7 +34,8 @@ if want env; then
   cat "$out/env.txt"
 fi
 if want build; then
-  step build_test.log 400 "$here/build.sh" --no-test "$build"
+  # -lineinfo: compute-sanitizer reports name source lines.
+  SLIP_CMAKE_ARGS="-DCMAKE_CUDA_FLAGS=-lineinfo" step build_test.log 300 "$here/build.sh" --no-test "$build"
 fi
 if want test; then
   step build_test.log 260 ctest --test-dir "$build" -V
@@ -64,6 +65,9 @@ if want baselines; then
 fi
 if want bench; then
   step bench.log 90 "$bin/slip_bench" partition
+  # Tile-size variant (8 rows per thread instead of 16), same kernels otherwise.
+  SLIP_CMAKE_ARGS="-DSLIP_PARTITION_ITEMS=8" "$here/build.sh" --no-test /tmp/slip-build-i8 >/dev/null 2>&1 &&
+    step bench.log 90 env SLIP_VARIANT=items8 /tmp/slip-build-i8/cuda/slip_bench partition
   step bench.log 240 "$bin/slip_bench" pair
   grep -h '^csv,' "$out/bench.log" >"$out/results.csv" || true
 fi

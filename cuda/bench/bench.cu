@@ -174,6 +174,13 @@ void push_experiment(Bench &b, slip_queueset *qs, const char *backend, uint32_t 
     ok = verify_landing(b, total, 0, b.peer_seed(), launches * pl.items_per_launch, launches * total, nq);
   const double other_ms = exchange(b, ms);
   const bool other_ok = exchange(b, ok);
+  if (sending && strcmp(backend, "proxy") == 0) {
+    slip_proxy_stats ps;
+    slip_queueset_proxy_stats(qs, &ps);
+    printf("proxy-stats block %" PRIu64 ": %" PRIu64 " descriptors in %" PRIu64 " sweeps, issue %.1f us/sweep, flush %.1f us/sweep\n",
+           block, ps.descriptors, ps.sweeps, ps.sweeps ? ps.issue_ns / 1e3 / ps.sweeps : 0.0,
+           ps.sweeps ? ps.flush_ns / 1e3 / ps.sweeps : 0.0);
+  }
   if (b.p.rank == 0) {
     const char *v = ok && other_ok ? "yes" : "NO";
     if (both) {
@@ -373,7 +380,8 @@ int run_partition(bool quick) {
     // Counted bytes: keys read by the histogram, keys and payload read by the scatter, all written once.
     const uint64_t bytes = rows * (8 + 20 + 20);
     const double ms = median(t);
-    printf("csv,partition,%u_parts,rows_%" PRIu64 ",20,%" PRIu64 ",%.4f,%.1f,%.1f%%_of_copy\n", parts, rows, bytes, ms,
+    printf("csv,partition%s,%u_parts,rows_%" PRIu64 ",20,%" PRIu64 ",%.4f,%.1f,%.1f%%_of_copy\n",
+           getenv("SLIP_VARIANT") ? "_items8" : "", parts, rows, bytes, ms,
            bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbps);
     for (void *q : {out, scratch, (void *)off, (void *)cnt}) T_CUDA(cudaFree(q));
   }

@@ -9,7 +9,10 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItems = 16;  // rows per thread per tile
+#ifndef SLIP_PARTITION_ITEMS
+#define SLIP_PARTITION_ITEMS 16
+#endif
+constexpr int kItems = SLIP_PARTITION_ITEMS;  // rows per thread per tile (a build option, for tuning)
 constexpr uint64_t kTile = (uint64_t)kThreads * kItems;
 
 struct Cols {

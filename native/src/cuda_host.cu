@@ -294,6 +294,7 @@ __global__ void signal_add_kernel(uint64_t *sig, uint64_t add, int host_slot) {
 struct CudaExec {
   int device;
   cudaStream_t stream;
+  cudaEvent_t done;  // recorded at each flush and polled: no blocking synchronisation
   std::atomic<bool> bound{false};
 };
 
@@ -331,7 +332,12 @@ slip_status exec_flush(void *state) {
   slip_status st = SLIP_OK;
   CudaExec *x = (CudaExec *)state;
   SLIP_CHECK(exec_bind(x));
-  SLIP_CUDA_CHECK(cudaStreamSynchronize(x->stream));
+  SLIP_CUDA_CHECK(cudaEventRecord(x->done, x->stream));
+  for (;;) {
+    cudaError_t e = cudaEventQuery(x->done);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) SLIP_CUDA_CHECK(e);
+  }
 done:
   return st;
 }
@@ -358,7 +364,8 @@ extern "C" void slip_queueset_destroy(slip_queueset *qs) {
   slip_proxy_destroy(qs->proxy);  // joins the executor before its memory goes away
   (void)cudaSetDevice(qs->ctx->device);
   if (qs->exec) {
-    (void)cudaStreamDestroy(qs->exec->stream);
+    if (qs->exec->done) (void)cudaEventDestroy(qs->exec->done);
+    if (qs->exec->stream) (void)cudaStreamDestroy(qs->exec->stream);
     delete qs->exec;
   }
   (void)cudaFree(qs->d_table);
@@ -462,6 +469,7 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
     qs->exec = new CudaExec();
     qs->exec->device = ctx->device;
     SLIP_CUDA_CHECK(cudaStreamCreateWithFlags(&qs->exec->stream, cudaStreamNonBlocking));
+    SLIP_CUDA_CHECK(cudaEventCreateWithFlags(&qs->exec->done, cudaEventDisableTiming));
     // Load the signal kernel now. With lazy module loading (the CUDA 12+ default) its first launch
     // would load the module while a push kernel spins waiting for that very signal: a deadlock.
     SLIP_CUDA_CHECK(cudaMalloc(&warm, sizeof(uint64_t)));
@@ -482,6 +490,10 @@ done:
 
 extern "C" slip_dev_queue *slip_queueset_device(const slip_queueset *qs) { return qs ? qs->d_queues : nullptr; }
 extern "C" uint32_t slip_queueset_size(const slip_queueset *qs) { return qs ? qs->nqueues : 0; }
+
+extern "C" void slip_queueset_proxy_stats(const slip_queueset *qs, slip_proxy_stats *out) {
+  slip_proxy_get_stats(qs ? qs->proxy : nullptr, out);
+}
 
 extern "C" slip_status slip_queueset_set_key(slip_queueset *qs, uint32_t index, uint64_t key) {
   slip_status st = SLIP_OK;

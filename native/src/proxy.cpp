@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,8 +31,15 @@ struct slip_proxy {
   std::vector<slip_region_entry> src, dst;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> executed{0};
+  std::atomic<uint64_t> sweeps{0}, issue_ns{0}, flush_ns{0};
   std::thread thread;
 };
+
+static uint64_t mono_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t load_acquire(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static void store_release(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -75,8 +83,7 @@ static slip_status execute(slip_proxy *p, uint32_t q, const slip_proxy_desc &d) 
     }
   }
   if (signal) {
-    // The signal word lives in the same destination region table; it carries the same key.
-    if (slip_region_validate(p->dst.data(), n_dst, d.sig_region, 1, d.dst_key, d.sig_offset, 8,
+    if (slip_region_validate(p->dst.data(), n_dst, d.sig_region, 1, d.sig_key, d.sig_offset, 8,
                              SLIP_DEV_REGION_WRITABLE, &e) != SLIP_OK) {
       publish_error(p, e, q);
       return SLIP_OK;
@@ -112,6 +119,7 @@ static void run(slip_proxy *p) {
   unsigned idle = 0;
   while (!p->stop.load(std::memory_order_acquire)) {
     bool any = false;
+    const uint64_t t0 = mono_ns();
     for (uint32_t q = 0; q < p->nqueues; q++) {
       uint64_t head = load_acquire(&p->ctrls[q]->head);
       heads[q] = head;
@@ -145,6 +153,7 @@ static void run(slip_proxy *p) {
       }
     }
     if (any) {
+      const uint64_t t1 = mono_ns();
       // Copies and signals are complete before the producer may reuse ring slots or sources.
       if (p->ops.flush(p->ops.state) != SLIP_OK) {
         slip_dev_error e;
@@ -160,6 +169,9 @@ static void run(slip_proxy *p) {
         store_release(&p->ctrls[q]->tail, tail[q]);
       }
       p->executed.fetch_add(n, std::memory_order_relaxed);
+      p->sweeps.fetch_add(1, std::memory_order_relaxed);
+      p->issue_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+      p->flush_ns.fetch_add(mono_ns() - t1, std::memory_order_relaxed);
       idle = 0;
     } else if (++idle > 1024) {
       sched_yield();
@@ -204,6 +216,15 @@ extern "C" void slip_proxy_destroy(slip_proxy *p) {
 
 extern "C" uint64_t slip_proxy_executed(const slip_proxy *p) {
   return p ? p->executed.load(std::memory_order_relaxed) : 0;
+}
+
+extern "C" void slip_proxy_get_stats(const slip_proxy *p, slip_proxy_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!p) return;
+  out->descriptors = p->executed.load(std::memory_order_relaxed);
+  out->sweeps = p->sweeps.load(std::memory_order_relaxed);
+  out->issue_ns = p->issue_ns.load(std::memory_order_relaxed);
+  out->flush_ns = p->flush_ns.load(std::memory_order_relaxed);
 }
 
 extern "C" slip_status slip_proxy_post(slip_proxy_desc *ring, slip_proxy_ctrl *ctrl, uint32_t depth,

@@ -117,6 +117,7 @@ struct ProxyRig {
   slip_dev_error err;
   slip_proxy *proxy = nullptr;
   uint64_t head = 0;
+  uint64_t sig_key = 0;  // 0: same as the destination key
   ProxyRig(size_t src_len, size_t dst_len) : src(src_len), dst(dst_len, 0xEE), ring(kDepth) {
     memset(&ctrl, 0, sizeof ctrl);
     memset(&err, 0, sizeof err);
@@ -140,6 +141,7 @@ struct ProxyRig {
     d.src_region = 1;
     d.sig_region = 8;
     d.dst_key = key;
+    d.sig_key = sig_key ? sig_key : key;
     d.dst_offset = dst_off;
     d.src_offset = src_off;
     d.length = len;
@@ -211,6 +213,16 @@ static void test_proxy_rejects() {
     EXPECT(rig.err.code == SLIP_ERR_BAD_KEY, "code %u", rig.err.code);
     slip_dev_error_format(&rig.err, text, sizeof text);
     EXPECT(contains(text, "key 0x0000000000000bad presented for region 7"), "got '%s'", text);
+  }
+  {
+    // Good data key, forged signal key: the data must not land either (all checks come first).
+    ProxyRig rig(4096, 4096);
+    rig.sig_key = 0xF00;
+    rig.post(SLIP_OP_WRITE_SIGNAL, 0xABCDEF, 7, 0, 0, 64, SLIP_SIGNAL_PACK(1, 64));
+    rig.drain();
+    expect_untouched(rig, "wrong signal key");
+    EXPECT(rig.err.code == SLIP_ERR_BAD_KEY && rig.err.region_id == 8, "code %u region %u", rig.err.code,
+           rig.err.region_id);
   }
   {
     ProxyRig rig(8192, 4096);

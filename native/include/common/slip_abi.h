@@ -93,7 +93,7 @@ typedef struct slip_dev_error {
   uint32_t claimed;    /* 0 -> 1 by the first reporter; others drop their report */
 } slip_dev_error;
 
-/* ---- proxy ring descriptor (64 bytes) ---- */
+/* ---- proxy ring descriptor (128 bytes: two 64-byte halves, like NCCL GIN's proxy descriptors) ---- */
 enum { SLIP_OP_WRITE = 1, SLIP_OP_SIGNAL_ADD = 2, SLIP_OP_WRITE_SIGNAL = 3 };
 /* Lap tag: slots are reserved in parallel, so a slot can be read before its writer filled it only
  * if the producer broke the protocol; the tag (index / depth, low 16 bits) exposes a stale slot. */
@@ -104,12 +104,14 @@ typedef struct slip_proxy_desc {
   uint32_t dst_region;  /* region ids (not table indices): the executor resolves them */
   uint32_t src_region;
   uint32_t sig_region;
-  uint64_t dst_key;
+  uint64_t dst_key;     /* presented for dst_region */
+  uint64_t sig_key;     /* presented for sig_region */
   uint64_t dst_offset;
   uint64_t src_offset;
   uint64_t length;
   uint64_t sig_offset;
   uint64_t sig_add;
+  uint64_t reserved[7];
 } slip_proxy_desc;
 
 /* Ring control words, in pinned host memory mapped into the GPU. The producer (one GPU thread

@@ -103,6 +103,12 @@ slip_status slip_proxy_create(const slip_proxy_exec_ops *ops, uint32_t nqueues, 
                               const slip_region_entry *dst, uint32_t ndst, slip_proxy **out);
 void slip_proxy_destroy(slip_proxy *p);   /* stops and joins the thread */
 uint64_t slip_proxy_executed(const slip_proxy *p);  /* descriptors consumed, errors included */
+/* Executor thread counters (benchmarks): sweeps that found work, nanoseconds spent issuing
+ * descriptors and waiting in flush. */
+typedef struct slip_proxy_stats {
+  uint64_t descriptors, sweeps, issue_ns, flush_ns;
+} slip_proxy_stats;
+void slip_proxy_get_stats(const slip_proxy *p, slip_proxy_stats *out);
 /* Host-side producer helpers (CPU tests, and the host transport later). */
 slip_status slip_proxy_post(slip_proxy_desc *ring, slip_proxy_ctrl *ctrl, uint32_t depth,
                             uint64_t *head, const slip_proxy_desc *d);
@@ -120,6 +126,8 @@ slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t nqueues, u
 void slip_queueset_destroy(slip_queueset *qs);
 slip_dev_queue *slip_queueset_device(const slip_queueset *qs);  /* device array of nqueues */
 uint32_t slip_queueset_size(const slip_queueset *qs);
+/* Proxy executor counters (zeros for other backends). */
+void slip_queueset_proxy_stats(const slip_queueset *qs, slip_proxy_stats *out);
 /* Overrides the key that device code will present for table entry `index` (tests of forged
  * requests: the proxy executor must reject it). */
 slip_status slip_queueset_set_key(slip_queueset *qs, uint32_t index, uint64_t key);

@@ -177,16 +177,19 @@ __device__ inline int proxy_post(slip_dev_queue &q, uint16_t op, Addr dst, Addr 
   d.dst_region = op == SLIP_OP_SIGNAL_ADD ? 0u : q.regions[dst.region].id;
   d.src_region = op == SLIP_OP_SIGNAL_ADD ? 0u : q.regions[src.region].id;
   d.sig_region = op == SLIP_OP_WRITE ? 0u : q.regions[sig.region].id;
-  d.dst_key = q.regions[op == SLIP_OP_SIGNAL_ADD ? sig.region : dst.region].key;
+  d.dst_key = op == SLIP_OP_SIGNAL_ADD ? 0ull : q.regions[dst.region].key;
+  d.sig_key = op == SLIP_OP_WRITE ? 0ull : q.regions[sig.region].key;
   d.dst_offset = dst.offset;
   d.src_offset = src.offset;
   d.length = len;
   d.sig_offset = sig.offset;
   d.sig_add = add;
+  for (int k = 0; k < 7; k++) d.reserved[k] = 0;
+  static_assert(sizeof(slip_proxy_desc) == 128, "proxy descriptor is 128 bytes");
   const int4 *in = (const int4 *)&d;
   int4 *out = (int4 *)&q.ring[idx & (q.depth - 1)];
 #pragma unroll
-  for (int k = 0; k < 4; k++) out[k] = in[k];
+  for (int k = 0; k < 8; k++) out[k] = in[k];
   return SLIP_OK;
 }
 
