@@ -1,4 +1,4 @@
-package dev.slipstream.it;
+package dev.slipstream.bench;
 
 import dev.slipstream.spark.SlipstreamShuffleManager;
 import java.io.File;
@@ -14,23 +14,28 @@ import org.apache.spark.sql.SparkSession;
  * Starts Spark in local-cluster mode (several executor JVMs) with a chosen shuffle manager,
  * waiting for the executors with a deadline and pointing at their logs when they do not come.
  */
-final class LocalCluster {
-  static final String SORT = "sort";
-  static final String SLIPSTREAM = SlipstreamShuffleManager.class.getName();
+public final class LocalCluster {
+  public static final String SORT = "sort";
+  public static final String SLIPSTREAM = SlipstreamShuffleManager.class.getName();
 
   private LocalCluster() {}
 
-  /** The class path executors need: the self-contained plugin jar plus this module's test classes. */
-  static String executorClassPath() {
+  /**
+   * The class path executors need: the self-contained plugin jar (system property
+   * {@code slipstream.plugin.jar}) plus the application's classes ({@code slipstream.app.classpath}),
+   * so the jobs' functions load there.
+   */
+  public static String executorClassPath() {
     String jar = System.getProperty("slipstream.plugin.jar");
-    String classes = System.getProperty("slipstream.test.classes");
+    String app = System.getProperty("slipstream.app.classpath", "");
     if (jar == null || !new File(jar).isFile()) {
-      throw new IllegalStateException("plugin jar not found at " + jar + " (run through Maven: mvn verify)");
+      throw new IllegalStateException("plugin jar not found at " + jar
+          + " (set -Dslipstream.plugin.jar; bin/slipstream-bench and mvn verify do)");
     }
-    return jar + File.pathSeparator + classes;
+    return app.isEmpty() ? jar : jar + File.pathSeparator + app;
   }
 
-  static SparkSession.Builder builder(String name, String shuffleManager, int executors) {
+  public static SparkSession.Builder builder(String name, String shuffleManager, int executors) {
     return SparkSession.builder().appName(name)
         .master("local-cluster[" + executors + ",1,1024]")
         .config("spark.executor.memory", "512m")
@@ -44,7 +49,7 @@ final class LocalCluster {
         .config("spark.network.timeout", "60s");
   }
 
-  static SparkSession start(SparkSession.Builder b, int executors) {
+  public static SparkSession start(SparkSession.Builder b, int executors) {
     SparkSession spark = b.getOrCreate();
     long deadline = System.nanoTime() + 120_000_000_000L;
     while (spark.sparkContext().statusTracker().getExecutorInfos().length < executors + 1) {
@@ -63,16 +68,16 @@ final class LocalCluster {
     return spark;
   }
 
-  static SlipstreamShuffleManager manager() {
+  public static SlipstreamShuffleManager manager() {
     return (SlipstreamShuffleManager) SparkEnv.get().shuffleManager();
   }
 
   /** Sum of one Slipstream counter over every executor, read back over RPC. */
-  static long executorSum(String metric) {
+  public static long executorSum(String metric) {
     return manager().executorMetrics().values().stream().mapToLong(m -> m.getOrDefault(metric, 0L)).sum();
   }
 
-  static Map<String, Map<String, Long>> executorMetrics() {
+  public static Map<String, Map<String, Long>> executorMetrics() {
     return manager().executorMetrics();
   }
 

@@ -1,4 +1,4 @@
-package dev.slipstream.it;
+package dev.slipstream.bench;
 
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -24,11 +24,11 @@ import scala.Tuple2;
  * its result as strings: sorted where the operation promises no order, as produced where it
  * does (sortByKey), so two runs compare row for row.
  */
-final class Workloads implements Serializable {
+public final class Workloads implements Serializable {
   private static final long serialVersionUID = 1L;
 
   /** Name to workload, in run order. */
-  static Map<String, Function<SparkSession, List<String>>> all() {
+  public static Map<String, Function<SparkSession, List<String>>> all() {
     Map<String, Function<SparkSession, List<String>>> w = new LinkedHashMap<>();
     w.put("groupByKey", Workloads::groupByKey);
     w.put("reduceByKey", Workloads::reduceByKey);
@@ -69,7 +69,7 @@ final class Workloads implements Serializable {
     return rows.stream().map(String::valueOf).sorted().collect(Collectors.toList());
   }
 
-  static List<String> groupByKey(SparkSession s) {
+  public static List<String> groupByKey(SparkSession s) {
     return sorted(pairs(s, 200_000, 5_000, 4).groupByKey(6).mapValues(vs -> {
       List<Long> l = new ArrayList<>();
       vs.forEach(l::add);
@@ -78,24 +78,24 @@ final class Workloads implements Serializable {
     }).collect());
   }
 
-  static List<String> reduceByKey(SparkSession s) {
+  public static List<String> reduceByKey(SparkSession s) {
     return sorted(pairs(s, 300_000, 10_000, 4).reduceByKey(Long::sum, 5).collect());
   }
 
-  static List<String> aggregateByKey(SparkSession s) {
+  public static List<String> aggregateByKey(SparkSession s) {
     return sorted(pairs(s, 200_000, 3_000, 4).aggregateByKey(new long[] {0, Long.MAX_VALUE, 0}, 7,
         (acc, v) -> new long[] {acc[0] + v, Math.min(acc[1], v), acc[2] + 1},
         (a, b) -> new long[] {a[0] + b[0], Math.min(a[1], b[1]), a[2] + b[2]})
         .mapValues(Arrays::toString).collect());
   }
 
-  static List<String> join(SparkSession s) {
+  public static List<String> join(SparkSession s) {
     JavaPairRDD<Integer, Long> left = pairs(s, 100_000, 20_000, 4);
     JavaPairRDD<Integer, String> right = pairs(s, 30_000, 20_000, 3).mapValues(v -> "r" + (v % 97));
     return sorted(left.join(right, 6).collect());
   }
 
-  static List<String> cogroup(SparkSession s) {
+  public static List<String> cogroup(SparkSession s) {
     JavaPairRDD<Integer, Long> a = pairs(s, 50_000, 4_000, 4);
     JavaPairRDD<Integer, Long> b = pairs(s, 20_000, 6_000, 2);
     return sorted(a.cogroup(b, 5).mapValues(t -> {
@@ -109,7 +109,7 @@ final class Workloads implements Serializable {
     }).collect());
   }
 
-  static List<String> sortByKey(SparkSession s, boolean ascending) {
+  public static List<String> sortByKey(SparkSession s, boolean ascending) {
     List<Tuple2<Integer, Long>> rows = pairs(s, 100_000, 1_000_000, 4)
         .mapToPair(t -> new Tuple2<>(t._1(), t._2())).sortByKey(ascending, 5).collect();
     // Order of keys is promised; order of equal keys is not, so sort values within a key run.
@@ -129,7 +129,7 @@ final class Workloads implements Serializable {
     return out;
   }
 
-  static List<String> repartition(SparkSession s) {
+  public static List<String> repartition(SparkSession s) {
     JavaRDD<Long> r = pairs(s, 100_000, 100, 3).values().repartition(7);
     List<String> perPartitionSizes = new ArrayList<>();
     r.glom().collect().forEach(p -> perPartitionSizes.add("n"));
@@ -138,11 +138,11 @@ final class Workloads implements Serializable {
     return out;
   }
 
-  static List<String> distinct(SparkSession s) {
+  public static List<String> distinct(SparkSession s) {
     return sorted(pairs(s, 200_000, 7_777, 4).keys().distinct(6).collect());
   }
 
-  static List<String> emptyPartitions(SparkSession s) {
+  public static List<String> emptyPartitions(SparkSession s) {
     // 3 keys into 16 partitions: most reduce partitions are empty, and so are two map slices.
     List<Integer> data = new ArrayList<>();
     for (int i = 0; i < 1000; i++) {
@@ -155,7 +155,7 @@ final class Workloads implements Serializable {
     return out;
   }
 
-  static List<String> skewed(SparkSession s) {
+  public static List<String> skewed(SparkSession s) {
     // 90% of the records go to key 0, so one reduce partition holds 90% of the data.
     JavaPairRDD<Integer, Long> p = pairs(s, 400_000, 1_000, 4)
         .mapToPair(t -> new Tuple2<>(t._2() % 10 == 0 ? t._1() : 0, t._2()));
@@ -172,7 +172,7 @@ final class Workloads implements Serializable {
     }).collect());
   }
 
-  static List<String> largeRecords(SparkSession s) {
+  public static List<String> largeRecords(SparkSession s) {
     // Each value is ~1.5 MB: bigger than one landing request (maxRequestBytes in the suite).
     List<Integer> ids = Arrays.asList(0, 1, 2, 3, 4, 5, 6, 7);
     JavaPairRDD<Integer, byte[]> big = jsc(s).parallelize(ids, 4).mapToPair(i -> {
@@ -184,7 +184,7 @@ final class Workloads implements Serializable {
         .map(b -> b.length + "#" + Arrays.hashCode(b)).sorted().collect(Collectors.joining(","))).collect());
   }
 
-  static List<String> manyPartitions(SparkSession s) {
+  public static List<String> manyPartitions(SparkSession s) {
     return sorted(pairs(s, 100_000, 50_000, 4).reduceByKey(Long::sum, 2000)
         .mapPartitionsWithIndex((idx, it) -> {
           long n = 0;
@@ -198,7 +198,7 @@ final class Workloads implements Serializable {
         }, true).collect());
   }
 
-  static List<String> sqlWithAqe(SparkSession s) {
+  public static List<String> sqlWithAqe(SparkSession s) {
     s.conf().set("spark.sql.adaptive.enabled", "true");
     s.conf().set("spark.sql.autoBroadcastJoinThreshold", "-1");
     s.conf().set("spark.sql.shuffle.partitions", "12");

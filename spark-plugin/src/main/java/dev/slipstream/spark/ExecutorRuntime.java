@@ -59,8 +59,13 @@ final class ExecutorRuntime implements AutoCloseable {
           + " expected 'tcp' (or another network transport) when executors run in their own JVMs");
     }
     String host = org.apache.spark.util.Utils.localHostName();
+    // With spark.authenticate on, the transport gets Spark's shared secret; a transport that
+    // cannot authenticate refuses to start rather than accept unauthenticated writes.
+    Optional<byte[]> secret = env.conf().getBoolean("spark.authenticate", false)
+        ? Optional.of(env.securityManager().getSecretKey().getBytes(java.nio.charset.StandardCharsets.UTF_8))
+        : Optional.empty();
     Transport transport = transports.create(conf.transport(),
-        TransportContext.of(conf.source(), host, "executor-" + executorId));
+        new TransportContext(conf.source(), host, "executor-" + executorId, secret));
     String localDir = org.apache.spark.util.Utils.getLocalDir(env.conf());
     this.spillDir = new File(localDir, "slipstream-" + executorId + "-" + UUID.randomUUID()).toPath();
     this.node = new ShuffleNode(transport, conf.core(), spillDir, executorId);
@@ -119,6 +124,10 @@ final class ExecutorRuntime implements AutoCloseable {
 
   ShuffleNode node() {
     return node;
+  }
+
+  PeerInfo self() {
+    return me;
   }
 
   /** The peer, from the local table or else from the driver; empty when the driver does not know it. */

@@ -215,4 +215,9 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   public SlipstreamConf conf() {
     return conf;
   }
+
+  /** This process's shuffle node, for tests that check what stop() released. */
+  public dev.slipstream.core.shuffle.ShuffleNode nodeForTesting() {
+    return runtime().node();
+  }
 }

@@ -1,0 +1,84 @@
+package dev.slipstream.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.slipstream.bench.LocalCluster;
+import dev.slipstream.core.shuffle.ShuffleNode;
+import dev.slipstream.spark.SlipstreamShuffleManager;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.Test;
+import scala.Tuple2;
+
+/** Memory and files are released: by unregisterShuffle on every executor, and by stop(). */
+class ShuffleLifecycleIT {
+
+  private static JavaPairRDD<Integer, Long> shuffled(SparkSession s, int n) {
+    List<Integer> seeds = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      seeds.add(i);
+    }
+    return JavaSparkContext.fromSparkContext(s.sparkContext()).parallelize(seeds, 4)
+        .flatMapToPair(slice -> {
+          List<Tuple2<Integer, Long>> out = new ArrayList<>();
+          for (int i = slice; i < n; i += 4) {
+            out.add(new Tuple2<>(i % 1000, (long) i));
+          }
+          return out.iterator();
+        }).reduceByKey(Long::sum, 6);
+  }
+
+  @Test
+  void unregisterShuffleFreesMapOutputOnEveryExecutor() {
+    // A map-output budget of one segment: part of the output spills to files, which must go too.
+    SparkSession spark = LocalCluster.start(LocalCluster.builder("lifecycle", LocalCluster.SLIPSTREAM, 2)
+        .config("spark.slipstream.mapOutput.memoryBytes", "8m"), 2);
+    try {
+      JavaPairRDD<Integer, Long> r = shuffled(spark, 200_000);
+      assertEquals(1000, r.count());
+      Map<String, Map<String, Long>> before = LocalCluster.executorMetrics();
+      assertEquals(2, before.size());
+      long outputs = before.values().stream().mapToLong(m -> m.get("mapOutput.count")).sum();
+      assertEquals(4, outputs, "one map output per map task: " + before);
+
+      int shuffleId = ((org.apache.spark.ShuffleDependency<?, ?, ?>) r.rdd().dependencies().head()).shuffleId();
+      spark.sparkContext().cleaner().get().doCleanupShuffle(shuffleId, true);
+
+      Map<String, Map<String, Long>> after = LocalCluster.executorMetrics();
+      after.forEach((id, m) -> {
+        assertEquals(0L, m.get("mapOutput.count"), "executor " + id + " still holds map output: " + m);
+        assertEquals(0L, m.get("memory.mapOutputInUse"), "executor " + id + " still holds pages: " + m);
+        assertEquals(0L, m.get("memory.landingInUse"), "executor " + id + " still holds landing space: " + m);
+      });
+    } finally {
+      spark.stop();
+    }
+  }
+
+  @Test
+  void stopReleasesEveryRegisteredRegionInLocalMode() {
+    SparkSession spark = SparkSession.builder().appName("lifecycle-local").master("local[2]")
+        .config("spark.shuffle.manager", LocalCluster.SLIPSTREAM)
+        .config("spark.slipstream.transport", "loopback")
+        .config("spark.ui.enabled", "false").getOrCreate();
+    ShuffleNode node;
+    try {
+      assertEquals(1000, shuffled(spark, 50_000).count());
+      SlipstreamShuffleManager m = (SlipstreamShuffleManager) SparkEnv.get().shuffleManager();
+      node = m.nodeForTesting();
+      assertTrue(node.transport().registeredRegionCount() > 0, "landing and map-output memory are registered");
+      assertTrue(m.localMetrics().get("mapOutput.count") > 0);
+    } finally {
+      spark.stop();
+    }
+    assertEquals(0, node.transport().registeredRegionCount(), "stop() deregisters every region");
+    assertEquals(0, node.store().memoryRegistered(), "stop() releases map-output segments");
+    assertEquals(0, node.store().outputCount());
+  }
+}

@@ -1,0 +1,65 @@
+package dev.slipstream.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.slipstream.core.config.ConfigSource;
+import dev.slipstream.core.transport.Transports;
+import java.util.Map;
+import org.apache.spark.SparkConf;
+import org.junit.jupiter.api.Test;
+
+class SlipstreamConfTest {
+  private final Transports transports = Transports.load(null);
+
+  private SlipstreamConf conf(Map<String, String> m) {
+    return new SlipstreamConf(ConfigSource.of(m), transports);
+  }
+
+  @Test
+  void defaultsAreValid() {
+    SlipstreamConf c = conf(Map.of());
+    assertEquals("tcp", c.transport());
+    assertEquals(256L << 20, c.core().mapOutputMemory());
+  }
+
+  @Test
+  void unknownTransportFailsListingTheValidNames() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.transport", "rdma-typo")));
+    assertTrue(e.getMessage().contains("spark.slipstream.transport: got 'rdma-typo', expected one of [loopback, tcp]")
+        || e.getMessage().contains("expected one of [tcp, loopback]"), e.getMessage());
+  }
+
+  @Test
+  void badSizeFailsWithKeyValueAndExpectation() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.landing.bytes", "lots")));
+    assertEquals("spark.slipstream.landing.bytes: got 'lots', expected a non-negative size such as 65536, 64k, 4m or 1g",
+        e.getMessage());
+  }
+
+  @Test
+  void inconsistentLimitsFailWithBothValues() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.landing.bytes", "1m", "spark.slipstream.reader.maxBytesInFlight", "2m",
+            "spark.slipstream.reader.maxRequestBytes", "64k")));
+    assertTrue(e.getMessage().startsWith("spark.slipstream.reader.maxBytesInFlight: got 2097152, expected between"),
+        e.getMessage());
+  }
+
+  @Test
+  void badDurationFails() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.reader.fetchTimeout", "soon")));
+    assertTrue(e.getMessage().contains("spark.slipstream.reader.fetchTimeout: got 'soon'"), e.getMessage());
+  }
+
+  @Test
+  void managerConstructionValidatesBeforeSparkStarts() {
+    SparkConf sc = new SparkConf(false).set("spark.slipstream.transport", "nope");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new SlipstreamShuffleManager(sc));
+    assertTrue(e.getMessage().contains("got 'nope'"), e.getMessage());
+  }
+}
