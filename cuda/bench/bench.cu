@@ -135,13 +135,13 @@ double time_push(Bench &b, slip_queueset *qs, PushPlan &pl, int reps) {
   for (int w = 0; w < 2; w++)
     T_SLIP(slip_push(slip_queueset_device(qs), nq, pl.d_cfg, pl.d_items, pl.d_start, pl.batch, kThreads, pl.d_status,
                      b.stream));
-  T_CUDA(cudaStreamSynchronize(b.stream));
+  wait_stream(b.stream);
   T_CUDA(cudaEventRecord(b.e0, b.stream));
   for (int r = 0; r < reps; r++)
     T_SLIP(slip_push(slip_queueset_device(qs), nq, pl.d_cfg, pl.d_items, pl.d_start, pl.batch, kThreads, pl.d_status,
                      b.stream));
   T_CUDA(cudaEventRecord(b.e1, b.stream));
-  T_CUDA(cudaEventSynchronize(b.e1));
+  wait_event(b.e1);
   float ms = 0;
   T_CUDA(cudaEventElapsedTime(&ms, b.e0, b.e1));
   std::vector<int> st(nq);

@@ -72,7 +72,9 @@ __global__ void push_kernel(slip_dev_queue *queues, const slip_push_queue_cfg *_
       st = slip::dev::signal_add(block, q, Addr{cfg.sig_region, cfg.sig_offset}, SLIP_SIGNAL_PACK(n_items, n_bytes));
     slip::dev::commit(block, q);
     const int wst = slip::dev::wait_all(block, q);
-    if (threadIdx.x == 0 && first_error == SLIP_OK) first_error = st != SLIP_OK ? st : wst;
+    // An atomic, not a test-and-store: the compiler may hoist a plain load of first_error into
+    // every thread, which racecheck then (rightly) reports against thread 0's store.
+    if (threadIdx.x == 0 && (st != SLIP_OK || wst != SLIP_OK)) atomicCAS(&first_error, SLIP_OK, st != SLIP_OK ? st : wst);
     __syncthreads();
     if (wst != SLIP_OK) break;  // the executor failed or timed out: stop this queue
   }

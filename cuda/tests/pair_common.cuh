@@ -36,6 +36,20 @@
   } while (0)
 #define T_LAUNCH() T_CUDA(cudaGetLastError())
 
+// Waits for a stream by polling. While a push kernel runs, the proxy executor thread must be able
+// to issue CUDA calls; a host thread blocked inside a synchronous CUDA call (cudaMemcpy,
+// cudaEventSynchronize) can hold it off until the kernel's own timeout (seen on the H200 pair).
+static inline void wait_stream(cudaStream_t s) {
+  cudaError_t e;
+  while ((e = cudaStreamQuery(s)) == cudaErrorNotReady) usleep(20);
+  T_CUDA(e);
+}
+static inline void wait_event(cudaEvent_t ev) {
+  cudaError_t e;
+  while ((e = cudaEventQuery(ev)) == cudaErrorNotReady) usleep(20);
+  T_CUDA(e);
+}
+
 struct Pair {
   int rank;    // 0: parent, 1: child
   int fd;      // socket to the other process

@@ -155,10 +155,12 @@ int launch_one(int group, slip_dev_queue *qs, Addr dst, Addr src, uint64_t len, 
   int st = -1;
   T_CUDA(cudaMalloc(&d_st, sizeof(int)));
   T_CUDA(cudaMemset(d_st, 0xff, sizeof(int)));
+  T_CUDA(cudaDeviceSynchronize());
   if (group == 0) one_write_signal<slip::dev::Thread><<<1, 1>>>(qs, dst, src, len, sig, add, d_st);
   else if (group == 1) one_write_signal<slip::dev::Warp><<<1, 32>>>(qs, dst, src, len, sig, add, d_st);
   else one_write_signal<slip::dev::Block><<<1, 256>>>(qs, dst, src, len, sig, add, d_st);
   T_LAUNCH();
+  wait_stream(0);
   T_CUDA(cudaMemcpy(&st, d_st, sizeof st, cudaMemcpyDeviceToHost));
   T_CUDA(cudaFree(d_st));
   return st;
@@ -387,6 +389,7 @@ void sender(const Pair &p, const Config &c) {
     T_CUDA(cudaMalloc(&d_st, 8 * sizeof(int)));
     stress_send<<<8, 256>>>(dq, c.rounds, d_st);
     T_LAUNCH();
+    wait_stream(0);
     T_CUDA(cudaMemcpy(st.data(), d_st, 8 * sizeof(int), cudaMemcpyDeviceToHost));
     for (int q = 0; q < 8; q++) CHECK(st[q] == SLIP_OK, "case 2 queue %d: status %d", q, st[q]);
     T_CUDA(cudaFree(d_st));
@@ -439,7 +442,9 @@ void sender(const Pair &p, const Config &c) {
     T_CUDA(cudaMemcpy(d_cfg, cfg.data(), cfg.size() * sizeof cfg[0], cudaMemcpyHostToDevice));
     T_CUDA(cudaMemcpy(d_items, items.data(), items.size() * sizeof items[0], cudaMemcpyHostToDevice));
     T_CUDA(cudaMemcpy(d_start, start.data(), start.size() * 4, cudaMemcpyHostToDevice));
+    T_CUDA(cudaDeviceSynchronize());
     T_SLIP(slip_push(dq, kDests, d_cfg, d_items, d_start, 8, 256, d_st, 0));
+    wait_stream(0);
     std::vector<int> st(kDests);
     T_CUDA(cudaMemcpy(st.data(), d_st, kDests * sizeof(int), cudaMemcpyDeviceToHost));
     for (int d = 0; d < kDests; d++) CHECK(st[d] == SLIP_OK, "case 3 queue %d: status %d", d, st[d]);
