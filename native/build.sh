@@ -16,6 +16,11 @@ for tool in cmake nvcc; do
 done
 export PATH="$PATH:/usr/local/cuda/bin"
 
+# One build at a time per tree (parallel Maven runs share it).
+mkdir -p "$(dirname "$build")"
+exec 9>"$build.lock"
+flock 9
+
 gen=()
 if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
 jobs="$(nproc 2>/dev/null || echo 2)"
@@ -24,4 +29,6 @@ cmake -S "$here" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE="${SLIP_BUILD_TYPE:-
 cmake --build "$build" --parallel "$jobs"
 if [[ $run_tests == 1 ]]; then
   ctest --test-dir "$build" --output-on-failure ${SLIP_CTEST_ARGS:-}
+  # ctest shows no output for skipped tests: print why they skipped.
+  grep -h '^SKIP:' "$build/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u || true
 fi
