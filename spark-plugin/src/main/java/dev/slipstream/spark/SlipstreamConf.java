@@ -21,11 +21,17 @@ public final class SlipstreamConf {
   public static final ConfigEntry<Duration> RPC_TIMEOUT = ConfigEntry.duration(
       "spark.slipstream.rpcTimeout", "30s", "Deadline of one Slipstream RPC (registration, peer lookup, metrics).");
 
+  public static final ConfigEntry<Integer> DIRECT_PARTITIONS_MAX = ConfigEntry.integer(
+      "spark.slipstream.writer.directPartitionsMax", "200", 0, 100_000,
+      "Shuffles with at most this many partitions and no map-side combine serialize each record straight into its"
+          + " partition's registered pages (one open stream per partition); others sort by partition first.");
+
   private final ConfigSource source;
   private final String transport;
   private final CoreConfig core;
   private final Duration registrationTimeout;
   private final Duration rpcTimeout;
+  private final int directPartitionsMax;
 
   public SlipstreamConf(ConfigSource source, Transports transports) {
     this.source = source;
@@ -37,6 +43,7 @@ public final class SlipstreamConf {
     this.core = new CoreConfig(source);
     this.registrationTimeout = REGISTRATION_TIMEOUT.get(source);
     this.rpcTimeout = RPC_TIMEOUT.get(source);
+    this.directPartitionsMax = DIRECT_PARTITIONS_MAX.get(source);
   }
 
   public static ConfigSource source(SparkConf conf) {
@@ -51,4 +58,5 @@ public final class SlipstreamConf {
   public CoreConfig core() { return core; }
   public Duration registrationTimeout() { return registrationTimeout; }
   public Duration rpcTimeout() { return rpcTimeout; }
+  public int directPartitionsMax() { return directPartitionsMax; }
 }

@@ -149,7 +149,8 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   @SuppressWarnings("unchecked")
   public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
                                               ShuffleWriteMetricsReporter metrics) {
-    return new SlipstreamShuffleWriter<>((SlipstreamShuffleHandle<K, V, Object>) handle, mapId, context, metrics, runtime());
+    return new SlipstreamShuffleWriter<>((SlipstreamShuffleHandle<K, V, Object>) handle, mapId, context, metrics, runtime(),
+        conf.directPartitionsMax());
   }
 
   @Override

@@ -1,24 +1,34 @@
 package dev.slipstream.spark;
 
 import dev.slipstream.core.shuffle.MapOutput;
+import dev.slipstream.core.shuffle.PartitionedOutputWriter;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.shim.SparkShim;
 import java.io.IOException;
+import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.serializer.SerializationStream;
+import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.serializer.SerializerManager;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.storage.ShuffleBlockId;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
+import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
 
 /**
- * Map side: Spark's {@code ExternalSorter} partitions the records (combining map-side when the
- * dependency asks), serializes and compresses them with the job's settings, and writes each
- * partition into this executor's map-output store. The task returns a {@link MapStatus} with
+ * Map side. Without map-side combine and with at most
+ * {@code spark.slipstream.writer.directPartitionsMax} partitions, each record is serialized and
+ * compressed at once into its partition's chain of registered pages. Otherwise Spark's
+ * {@code ExternalSorter} partitions the records (combining map-side when the dependency asks),
+ * serializes and compresses them, and writes each partition into this executor's map-output store. The task returns a {@link MapStatus} with
  * exact sizes; the blocks stay in registered memory until a reader asks for them.
  *
  * <p>Threading: one task thread.
@@ -31,22 +41,76 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final ExecutorRuntime runtime;
   private ExternalSorter<K, V, ?> sorter;
   private StoreMapOutputWriter output;
+  private PartitionedOutputWriter direct;
+  private final int directPartitionsMax;
   private MapStatus status;
   private long[] partitionLengths = new long[0];
   private boolean stopping;
 
   SlipstreamShuffleWriter(SlipstreamShuffleHandle<K, V, C> handle, long mapId, TaskContext context,
-                          ShuffleWriteMetricsReporter metrics, ExecutorRuntime runtime) {
+                          ShuffleWriteMetricsReporter metrics, ExecutorRuntime runtime, int directPartitionsMax) {
     this.handle = handle;
     this.mapId = mapId;
     this.context = context;
     this.metrics = metrics;
     this.runtime = runtime;
+    this.directPartitionsMax = directPartitionsMax;
   }
 
   @Override
   public void write(Iterator<Product2<K, V>> records) throws IOException {
     ShuffleDependency<K, V, C> dep = handle.dependency();
+    if (!dep.mapSideCombine() && dep.partitioner().numPartitions() <= directPartitionsMax) {
+      writeDirect(dep, records);
+    } else {
+      writeSorted(dep, records);
+    }
+    status = SparkShim.mapStatus(SparkEnv.get().blockManager().shuffleServerId(), partitionLengths, mapId);
+  }
+
+  /**
+   * Serializes each record at once into its partition's stream (compressed with Spark's codec),
+   * which fills that partition's registered pages: no buffering of records, no sort, no merge.
+   */
+  private void writeDirect(ShuffleDependency<K, V, C> dep, Iterator<Product2<K, V>> records) throws IOException {
+    int n = dep.partitioner().numPartitions();
+    direct = runtime.node().store().newPartitionedOutput(handle.shuffleId(), mapId, n);
+    SerializerInstance ser = dep.serializer().newInstance();
+    SerializerManager sm = SparkEnv.get().serializerManager();
+    Partitioner partitioner = dep.partitioner();
+    SerializationStream[] streams = new SerializationStream[n];
+    ClassTag<Object> any = ClassTag$.MODULE$.Any();
+    try {
+      while (records.hasNext()) {
+        Product2<K, V> r = records.next();
+        K key = r._1();
+        int p = partitioner.getPartition(key);
+        SerializationStream s = streams[p];
+        if (s == null) {
+          s = ser.serializeStream(sm.wrapStream(new ShuffleBlockId(handle.shuffleId(), mapId, p), direct.partition(p)));
+          streams[p] = s;
+        }
+        s.writeKey(key, any);
+        s.writeValue(r._2(), any);
+        metrics.incRecordsWritten(1);
+      }
+      long t0 = System.nanoTime();
+      for (SerializationStream s : streams) {
+        if (s != null) {
+          s.close(); // flushes serializer and codec into the pages
+        }
+      }
+      MapOutput committed = direct.commit();
+      metrics.incWriteTime(System.nanoTime() - t0);
+      partitionLengths = committed.partitionLengths();
+      metrics.incBytesWritten(committed.totalBytes());
+    } catch (IOException | RuntimeException | Error e) {
+      direct.abort();
+      throw e;
+    }
+  }
+
+  private void writeSorted(ShuffleDependency<K, V, C> dep, Iterator<Product2<K, V>> records) throws IOException {
     if (dep.mapSideCombine()) {
       sorter = SparkShim.sorter(context, dep.aggregator(), Scala.some(dep.partitioner()), Scala.none(), dep.serializer());
     } else {
@@ -62,7 +126,6 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     metrics.incWriteTime(System.nanoTime() - t0);
     MapOutput committed = output.committed();
     partitionLengths = committed.partitionLengths();
-    status = SparkShim.mapStatus(SparkEnv.get().blockManager().shuffleServerId(), partitionLengths, mapId);
   }
 
   @Override
@@ -77,7 +140,11 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       }
       if (output != null && output.committed() == null) {
         output.abort(null);
-      } else if (!success && output != null) {
+      }
+      if (direct != null) {
+        direct.abort(); // no-op once committed
+      }
+      if (!success) {
         runtime.node().store().removeMapOutput(handle.shuffleId(), mapId);
       }
       return Scala.none();

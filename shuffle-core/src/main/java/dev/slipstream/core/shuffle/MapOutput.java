@@ -3,11 +3,6 @@ package dev.slipstream.core.shuffle;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -23,40 +18,40 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class MapOutput {
   private final int shuffleId;
   private final long mapId;
-  private final long[] offsets;
-  private final List<MapOutputStore.Page> pages;
-  private final Path file;
-  private final long pageBytes;
+  private final MapOutputLayout layout;
   private final MapOutputStore store;
   private final AtomicInteger refs = new AtomicInteger(1);
 
-  MapOutput(MapOutputStore store, int shuffleId, long mapId, long[] offsets,
-            List<MapOutputStore.Page> pages, Path file, long pageBytes) {
+  MapOutput(MapOutputStore store, int shuffleId, long mapId, MapOutputLayout layout) {
     this.store = store;
     this.shuffleId = shuffleId;
     this.mapId = mapId;
-    this.offsets = offsets;
-    this.pages = pages;
-    this.file = file;
-    this.pageBytes = pageBytes;
+    this.layout = layout;
   }
 
   public int shuffleId() { return shuffleId; }
   public long mapId() { return mapId; }
-  public int numPartitions() { return offsets.length - 1; }
-  public boolean inMemory() { return file == null; }
-  public long totalBytes() { return offsets[offsets.length - 1]; }
+  public int numPartitions() { return layout.numPartitions(); }
+  public boolean inMemory() { return layout.inMemory(); }
+
+  public long totalBytes() {
+    long t = 0;
+    for (int p = 0; p < numPartitions(); p++) {
+      t += layout.partitionLength(p);
+    }
+    return t;
+  }
 
   public long partitionLength(int partition) {
     checkPartition(partition);
-    return offsets[partition + 1] - offsets[partition];
+    return layout.partitionLength(partition);
   }
 
   /** Lengths of every partition, for the MapStatus. */
   public long[] partitionLengths() {
     long[] l = new long[numPartitions()];
     for (int i = 0; i < l.length; i++) {
-      l[i] = offsets[i + 1] - offsets[i];
+      l[i] = layout.partitionLength(i);
     }
     return l;
   }
@@ -83,25 +78,7 @@ public final class MapOutput {
     if (length == 0) {
       return Collections.emptyList();
     }
-    long start = offsets[partition] + offset;
-    if (file != null) {
-      try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
-        return List.of(ch.map(FileChannel.MapMode.READ_ONLY, start, length));
-      }
-    }
-    List<ByteBuffer> out = new ArrayList<>();
-    long pos = start;
-    long end = start + length;
-    while (pos < end) {
-      int pageIndex = (int) (pos / pageBytes);
-      int inPage = (int) (pos % pageBytes);
-      int n = (int) Math.min(pageBytes - inPage, end - pos);
-      ByteBuffer b = pages.get(pageIndex).view();
-      b.position(inPage).limit(inPage + n);
-      out.add(b.slice());
-      pos += n;
-    }
-    return out;
+    return layout.slices(partition, offset, length);
   }
 
   /** A stream over one partition's block (for local reads). Retains this output until closed. */
@@ -124,24 +101,9 @@ public final class MapOutput {
   public void release() {
     int r = refs.decrementAndGet();
     if (r == 0) {
-      free();
+      layout.free(store);
     } else if (r < 0) {
       throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " released too often");
     }
-  }
-
-  private void free() {
-    store.freePages(pages);
-    if (file != null) {
-      try {
-        Files.deleteIfExists(file);
-      } catch (IOException e) {
-        store.logDeleteFailure(file, e);
-      }
-    }
-  }
-
-  Path file() {
-    return file;
   }
 }

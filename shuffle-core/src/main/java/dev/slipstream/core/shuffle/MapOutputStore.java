@@ -79,6 +79,11 @@ public final class MapOutputStore implements AutoCloseable {
     return new MapOutputWriter(this, shuffleId, mapId, numPartitions);
   }
 
+  /** Starts the output of one map task attempt with every partition writable at once. */
+  public PartitionedOutputWriter newPartitionedOutput(int shuffleId, long mapId, int numPartitions) {
+    return new PartitionedOutputWriter(this, shuffleId, mapId, numPartitions);
+  }
+
   /** A free page, or null when the budget is spent. */
   synchronized Page allocatePage() {
     if (closed) {

@@ -144,7 +144,8 @@ public final class MapOutputWriter {
       fileOut.close();
       store.onSpill(position);
     }
-    MapOutput out = new MapOutput(store, shuffleId, mapId, offsets, List.copyOf(pages), file, pageBytes);
+    MapOutput out = new MapOutput(store, shuffleId, mapId,
+        new MapOutputLayout.Contiguous(offsets, List.copyOf(pages), file, pageBytes));
     store.publish(out);
     return out;
   }

@@ -14,7 +14,6 @@ import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -68,11 +67,13 @@ public final class ShuffleNode implements AutoCloseable {
     this.landing = new LandingPool(region);
     region.setSignalListener(this::onSignal);
     this.server = new BlockServer(transport, store, config.serverThreads(), name);
-    this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+    java.util.concurrent.ScheduledThreadPoolExecutor t0 = new java.util.concurrent.ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "slipstream-timer-" + name);
       t.setDaemon(true);
       return t;
     });
+    t0.setRemoveOnCancelPolicy(true); // a completed request's deadline leaves the queue at once
+    this.timer = t0;
     transport.setMessageHandler(this::onMessage);
   }
 
@@ -145,9 +146,11 @@ public final class ShuffleNode implements AutoCloseable {
     landing.region().resetSignal(signalOffset, 0);
     pending.put(id, p);
     bySignal.put(signalOffset, p);
-    timer.schedule(() -> fail(p, new TransportException(TransportError.TIMEOUT, "holder " + holder
-        + " did not complete request " + id + " (" + entries.size() + " blocks) within "
-        + config.fetchTimeout().toMillis() + " ms")), config.fetchTimeout().toNanos(), TimeUnit.NANOSECONDS);
+    java.util.concurrent.ScheduledFuture<?> deadlineTask = timer.schedule(() -> fail(p, new TransportException(
+        TransportError.TIMEOUT, "holder " + holder + " did not complete request " + id + " (" + entries.size()
+        + " blocks) within " + config.fetchTimeout().toMillis() + " ms")), config.fetchTimeout().toNanos(),
+        TimeUnit.NANOSECONDS);
+    p.done.whenComplete((v, e) -> deadlineTask.cancel(false));
     try {
       PeerQueue q = transport.connect(holder);
       q.send(req.encode()).whenComplete((v, err) -> {

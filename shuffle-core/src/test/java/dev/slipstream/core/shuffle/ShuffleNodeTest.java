@@ -217,6 +217,59 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void partitionedWriterInterleavesPartitionsSpillsBeyondBudgetAndServesExactBytes() throws Exception {
+    int parts = 12;
+    ByteArrayOutputStream[] expected = new ByteArrayOutputStream[parts];
+    for (int p = 0; p < parts; p++) {
+      expected[p] = new ByteArrayOutputStream();
+    }
+    PartitionedOutputWriter w = holder.store().newPartitionedOutput(8, 3L, parts);
+    Random r = new Random(8);
+    // ~1.6 MB over 12 partitions against a 1 MiB budget: some partitions end in files.
+    for (int i = 0; i < 4000; i++) {
+      int p = r.nextInt(parts - 2); // the last two partitions stay empty
+      byte[] rec = new byte[1 + r.nextInt(800)];
+      r.nextBytes(rec);
+      w.partition(p).write(rec);
+      expected[p].write(rec);
+    }
+    MapOutput out = w.commit();
+    assertTrue(holder.store().spills() >= 1, "the budget was exceeded");
+    assertTrue(holder.store().spillFilesOnDisk() >= 1);
+    assertEquals(0, out.partitionLength(parts - 1));
+    List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+    for (int p = 0; p < parts; p++) {
+      assertEquals(expected[p].size(), out.partitionLength(p));
+      blocks.add(new BlockFetcher.RemoteBlock(new BlockId(8, 3L, p), out.partitionLength(p)));
+    }
+    Map<BlockId, byte[]> got = fetchAll(8, blocks);
+    for (int p = 0; p < parts - 2; p++) {
+      assertArrayEquals(expected[p].toByteArray(), got.get(new BlockId(8, 3L, p)), "partition " + p);
+      try (InputStream local = out.open(p)) {
+        assertArrayEquals(expected[p].toByteArray(), readAll(local), "local read of partition " + p);
+      }
+    }
+    holder.store().removeShuffle(8);
+    long deadline = System.nanoTime() + 5_000_000_000L;
+    while ((holder.store().spillFilesOnDisk() > 0 || holder.store().memoryInUse() > 0) && System.nanoTime() < deadline) {
+      Thread.onSpinWait();
+    }
+    assertEquals(0, holder.store().spillFilesOnDisk());
+    assertEquals(0, holder.store().memoryInUse());
+  }
+
+  @Test
+  void abortedPartitionedOutputFreesEverything() throws Exception {
+    PartitionedOutputWriter w = holder.store().newPartitionedOutput(8, 4L, 3);
+    w.partition(2).write(new byte[300_000]);
+    w.partition(0).write(new byte[900_000]); // beyond the budget: spills
+    w.abort();
+    assertEquals(0, holder.store().memoryInUse());
+    assertEquals(0, holder.store().spillFilesOnDisk());
+    assertEquals(0, holder.store().outputCount());
+  }
+
+  @Test
   void removeShuffleFreesPagesAndLaterRequestsFail() throws Exception {
     writeOutput(holder, 5, 1L, new int[] {10_000}, 4);
     assertTrue(holder.store().memoryInUse() > 0);

@@ -1,0 +1,119 @@
+package dev.slipstream.core.shuffle;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Where a committed map output's bytes live. Ranges passed in are already checked against the
+ * partition's length.
+ */
+interface MapOutputLayout {
+  int numPartitions();
+
+  long partitionLength(int partition);
+
+  /** Views of {@code [offset, offset + length)} of the partition, in order. */
+  List<ByteBuffer> slices(int partition, long offset, long length) throws IOException;
+
+  boolean inMemory();
+
+  /** Returns pages to the store and deletes files. Called once. */
+  void free(MapOutputStore store);
+
+  /** Views of {@code [start, start + length)} of a chain of equal-sized pages. */
+  static List<ByteBuffer> pageSlices(List<MapOutputStore.Page> pages, long pageBytes, long start, long length) {
+    List<ByteBuffer> out = new ArrayList<>();
+    long pos = start;
+    long end = start + length;
+    while (pos < end) {
+      int pageIndex = (int) (pos / pageBytes);
+      int inPage = (int) (pos % pageBytes);
+      int n = (int) Math.min(pageBytes - inPage, end - pos);
+      ByteBuffer b = pages.get(pageIndex).view();
+      b.position(inPage).limit(inPage + n);
+      out.add(b.slice());
+      pos += n;
+    }
+    return out;
+  }
+
+  static ByteBuffer mapFile(Path file, long start, long length) throws IOException {
+    try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+      return ch.map(FileChannel.MapMode.READ_ONLY, start, length);
+    }
+  }
+
+  static void delete(MapOutputStore store, Path file) {
+    try {
+      Files.deleteIfExists(file);
+    } catch (IOException e) {
+      store.logDeleteFailure(file, e);
+    }
+  }
+
+  /** Partitions one after another, in pages or (after a spill) in one file. */
+  record Contiguous(long[] offsets, List<MapOutputStore.Page> pages, Path file, long pageBytes)
+      implements MapOutputLayout {
+    @Override public int numPartitions() { return offsets.length - 1; }
+
+    @Override public long partitionLength(int p) { return offsets[p + 1] - offsets[p]; }
+
+    @Override
+    public List<ByteBuffer> slices(int p, long offset, long length) throws IOException {
+      long start = offsets[p] + offset;
+      return file != null ? List.of(mapFile(file, start, length)) : pageSlices(pages, pageBytes, start, length);
+    }
+
+    @Override public boolean inMemory() { return file == null; }
+
+    @Override
+    public void free(MapOutputStore store) {
+      store.freePages(pages);
+      if (file != null) {
+        delete(store, file);
+      }
+    }
+  }
+
+  /** Each partition in its own chain of pages, or (after a spill) its own file. */
+  record PerPartition(long[] lengths, List<List<MapOutputStore.Page>> pages, Path[] files, long pageBytes)
+      implements MapOutputLayout {
+    @Override public int numPartitions() { return lengths.length; }
+
+    @Override public long partitionLength(int p) { return lengths[p]; }
+
+    @Override
+    public List<ByteBuffer> slices(int p, long offset, long length) throws IOException {
+      return files[p] != null ? List.of(mapFile(files[p], offset, length))
+          : pageSlices(pages.get(p), pageBytes, offset, length);
+    }
+
+    @Override
+    public boolean inMemory() {
+      for (Path f : files) {
+        if (f != null) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    @Override
+    public void free(MapOutputStore store) {
+      for (List<MapOutputStore.Page> p : pages) {
+        store.freePages(p);
+      }
+      for (Path f : files) {
+        if (f != null) {
+          delete(store, f);
+        }
+      }
+    }
+  }
+}

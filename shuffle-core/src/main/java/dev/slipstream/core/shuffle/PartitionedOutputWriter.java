@@ -1,0 +1,193 @@
+package dev.slipstream.core.shuffle;
+
+import java.io.BufferedOutputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Writes one map task attempt's output with every partition open at once: each partition fills
+ * its own chain of registered pages as records arrive, so nothing is sorted or concatenated.
+ * When the store's budget is spent, the partition that needs a page moves to its own local file.
+ *
+ * <p>Threading: one task thread. Ownership: {@link #commit()} hands the bytes to the store;
+ * {@link #abort()} frees them; exactly one of the two must be called.
+ */
+public final class PartitionedOutputWriter {
+  private final MapOutputStore store;
+  private final int shuffleId;
+  private final long mapId;
+  private final long pageBytes;
+  private final PartitionStream[] streams;
+  private boolean done;
+
+  private final class PartitionStream extends OutputStream {
+    final int partition;
+    final List<MapOutputStore.Page> pages = new ArrayList<>(1);
+    ByteBuffer current;
+    long length;
+    Path file;
+    OutputStream fileOut;
+
+    PartitionStream(int partition) {
+      this.partition = partition;
+    }
+
+    @Override
+    public void write(int b) throws IOException {
+      if (current != null && current.hasRemaining()) {
+        current.put((byte) b);
+        length++;
+      } else {
+        write(new byte[] {(byte) b}, 0, 1);
+      }
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) throws IOException {
+      if (done) {
+        throw new IOException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
+      }
+      length += len;
+      if (fileOut != null) {
+        fileOut.write(b, off, len);
+        return;
+      }
+      while (len > 0) {
+        if (current == null || !current.hasRemaining()) {
+          MapOutputStore.Page p = store.allocatePage();
+          if (p == null) {
+            spill();
+            fileOut.write(b, off, len);
+            return;
+          }
+          pages.add(p);
+          current = p.view();
+        }
+        int n = Math.min(len, current.remaining());
+        current.put(b, off, n);
+        off += n;
+        len -= n;
+      }
+    }
+
+    private void spill() throws IOException {
+      file = store.newSpillFile(shuffleId, mapId);
+      fileOut = new BufferedOutputStream(Files.newOutputStream(file), 1 << 15);
+      long written = 0;
+      byte[] tmp = new byte[(int) pageBytes];
+      for (MapOutputStore.Page p : pages) {
+        ByteBuffer v = p.view();
+        int n = (int) Math.min(pageBytes, pagesBytes() - written);
+        v.get(tmp, 0, n);
+        fileOut.write(tmp, 0, n);
+        written += n;
+      }
+      store.freePages(pages);
+      pages.clear();
+      current = null;
+    }
+
+    private long pagesBytes() {
+      return pages.isEmpty() ? 0 : (pages.size() - 1) * pageBytes + current.position();
+    }
+
+    @Override
+    public void close() {
+      // Partitions stay open until commit; closing a serializer stream over this is harmless.
+    }
+  }
+
+  PartitionedOutputWriter(MapOutputStore store, int shuffleId, long mapId, int numPartitions) {
+    if (numPartitions < 0) {
+      throw new IllegalArgumentException("numPartitions " + numPartitions + " is negative");
+    }
+    this.store = store;
+    this.shuffleId = shuffleId;
+    this.mapId = mapId;
+    this.pageBytes = store.pageBytes();
+    this.streams = new PartitionStream[numPartitions];
+  }
+
+  /** The stream of {@code partition}, created on first use; valid until commit or abort. */
+  public OutputStream partition(int partition) {
+    if (partition < 0 || partition >= streams.length) {
+      throw new IllegalArgumentException("partition " + partition + " outside [0, " + streams.length + ")");
+    }
+    PartitionStream s = streams[partition];
+    if (s == null) {
+      s = new PartitionStream(partition);
+      streams[partition] = s;
+    }
+    return s;
+  }
+
+  /** Bytes written so far over all partitions. */
+  public long bytesWritten() {
+    long t = 0;
+    for (PartitionStream s : streams) {
+      t += s == null ? 0 : s.length;
+    }
+    return t;
+  }
+
+  /** Publishes the output in the store and returns it (not retained for the caller). */
+  public MapOutput commit() throws IOException {
+    if (done) {
+      throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
+    }
+    done = true;
+    long[] lengths = new long[streams.length];
+    List<List<MapOutputStore.Page>> pages = new ArrayList<>(streams.length);
+    Path[] files = new Path[streams.length];
+    long spilled = 0;
+    for (int p = 0; p < streams.length; p++) {
+      PartitionStream s = streams[p];
+      if (s == null) {
+        pages.add(List.of());
+        continue;
+      }
+      lengths[p] = s.length;
+      pages.add(List.copyOf(s.pages));
+      if (s.fileOut != null) {
+        s.fileOut.close();
+        files[p] = s.file;
+        spilled += s.length;
+      }
+    }
+    if (spilled > 0) {
+      store.onSpill(spilled);
+    }
+    MapOutput out = new MapOutput(store, shuffleId, mapId,
+        new MapOutputLayout.PerPartition(lengths, pages, files, pageBytes));
+    store.publish(out);
+    return out;
+  }
+
+  /** Frees everything written. Idempotent; a no-op after commit. */
+  public void abort() {
+    if (done) {
+      return;
+    }
+    done = true;
+    for (PartitionStream s : streams) {
+      if (s == null) {
+        continue;
+      }
+      store.freePages(s.pages);
+      s.pages.clear();
+      if (s.fileOut != null) {
+        try {
+          s.fileOut.close();
+        } catch (IOException e) {
+          store.logDeleteFailure(s.file, e);
+        }
+        MapOutputLayout.delete(store, s.file);
+      }
+    }
+  }
+}
