@@ -1,5 +1,6 @@
 // Region checks shared by every executor: the one place that decides whether a write may land.
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -105,4 +106,36 @@ extern "C" slip_status slip_signal_wait_ge(const uint64_t *sig, uint64_t value, 
                             (unsigned long long)value);
   }
   return SLIP_OK;
+}
+
+#define SLIP_F(T, f) {#T, #f, (uint32_t)offsetof(T, f), (uint32_t)sizeof(((T *)nullptr)->f)}
+#define SLIP_S(T) {#T, "", 0u, (uint32_t)sizeof(T)}
+static const slip_layout_field kLayout[] = {
+    SLIP_S(slip_region_desc),
+    SLIP_F(slip_region_desc, magic), SLIP_F(slip_region_desc, version), SLIP_F(slip_region_desc, kind),
+    SLIP_F(slip_region_desc, id), SLIP_F(slip_region_desc, device), SLIP_F(slip_region_desc, key),
+    SLIP_F(slip_region_desc, length), SLIP_F(slip_region_desc, owner_pid), SLIP_F(slip_region_desc, ipc_handle),
+    SLIP_F(slip_region_desc, shm_name), SLIP_F(slip_region_desc, reserved),
+    SLIP_S(slip_proxy_desc),
+    SLIP_F(slip_proxy_desc, op), SLIP_F(slip_proxy_desc, lap), SLIP_F(slip_proxy_desc, dst_region),
+    SLIP_F(slip_proxy_desc, src_region), SLIP_F(slip_proxy_desc, sig_region), SLIP_F(slip_proxy_desc, dst_key),
+    SLIP_F(slip_proxy_desc, sig_key), SLIP_F(slip_proxy_desc, dst_offset), SLIP_F(slip_proxy_desc, src_offset),
+    SLIP_F(slip_proxy_desc, length), SLIP_F(slip_proxy_desc, sig_offset), SLIP_F(slip_proxy_desc, sig_add),
+    SLIP_F(slip_proxy_desc, reserved),
+    SLIP_S(slip_proxy_ctrl),
+    SLIP_F(slip_proxy_ctrl, head), SLIP_F(slip_proxy_ctrl, tail),
+    SLIP_S(slip_dev_error),
+    SLIP_F(slip_dev_error, code), SLIP_F(slip_dev_error, region_id), SLIP_F(slip_dev_error, offset),
+    SLIP_F(slip_dev_error, length), SLIP_F(slip_dev_error, limit), SLIP_F(slip_dev_error, got_key),
+    SLIP_F(slip_dev_error, queue), SLIP_F(slip_dev_error, claimed),
+    SLIP_S(slip_dev_region),
+    SLIP_F(slip_dev_region, base), SLIP_F(slip_dev_region, length), SLIP_F(slip_dev_region, key),
+    SLIP_F(slip_dev_region, id), SLIP_F(slip_dev_region, flags),
+};
+#undef SLIP_F
+#undef SLIP_S
+
+extern "C" const slip_layout_field *slip_abi_layout(uint32_t *count) {
+  if (count) *count = (uint32_t)(sizeof kLayout / sizeof kLayout[0]);
+  return kLayout;
 }

@@ -292,7 +292,36 @@ static void test_signal_wait_timeout() {
   EXPECT(contains(slip_last_error(), "expected >= 0x0000030000000000"), "got '%s'", slip_last_error());
 }
 
+static const slip_layout_field *layout_find(const char *type, const char *field) {
+  uint32_t n = 0;
+  const slip_layout_field *t = slip_abi_layout(&n);
+  for (uint32_t i = 0; i < n; i++)
+    if (!strcmp(t[i].type, type) && !strcmp(t[i].field, field)) return &t[i];
+  return nullptr;
+}
+
+static void test_abi_layout() {
+  // The wire formats keep their sizes; fields lie inside their struct and do not overlap.
+  const slip_layout_field *d = layout_find("slip_region_desc", ""), *p = layout_find("slip_proxy_desc", "");
+  EXPECT(d && d->size == 192, "slip_region_desc size %u", d ? d->size : 0);
+  EXPECT(p && p->size == 128, "slip_proxy_desc size %u", p ? p->size : 0);
+  const slip_layout_field *key = layout_find("slip_region_desc", "key");
+  EXPECT(key && key->offset == 16 && key->size == 8, "slip_region_desc.key at %u", key ? key->offset : 0);
+  uint32_t n = 0;
+  const slip_layout_field *t = slip_abi_layout(&n);
+  for (uint32_t i = 0; i < n; i++) {
+    if (!t[i].field[0]) continue;
+    const slip_layout_field *whole = layout_find(t[i].type, "");
+    EXPECT(whole && t[i].offset + t[i].size <= whole->size, "%s.%s outside its struct", t[i].type, t[i].field);
+    for (uint32_t j = 0; j < n; j++)
+      if (j != i && t[j].field[0] && !strcmp(t[i].type, t[j].type))
+        EXPECT(t[i].offset + t[i].size <= t[j].offset || t[j].offset + t[j].size <= t[i].offset,
+               "%s.%s overlaps %s", t[i].type, t[i].field, t[j].field);
+  }
+}
+
 int main() {
+  test_abi_layout();
   test_status_text();
   test_region_validate();
   test_desc_parse();

@@ -25,6 +25,17 @@ slip_status slip_set_error(slip_status s, const char *fmt, ...)
 #endif
     ;
 
+/* ---- layout of the shared structs, for the Java codec's layout test (STYLE.md) ----
+ * One entry per field ({type, field, offset, size}) plus one per struct with field "" and the
+ * struct's size as `size`. */
+typedef struct slip_layout_field {
+  const char *type;
+  const char *field;
+  uint32_t offset;
+  uint32_t size;
+} slip_layout_field;
+const slip_layout_field *slip_abi_layout(uint32_t *count);
+
 /* ---- CUDA presence ---- */
 /* Number of usable GPUs in *count, or SLIP_ERR_NO_DEVICE with the reason in slip_last_error(). */
 slip_status slip_cuda_probe(int *count);

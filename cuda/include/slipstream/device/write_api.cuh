@@ -159,7 +159,8 @@ __device__ inline int proxy_post(slip_dev_queue &q, uint16_t op, Addr dst, Addr 
                                  uint64_t add) {
   const uint64_t idx = atomicAdd((unsigned long long *)&q.head, 1ull);
   const uint64_t t0 = slip::sync::globaltimer_ns();
-  for (;;) {
+  slip::sync::Backoff backoff;
+  for (;; backoff.pause()) {
     const uint64_t tail = slip::sync::ld_acquire_sys(&q.ctrl->tail);
     if (idx - tail < q.depth) break;
     if (tail == slip::sync::ld_volatile(&q.ctrl->head) && idx - tail >= q.depth) {
@@ -268,7 +269,9 @@ __device__ inline int wait(G g, slip_dev_queue &q, uint64_t tk) {
   if (g.rank() == 0) {
     if (q.backend == SLIP_BACKEND_PROXY) {
       const uint64_t t0 = slip::sync::globaltimer_ns();
+      slip::sync::Backoff backoff;
       while (slip::sync::ld_acquire_sys(&q.ctrl->tail) < tk) {
+        backoff.pause();
         if (slip::sync::ld_acquire_sys(&q.proxy_error->code) != 0) break;
         if (slip::sync::globaltimer_ns() - t0 > SLIP_DEVICE_WAIT_NS) {
           detail::report(q, SLIP_ERR_TIMEOUT, 0, tk, 0, 0);
@@ -291,8 +294,11 @@ __device__ inline int wait_all(G g, slip_dev_queue &q) {
 /* Receiver side (one thread): wait until *sig >= value. SLIP_OK or SLIP_ERR_TIMEOUT. */
 __device__ inline int wait_signal_ge(const uint64_t *sig, uint64_t value, uint64_t timeout_ns = SLIP_DEVICE_WAIT_NS) {
   const uint64_t t0 = slip::sync::globaltimer_ns();
-  while (slip::sync::ld_acquire_sys(sig) < value)
+  slip::sync::Backoff backoff;
+  while (slip::sync::ld_acquire_sys(sig) < value) {
     if (slip::sync::globaltimer_ns() - t0 > timeout_ns) return SLIP_ERR_TIMEOUT;
+    backoff.pause();
+  }
   return SLIP_OK;
 }
 
