@@ -40,6 +40,7 @@ public final class CoreConfig {
   private final long maxRequestBytes;
   private final Duration fetchTimeout;
   private final int serverThreads;
+  private final dev.slipstream.core.shuffle.ChecksumAlgorithm checksum;
 
   public CoreConfig(ConfigSource source) {
     mapOutputMemory = MAP_OUTPUT_MEMORY.get(source);
@@ -50,6 +51,11 @@ public final class CoreConfig {
     maxRequestBytes = MAX_REQUEST_BYTES.get(source);
     fetchTimeout = FETCH_TIMEOUT.get(source);
     serverThreads = SERVER_THREADS.get(source);
+    // Spark's own keys: Slipstream checksums blocks when Spark's shuffle checksums are on.
+    checksum = dev.slipstream.core.shuffle.ChecksumAlgorithm.fromSpark(
+        ConfigParsers.parseBoolean("spark.shuffle.checksum.enabled",
+            source.get("spark.shuffle.checksum.enabled").orElse("true")),
+        source.get("spark.shuffle.checksum.algorithm").orElse(null));
     require(pageBytes >= 4096 && Long.bitCount(pageBytes) == 1, MAP_OUTPUT_PAGE, pageBytes, "a power of two >= 4096");
     require(segmentBytes >= pageBytes && segmentBytes % pageBytes == 0 && segmentBytes <= (1L << 30),
         MAP_OUTPUT_SEGMENT, segmentBytes, "a multiple of pageBytes (" + pageBytes + ") up to 1g");
@@ -77,4 +83,5 @@ public final class CoreConfig {
   public long maxRequestBytes() { return maxRequestBytes; }
   public Duration fetchTimeout() { return fetchTimeout; }
   public int serverThreads() { return serverThreads; }
+  public dev.slipstream.core.shuffle.ChecksumAlgorithm checksum() { return checksum; }
 }

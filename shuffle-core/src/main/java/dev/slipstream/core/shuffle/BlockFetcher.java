@@ -59,6 +59,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     LandingPool.Range range;
     PendingRequest pending;
     int unconsumed;
+    boolean retry;
 
     Req(HolderPlan holder, List<RemoteBlock> blocks, long bytes) {
       this.holder = holder;
@@ -84,20 +85,26 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
      * @param landed bytes of the block that landed at {@code at}
      * @param available bytes the block really has; beyond {@code landed} they are streamed
      */
-    LandedBlock(Req req, RemoteBlock block, long at, long landed, long available) {
+    LandedBlock(Req req, RemoteBlock block, long at, long landed, long available, Long expectedChecksum) {
       this.req = req;
       this.block = block;
       this.size = available;
       InputStream head = new ByteBuffersInputStream(List.of(req.range.view(at, landed)), req::consumedOne);
-      this.stream = available > landed
-          ? new java.io.SequenceInputStream(head, new StreamedBlock(req.holder, block, landed)) {
-            @Override
-            public void close() throws IOException {
-              super.close(); // closes every remaining stream of the sequence
-              head.close();
-            }
+      if (available > landed) {
+        // The block is longer than its map status said: the rest streams in chunks, and the
+        // whole block's checksum is checked when the reader reaches its end.
+        InputStream whole = new java.io.SequenceInputStream(head, new StreamedBlock(req.holder, block, landed)) {
+          @Override
+          public void close() throws IOException {
+            super.close(); // closes every remaining stream of the sequence
+            head.close();
           }
-          : head;
+        };
+        this.stream = expectedChecksum == null ? whole
+            : new VerifyingStream(whole, expectedChecksum, block, req.holder.holderId());
+      } else {
+        this.stream = head;
+      }
     }
 
     @Override public BlockId id() { return block.id(); }
@@ -112,6 +119,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
   private final long maxRequestBytes;
   private final long timeoutNanos;
   private final FetchMetrics metrics;
+  private final ChecksumAlgorithm checksum;
   private final ArrayDeque<Req> toIssue = new ArrayDeque<>();
   private final Set<Req> inFlight = new HashSet<>();
   private final LinkedBlockingQueue<Req> completed = new LinkedBlockingQueue<>();
@@ -130,6 +138,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     this.maxRequestBytes = maxRequestBytes;
     this.timeoutNanos = node.config().fetchTimeout().toNanos();
     this.metrics = metrics;
+    this.checksum = node.config().checksum();
     planRequests(plan);
   }
 
@@ -181,7 +190,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
 
   /** Landing bytes for a request: data capacity, then one 8-byte length per entry, then the signal. */
   private static long landingNeed(long capacity, int entries) {
-    return align8(capacity) + 8L * entries + 8;
+    return align8(capacity) + (long) ShuffleMessages.TABLE_ENTRY * entries + 8;
   }
 
   private static long readLength(LandingPool.Range range, long at) {
@@ -213,7 +222,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       }
       r.unconsumed = r.blocks.size();
       long lengths = range.offset() + align8(r.bytes);
-      r.pending = node.send(r.holder.endpoint(), shuffleId, entries, lengths, lengths + 8L * r.blocks.size());
+      r.pending = node.send(r.holder.endpoint(), shuffleId, entries, lengths,
+          lengths + (long) ShuffleMessages.TABLE_ENTRY * r.blocks.size());
       inFlight.add(r);
       r.pending.done.whenComplete((v, e) -> completed.add(r));
     }
@@ -328,15 +338,104 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       throw new BlockFetchException(r.blocks.get(0).id(), r.holder.holderId(), cause.getMessage(), cause);
     }
     long at = 0;
-    long lengths = align8(r.bytes);
+    long table = align8(r.bytes);
     for (int i = 0; i < r.blocks.size(); i++) {
       RemoteBlock b = r.blocks.get(i);
-      long available = readLength(r.range, lengths + 8L * i);
+      long available = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i);
+      long expected = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i + 8);
       long landed = Math.min(available, b.size());
       metrics.remoteBlockFetched(landed);
       node.onBytesFetched(landed);
-      ready.add(new LandedBlock(r, b, at, landed, available));
+      if (checksum != ChecksumAlgorithm.NONE && available == landed) {
+        long got = checksumOf(r.range.view(at, landed));
+        if (got != expected) {
+          r.consumedOne(); // this block's share of the range is not handed out
+          if (r.retry) {
+            throw new BlockFetchException(b.id(), r.holder.holderId(), "checksum mismatch again after a refetch ("
+                + checksum + " got 0x" + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected) + ")",
+                new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + b.id() + " is corrupt at its holder"));
+          }
+          node.onChecksumRetry();
+          Req again = new Req(r.holder, List.of(b), b.size());
+          again.retry = true;
+          toIssue.addFirst(again);
+          at += b.size();
+          continue;
+        }
+        ready.add(new LandedBlock(r, b, at, landed, available, null));
+      } else {
+        ready.add(new LandedBlock(r, b, at, landed, available, checksum == ChecksumAlgorithm.NONE ? null : expected));
+      }
       at += b.size();
+    }
+  }
+
+  private long checksumOf(java.nio.ByteBuffer data) {
+    java.util.zip.Checksum c = checksum.newChecksum();
+    c.update(data);
+    return c.getValue();
+  }
+
+  /** Counts bytes into a checksum and compares at the end of the stream. */
+  private final class VerifyingStream extends java.io.FilterInputStream {
+    private final java.util.zip.Checksum c = checksum.newChecksum();
+    private final long expected;
+    private final RemoteBlock block;
+    private final String holderId;
+    private boolean checked;
+
+    VerifyingStream(InputStream in, long expected, RemoteBlock block, String holderId) {
+      super(in);
+      this.expected = expected;
+      this.block = block;
+      this.holderId = holderId;
+    }
+
+    @Override
+    public int read() throws IOException {
+      int b = in.read();
+      if (b < 0) {
+        verify();
+      } else {
+        c.update(b);
+      }
+      return b;
+    }
+
+    @Override
+    public int read(byte[] buf, int off, int len) throws IOException {
+      int n = in.read(buf, off, len);
+      if (n < 0) {
+        verify();
+      } else {
+        c.update(buf, off, n);
+      }
+      return n;
+    }
+
+    @Override
+    public long skip(long n) throws IOException {
+      byte[] tmp = new byte[(int) Math.min(n, 8192)];
+      long done = 0;
+      while (done < n) {
+        int k = read(tmp, 0, (int) Math.min(tmp.length, n - done));
+        if (k < 0) {
+          break;
+        }
+        done += k;
+      }
+      return done;
+    }
+
+    private void verify() throws IOException {
+      if (!checked) {
+        checked = true;
+        if (c.getValue() != expected) {
+          throw new BlockFetchException(block.id(), holderId, "checksum mismatch at the end of a streamed block ("
+              + checksum + " got 0x" + Long.toHexString(c.getValue()) + ", expected 0x" + Long.toHexString(expected) + ")",
+              new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + block.id() + " arrived corrupt"));
+        }
+      }
     }
   }
 
@@ -392,6 +491,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
   private final class StreamedBlock extends InputStream implements FetchedBlock {
     private final HolderPlan holder;
     private final RemoteBlock block;
+    private final boolean fromStart;
+    private final java.util.zip.Checksum running;
+    private long expected;
     private long nextChunkOffset;
     private boolean lastRequested;
     private Chunk reading;
@@ -415,6 +517,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       this.holder = holder;
       this.block = block;
       this.nextChunkOffset = startOffset;
+      // A tail's head bytes were counted by the LandedBlock's own VerifyingStream.
+      this.fromStart = startOffset == 0;
+      this.running = fromStart ? checksum.newChecksum() : null;
     }
 
     @Override public BlockId id() { return block.id(); }
@@ -437,7 +542,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       }
       long lengths = range.offset() + align8(cap);
       PendingRequest p = node.send(holder.endpoint(), shuffleId, List.of(new ShuffleMessages.Entry(
-          block.id().mapId(), block.id().partition(), nextChunkOffset, cap, range.offset())), lengths, lengths + 8);
+          block.id().mapId(), block.id().partition(), nextChunkOffset, cap, range.offset())), lengths,
+          lengths + ShuffleMessages.TABLE_ENTRY);
       nextChunkOffset += cap;
       return new Chunk(range, p, cap);
     }
@@ -461,6 +567,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         metrics.fetchWaitNanos(System.nanoTime() - t0);
       }
       long available = readLength(c.range, align8(c.capacity));
+      expected = readLength(c.range, align8(c.capacity) + 8);
       long landed = Math.min(available, c.capacity);
       if (available <= c.capacity) {
         lastRequested = true; // this chunk holds the end of the block
@@ -486,6 +593,12 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       prefetched = null;
       if (next == null) {
         done = true;
+        if (running != null && running.getValue() != expected) {
+          throw new BlockFetchException(block.id(), holder.holderId(), "checksum mismatch at the end of a streamed block ("
+              + checksum + " got 0x" + Long.toHexString(running.getValue()) + ", expected 0x"
+              + Long.toHexString(expected) + ")",
+              new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + block.id() + " arrived corrupt"));
+        }
         return null;
       }
       await(next);
@@ -500,7 +613,14 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     @Override
     public int read() throws IOException {
       InputStream d = data();
-      return d == null ? -1 : d.read();
+      if (d == null) {
+        return -1;
+      }
+      int b = d.read();
+      if (running != null && b >= 0) {
+        running.update(b);
+      }
+      return b;
     }
 
     @Override
@@ -509,7 +629,14 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         return 0;
       }
       InputStream d = data();
-      return d == null ? -1 : d.read(b, off, len);
+      if (d == null) {
+        return -1;
+      }
+      int n = d.read(b, off, len);
+      if (running != null && n > 0) {
+        running.update(b, off, n);
+      }
+      return n;
     }
 
     @Override

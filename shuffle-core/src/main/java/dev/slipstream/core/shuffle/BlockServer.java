@@ -70,9 +70,9 @@ final class BlockServer implements AutoCloseable {
     try {
       RegionDescriptor landing = req.landing();
       int n = req.entries().size();
-      checkSlot(landing, req.lengthsOffset(), 8L * n, "lengths table");
+      checkSlot(landing, req.lengthsOffset(), (long) ShuffleMessages.TABLE_ENTRY * n, "block table");
       checkSlot(landing, req.signalOffset(), 8, "signal");
-      ByteBuffer lengths = ByteBuffer.allocateDirect(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+      ByteBuffer lengths = ByteBuffer.allocateDirect(ShuffleMessages.TABLE_ENTRY * n).order(ByteOrder.LITTLE_ENDIAN);
       List<ByteBuffer> slices = new ArrayList<>();
       List<Long> dsts = new ArrayList<>();
       long total = 0;
@@ -104,7 +104,7 @@ final class BlockServer implements AutoCloseable {
           dsts.add(dst);
           dst += s.remaining();
         }
-        lengths.putLong(available);
+        lengths.putLong(available).putLong(out.checksum(e.partition()));
         total += len;
       }
       lengths.flip();

@@ -19,10 +19,12 @@ public final class MapOutput {
   private final int shuffleId;
   private final long mapId;
   private final MapOutputLayout layout;
+  private final long[] checksums;
   private final MapOutputStore store;
   private final AtomicInteger refs = new AtomicInteger(1);
 
-  MapOutput(MapOutputStore store, int shuffleId, long mapId, MapOutputLayout layout) {
+  MapOutput(MapOutputStore store, int shuffleId, long mapId, MapOutputLayout layout, long[] checksums) {
+    this.checksums = checksums;
     this.store = store;
     this.shuffleId = shuffleId;
     this.mapId = mapId;
@@ -45,6 +47,17 @@ public final class MapOutput {
   public long partitionLength(int partition) {
     checkPartition(partition);
     return layout.partitionLength(partition);
+  }
+
+  /** Whether a checksum was computed for each block as it was written. */
+  public boolean hasChecksums() {
+    return checksums != null;
+  }
+
+  /** The checksum of a whole block (see {@link MapOutputStore#checksumAlgorithm()}); 0 without checksums. */
+  public long checksum(int partition) {
+    checkPartition(partition);
+    return checksums == null ? 0 : checksums[partition];
   }
 
   /** Lengths of every partition, for the MapStatus. */

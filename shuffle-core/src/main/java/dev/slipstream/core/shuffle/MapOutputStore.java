@@ -49,6 +49,7 @@ public final class MapOutputStore implements AutoCloseable {
   private final long segmentBytes;
   private final long pageBytes;
   private final Path spillDir;
+  private final ChecksumAlgorithm checksum;
   private final List<RegisteredRegion> segments = new ArrayList<>();
   private final ArrayDeque<Page> freePages = new ArrayDeque<>();
   private final Map<Integer, Map<Long, MapOutput>> outputs = new ConcurrentHashMap<>();
@@ -63,6 +64,13 @@ public final class MapOutputStore implements AutoCloseable {
    * @param spillDir folder for outputs beyond the budget (created if missing)
    */
   public MapOutputStore(Transport transport, MemoryPool pool, long segmentBytes, long pageBytes, Path spillDir) {
+    this(transport, pool, segmentBytes, pageBytes, spillDir, ChecksumAlgorithm.CRC32C);
+  }
+
+  /** @param checksum the per-block checksum computed as map output is written */
+  public MapOutputStore(Transport transport, MemoryPool pool, long segmentBytes, long pageBytes, Path spillDir,
+                        ChecksumAlgorithm checksum) {
+    this.checksum = checksum;
     this.transport = transport;
     this.pool = pool;
     this.segmentBytes = segmentBytes;
@@ -72,6 +80,10 @@ public final class MapOutputStore implements AutoCloseable {
 
   public long pageBytes() {
     return pageBytes;
+  }
+
+  public ChecksumAlgorithm checksumAlgorithm() {
+    return checksum;
   }
 
   /** Starts the output of one map task attempt. */

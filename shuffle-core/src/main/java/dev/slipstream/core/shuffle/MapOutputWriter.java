@@ -22,6 +22,8 @@ public final class MapOutputWriter {
   private final int shuffleId;
   private final long mapId;
   private final long[] offsets;
+  private final long[] checksums;
+  private final java.util.zip.Checksum checksum;
   private final long pageBytes;
   private final List<MapOutputStore.Page> pages = new ArrayList<>();
   private ByteBuffer current;
@@ -39,6 +41,8 @@ public final class MapOutputWriter {
     this.shuffleId = shuffleId;
     this.mapId = mapId;
     this.offsets = new long[numPartitions + 1];
+    this.checksum = store.checksumAlgorithm().newChecksum();
+    this.checksums = checksum == null ? null : new long[numPartitions];
     this.pageBytes = store.pageBytes();
   }
 
@@ -56,6 +60,7 @@ public final class MapOutputWriter {
     }
     for (int p = nextPartition; p <= partition; p++) {
       offsets[p] = position;
+      endChecksum(p - 1);
     }
     nextPartition = partition + 1;
     return new OutputStream() {
@@ -81,8 +86,19 @@ public final class MapOutputWriter {
     };
   }
 
+  /** Records the checksum of {@code partition} (all its bytes are written) and restarts it. */
+  private void endChecksum(int partition) {
+    if (checksum != null && partition >= 0 && partition < checksums.length) {
+      checksums[partition] = checksum.getValue();
+      checksum.reset();
+    }
+  }
+
   private void append(byte[] b, int off, int len) throws IOException {
     position += len;
+    if (checksum != null) {
+      checksum.update(b, off, len);
+    }
     if (fileOut != null) {
       fileOut.write(b, off, len);
       return;
@@ -139,13 +155,14 @@ public final class MapOutputWriter {
     done = true;
     for (int p = nextPartition; p < offsets.length; p++) {
       offsets[p] = position;
+      endChecksum(p - 1);
     }
     if (fileOut != null) {
       fileOut.close();
       store.onSpill(position);
     }
     MapOutput out = new MapOutput(store, shuffleId, mapId,
-        new MapOutputLayout.Contiguous(offsets, List.copyOf(pages), file, pageBytes));
+        new MapOutputLayout.Contiguous(offsets, List.copyOf(pages), file, pageBytes), checksums);
     store.publish(out);
     return out;
   }

@@ -27,6 +27,7 @@ public final class PartitionedOutputWriter {
 
   private final class PartitionStream extends OutputStream {
     final int partition;
+    final java.util.zip.Checksum checksum = store.checksumAlgorithm().newChecksum();
     final List<MapOutputStore.Page> pages = new ArrayList<>(1);
     ByteBuffer current;
     long length;
@@ -42,6 +43,9 @@ public final class PartitionedOutputWriter {
       if (current != null && current.hasRemaining()) {
         current.put((byte) b);
         length++;
+        if (checksum != null) {
+          checksum.update(b);
+        }
       } else {
         write(new byte[] {(byte) b}, 0, 1);
       }
@@ -53,6 +57,9 @@ public final class PartitionedOutputWriter {
         throw new IOException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
       }
       length += len;
+      if (checksum != null) {
+        checksum.update(b, off, len);
+      }
       if (fileOut != null) {
         fileOut.write(b, off, len);
         return;
@@ -142,6 +149,7 @@ public final class PartitionedOutputWriter {
     }
     done = true;
     long[] lengths = new long[streams.length];
+    long[] checksums = store.checksumAlgorithm() == ChecksumAlgorithm.NONE ? null : new long[streams.length];
     List<List<MapOutputStore.Page>> pages = new ArrayList<>(streams.length);
     Path[] files = new Path[streams.length];
     long spilled = 0;
@@ -149,9 +157,15 @@ public final class PartitionedOutputWriter {
       PartitionStream s = streams[p];
       if (s == null) {
         pages.add(List.of());
+        if (checksums != null) {
+          checksums[p] = store.checksumAlgorithm().newChecksum().getValue();
+        }
         continue;
       }
       lengths[p] = s.length;
+      if (checksums != null) {
+        checksums[p] = s.checksum.getValue();
+      }
       pages.add(List.copyOf(s.pages));
       if (s.fileOut != null) {
         s.fileOut.close();
@@ -163,7 +177,7 @@ public final class PartitionedOutputWriter {
       store.onSpill(spilled);
     }
     MapOutput out = new MapOutput(store, shuffleId, mapId,
-        new MapOutputLayout.PerPartition(lengths, pages, files, pageBytes));
+        new MapOutputLayout.PerPartition(lengths, pages, files, pageBytes), checksums);
     store.publish(out);
     return out;
   }

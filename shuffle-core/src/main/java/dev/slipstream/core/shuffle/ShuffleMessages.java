@@ -17,6 +17,8 @@ public final class ShuffleMessages {
   public static final byte TYPE_WRITE_FAILURE = 17;
   public static final int MAX_ENTRIES = 1 << 16;
   public static final int MAX_REASON = 8 * 1024;
+  /** Bytes per entry of the block table the holder writes: available length, whole-block checksum. */
+  public static final int TABLE_ENTRY = 16;
 
   private ShuffleMessages() {}
 
@@ -33,9 +35,10 @@ public final class ShuffleMessages {
 
   /**
    * The reader asks the holder to write {@code entries} of shuffle {@code shuffleId} into its
-   * landing region; then to write, at {@code lengthsOffset}, one 8-byte little-endian count per
-   * entry of the bytes the block has from {@code blockOffset} on (the holder wrote the smaller of
-   * that and the capacity); then to add the number of entries to the signal at
+   * landing region; then to write, at {@code lengthsOffset}, a 16-byte record per entry: the
+   * bytes the block has from {@code blockOffset} on (the holder wrote the smaller of that and the
+   * capacity) and the checksum of the whole block, both 8-byte little-endian (see
+   * {@link #TABLE_ENTRY}); then to add the number of entries to the signal at
    * {@code signalOffset}, after all of it.
    */
   public record WriteRequest(long requestId, int shuffleId, RegionDescriptor landing, long lengthsOffset,

@@ -51,6 +51,7 @@ public final class ShuffleNode implements AutoCloseable {
   private final AtomicLong requestsFailed = new AtomicLong();
   private final AtomicLong bytesFetched = new AtomicLong();
   private final AtomicLong malformedMessages = new AtomicLong();
+  private final AtomicLong checksumRetries = new AtomicLong();
   private volatile boolean closed;
 
   public ShuffleNode(Transport transport, CoreConfig config, Path spillDir, String name) throws TransportException {
@@ -58,7 +59,7 @@ public final class ShuffleNode implements AutoCloseable {
     this.config = config;
     this.rootPool = MemoryPool.root("slipstream-" + name, config.mapOutputMemory() + config.landingBytes());
     this.store = new MapOutputStore(transport, rootPool.child("map-output", config.mapOutputMemory()),
-        config.segmentBytes(), config.pageBytes(), spillDir);
+        config.segmentBytes(), config.pageBytes(), spillDir, config.checksum());
     this.landingAccount = rootPool.child("landing", config.landingBytes());
     if (!landingAccount.tryReserve(config.landingBytes())) {
       throw new IllegalStateException("landing pool does not fit its own budget");
@@ -192,6 +193,15 @@ public final class ShuffleNode implements AutoCloseable {
   public long requestsSent() { return requestsSent.get(); }
   public long requestsFailed() { return requestsFailed.get(); }
   public long bytesFetched() { return bytesFetched.get(); }
+
+  void onChecksumRetry() {
+    checksumRetries.incrementAndGet();
+  }
+
+  /** Blocks fetched once more because their bytes did not match the checksum. */
+  public long checksumRetries() {
+    return checksumRetries.get();
+  }
 
   void onBytesFetched(long bytes) {
     bytesFetched.addAndGet(bytes);

@@ -26,6 +26,8 @@ public enum TransportError {
   AUTH_FAILED(11),
   /** A signal address is not 8-byte aligned. */
   MISALIGNED(12),
+  /** Received bytes do not match the block's checksum. */
+  CHECKSUM_MISMATCH(13),
   /** Anything else; the message says what. */
   INTERNAL(99);
 
