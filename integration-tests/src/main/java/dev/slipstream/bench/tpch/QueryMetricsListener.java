@@ -1,0 +1,68 @@
+package dev.slipstream.bench.tpch;
+
+import org.apache.spark.executor.ExecutorMetrics;
+import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * Sums Spark's task metrics over one query at a time. Queries run one after another, so the
+ * runner calls {@link #begin()} before a query and {@link #end(SparkSession)} after it; every task
+ * that ended in between belongs to it (broadcast and subquery jobs included, which run under job
+ * groups of their own).
+ *
+ * <p>Threading: {@code onTaskEnd} runs on Spark's listener bus thread, {@code begin}/{@code end} on
+ * the runner's thread; all state is guarded by this object's monitor.
+ */
+public final class QueryMetricsListener extends SparkListener {
+  private long tasks;
+  private long inputBytes;
+  private long written;
+  private long read;
+  private long remoteRead;
+  private long writeNanos;
+  private long fetchWait;
+  private long peakExecution;
+  private long peakHeap;
+  private long peakDirect;
+
+  public synchronized void begin() {
+    tasks = inputBytes = written = read = remoteRead = writeNanos = fetchWait = 0;
+    peakExecution = peakHeap = peakDirect = 0;
+  }
+
+  /** Waits until the listener bus has delivered every event so far, then returns the sums. */
+  public QueryMetrics end(SparkSession spark) {
+    // private[spark] in Scala, public in the bytecode: the only way to know the bus is drained.
+    try {
+      spark.sparkContext().listenerBus().waitUntilEmpty(60_000);
+    } catch (java.util.concurrent.TimeoutException e) {
+      throw new IllegalStateException("Spark's listener bus did not drain within 60 s", e);
+    }
+    synchronized (this) {
+      return new QueryMetrics(tasks, inputBytes, written, read, remoteRead, writeNanos, fetchWait, peakExecution,
+          peakHeap, peakDirect);
+    }
+  }
+
+  @Override
+  public synchronized void onTaskEnd(SparkListenerTaskEnd end) {
+    tasks++;
+    TaskMetrics m = end.taskMetrics();
+    if (m != null) {
+      inputBytes += m.inputMetrics().bytesRead();
+      written += m.shuffleWriteMetrics().bytesWritten();
+      writeNanos += m.shuffleWriteMetrics().writeTime();
+      read += m.shuffleReadMetrics().totalBytesRead();
+      remoteRead += m.shuffleReadMetrics().remoteBytesRead();
+      fetchWait += m.shuffleReadMetrics().fetchWaitTime();
+      peakExecution = Math.max(peakExecution, m.peakExecutionMemory());
+    }
+    ExecutorMetrics e = end.taskExecutorMetrics();
+    if (e != null) {
+      peakHeap = Math.max(peakHeap, e.getMetricValue("JVMHeapMemory"));
+      peakDirect = Math.max(peakDirect, e.getMetricValue("DirectPoolMemory"));
+    }
+  }
+}

@@ -1,0 +1,236 @@
+package dev.slipstream.bench.tpch;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.stream.Collectors;
+
+/**
+ * Writes a benchmark's results: the console table, {@code tpch.json} (options, machine, every run
+ * and the summary), {@code tpch.md} (tables and verdict) and {@code tpch.png} ({@link ChartWriter}).
+ */
+public final class ReportWriter {
+  private ReportWriter() {}
+
+  public static void writeAll(BenchResults r, Machine machine, Machine.Load before, Machine.Load after, Path data)
+      throws IOException {
+    Path out = r.options().outDir();
+    Files.createDirectories(out);
+    String when = Instant.now().toString();
+    Files.writeString(out.resolve("tpch.json"), json(r, machine, before, after, data, when));
+    Files.writeString(out.resolve("tpch.md"), markdown(r, machine, before, after, when));
+    ChartWriter.write(r, out.resolve("tpch.png"));
+  }
+
+  private static String sparkVersion() {
+    return org.apache.spark.package$.MODULE$.SPARK_VERSION();
+  }
+
+  private static String mb(long bytes) {
+    return String.format(Locale.ROOT, "%.1f", bytes / 1048576.0);
+  }
+
+  private static String ratio(double r) {
+    return Double.isNaN(r) ? "-" : String.format(Locale.ROOT, "%.2f", r);
+  }
+
+  /** The time table and the metrics table, as fixed-width text. */
+  public static String consoleTable(BenchResults r) {
+    StringBuilder sb = new StringBuilder();
+    List<String> managers = r.managers();
+    sb.append(String.format(Locale.ROOT, "%-5s %-5s", "query", "heavy"));
+    for (String m : managers) {
+      sb.append(String.format(Locale.ROOT, " %26s", m + " ms (min-max)"));
+    }
+    for (String m : managers.subList(1, managers.size())) {
+      sb.append(String.format(Locale.ROOT, " %8s", "ratio"));
+    }
+    sb.append(String.format(Locale.ROOT, " %10s %10s%n", "shuffle MB", "input MB"));
+    for (String q : r.queries()) {
+      sb.append(String.format(Locale.ROOT, "%-5s %-5s", q, r.heavy(q) ? "yes" : ""));
+      for (String m : managers) {
+        BenchResults.Stat s = r.stat(q, m);
+        sb.append(String.format(Locale.ROOT, " %26s",
+            s == null ? "-" : s.medianMillis() + " (" + s.minMillis() + "-" + s.maxMillis() + ")"));
+      }
+      for (String m : managers.subList(1, managers.size())) {
+        sb.append(String.format(Locale.ROOT, " %8s", ratio(r.ratio(q, m))));
+      }
+      BenchResults.Stat sort = r.stat(q, "sort");
+      sb.append(String.format(Locale.ROOT, " %10s %10s%n", sort == null ? "-" : mb(sort.medianMetrics().shuffleBytesWritten()),
+          sort == null ? "-" : mb(sort.medianMetrics().inputBytes())));
+    }
+    List<String> heavy = r.heavyQueries();
+    for (String[] row : List.of(new String[] {"all", ""}, new String[] {"heavy", "yes"})) {
+      List<String> qs = row[0].equals("all") ? r.queries() : heavy;
+      sb.append(String.format(Locale.ROOT, "%-5s %-5s", row[0], row[1]));
+      for (String m : managers) {
+        sb.append(String.format(Locale.ROOT, " %26d", r.total(m, qs)));
+      }
+      for (String m : managers.subList(1, managers.size())) {
+        sb.append(String.format(Locale.ROOT, " %8s", ratio(r.totalRatio(m, qs))));
+      }
+      sb.append(System.lineSeparator());
+    }
+    sb.append("Shuffle-heavy (sort's shuffle bytes > 10% of input bytes): ").append(heavy).append(System.lineSeparator());
+    for (String m : managers.subList(1, managers.size())) {
+      sb.append(verdict(r, m)).append(System.lineSeparator());
+    }
+    return sb.toString();
+  }
+
+  /** One sentence: the ratios against the target. */
+  static String verdict(BenchResults r, String manager) {
+    List<String> heavy = r.heavyQueries();
+    double total = r.totalRatio(manager, heavy);
+    Map.Entry<String, Double> worst = r.worst(manager);
+    List<Double> rounds = r.roundRatios(manager, heavy);
+    boolean met = total <= BenchResults.TARGET_HEAVY_RATIO && worst != null
+        && worst.getValue() <= BenchResults.TARGET_MAX_QUERY_RATIO;
+    return String.format(Locale.ROOT,
+        "%s / sort over shuffle-heavy queries: %s (per round: %s; target <= %.2f); slowest query %s at %s (target <= %.2f): %s",
+        manager, ratio(total), rounds.stream().map(ReportWriter::ratio).collect(Collectors.joining(", ")),
+        BenchResults.TARGET_HEAVY_RATIO, worst == null ? "-" : worst.getKey(),
+        worst == null ? "-" : ratio(worst.getValue()), BenchResults.TARGET_MAX_QUERY_RATIO,
+        met ? "target met" : "target NOT met");
+  }
+
+  static String markdown(BenchResults r, Machine machine, Machine.Load before, Machine.Load after, String when) {
+    BenchOptions o = r.options();
+    List<String> managers = r.managers();
+    StringBuilder sb = new StringBuilder();
+    sb.append("# TPC-H on Slipstream: SF").append(TpchBenchmark.fmt(o.scaleFactor())).append("\n\n");
+    sb.append(String.format(Locale.ROOT,
+        "%s. Spark %s, local-cluster with %d executors x %d core(s), %s heap each, spark.sql.shuffle.partitions=%d, "
+            + "%d warm-up + %d measured rounds (median, min-max). Machine: %s. Load average before %s, after %s.%n%n",
+        when, sparkVersion(), o.executors(), o.cores(), o.executorMemory(), o.shufflePartitions(), o.warmups(), o.reps(),
+        machine.summary(), before, after));
+    if (!r.mismatches().isEmpty()) {
+      sb.append("**RESULT MISMATCH, run failed:**\n\n");
+      r.mismatches().forEach(m -> sb.append("- ").append(m).append('\n'));
+      sb.append('\n');
+    }
+    sb.append("![time per query](tpch.png)\n\n| query | shuffle-heavy |");
+    managers.forEach(m -> sb.append(' ').append(m).append(" ms |"));
+    managers.subList(1, managers.size()).forEach(m -> sb.append(' ').append(m).append(" / sort |"));
+    sb.append("\n|---|---|");
+    managers.forEach(m -> sb.append("---:|"));
+    managers.subList(1, managers.size()).forEach(m -> sb.append("---:|"));
+    sb.append('\n');
+    for (String q : r.queries()) {
+      sb.append("| ").append(q).append(" | ").append(r.heavy(q) ? "yes" : "").append(" |");
+      for (String m : managers) {
+        BenchResults.Stat s = r.stat(q, m);
+        sb.append(' ').append(s == null ? "-" : s.medianMillis() + " (" + s.minMillis() + "-" + s.maxMillis() + ")")
+            .append(" |");
+      }
+      managers.subList(1, managers.size()).forEach(m -> sb.append(' ').append(ratio(r.ratio(q, m))).append(" |"));
+      sb.append('\n');
+    }
+    for (String label : List.of("total, all queries", "total, shuffle-heavy")) {
+      List<String> qs = label.endsWith("all queries") ? r.queries() : r.heavyQueries();
+      sb.append("| **").append(label).append("** | |");
+      managers.forEach(m -> sb.append(" **").append(r.total(m, qs)).append("** |"));
+      managers.subList(1, managers.size()).forEach(m -> sb.append(" **").append(ratio(r.totalRatio(m, qs))).append("** |"));
+      sb.append('\n');
+    }
+    sb.append('\n');
+    managers.subList(1, managers.size()).forEach(m -> sb.append("- ").append(verdict(r, m)).append('\n'));
+    sb.append("\nSpark's task metrics (medians; MiB; times in ms; peak memory = largest executor heap + direct "
+        + "buffers seen at a task's end):\n\n| query | manager | input | shuffle written | shuffle read (remote) "
+        + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | tasks |\n"
+        + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (String q : r.queries()) {
+      for (String m : managers) {
+        BenchResults.Stat s = r.stat(q, m);
+        if (s == null) {
+          continue;
+        }
+        QueryMetrics x = s.medianMetrics();
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s) | %d | %d | %s | %s | %d |%n", q, m,
+            mb(x.inputBytes()), mb(x.shuffleBytesWritten()), mb(x.shuffleBytesRead()), mb(x.shuffleRemoteBytesRead()),
+            x.shuffleWriteNanos() / 1_000_000, x.fetchWaitMillis(), mb(x.peakExecutionMemory()),
+            mb(x.peakExecutorMemory()), x.tasks()));
+      }
+    }
+    return sb.toString();
+  }
+
+  static String json(BenchResults r, Machine machine, Machine.Load before, Machine.Load after, Path data, String when) {
+    BenchOptions o = r.options();
+    Json j = new Json();
+    j.open('{');
+    j.field("benchmark", "tpch").field("finished", when).field("sparkVersion", sparkVersion())
+        .field("scaleFactor", o.scaleFactor()).field("data", data.toAbsolutePath().toString());
+    j.key("options").open('{').field("executors", o.executors()).field("coresPerExecutor", o.cores())
+        .field("executorMemory", o.executorMemory()).field("warmups", o.warmups()).field("reps", o.reps())
+        .field("shufflePartitions", o.shufflePartitions()).strings("queries", o.queries())
+        .strings("managers", r.managers()).close('}');
+    j.key("machine").open('{').field("cores", machine.cores()).field("cpu", machine.cpu())
+        .field("memoryBytes", machine.memoryBytes()).field("java", machine.java()).field("os", machine.os())
+        .field("loadBefore", before.toString()).field("loadAfter", after.toString()).close('}');
+    j.strings("mismatches", r.mismatches());
+    j.strings("shuffleHeavyQueries", r.heavyQueries());
+    j.key("queries").open('[');
+    for (String q : r.queries()) {
+      j.open('{').field("query", q).field("shuffleHeavy", r.heavy(q));
+      j.key("managers").open('{');
+      for (String m : r.managers()) {
+        BenchResults.Stat s = r.stat(q, m);
+        if (s == null) {
+          continue;
+        }
+        j.key(m).open('{').field("medianMillis", s.medianMillis()).field("minMillis", s.minMillis())
+            .field("maxMillis", s.maxMillis()).field("n", s.n());
+        metrics(j.key("medianMetrics"), s.medianMetrics());
+        j.close('}');
+      }
+      j.close('}');
+      j.key("ratioToSort").open('{');
+      r.managers().subList(1, r.managers().size()).forEach(m -> j.field(m, r.ratio(q, m)));
+      j.close('}').close('}');
+    }
+    j.close(']');
+    j.key("totals").open('{');
+    for (String m : r.managers()) {
+      j.key(m).open('{').field("allMillis", r.total(m, r.queries()))
+          .field("shuffleHeavyMillis", r.total(m, r.heavyQueries()));
+      if (!m.equals("sort")) {
+        j.field("ratioAll", r.totalRatio(m, r.queries())).field("ratioShuffleHeavy", r.totalRatio(m, r.heavyQueries()));
+        j.key("ratioShuffleHeavyPerRound").open('[');
+        r.roundRatios(m, r.heavyQueries()).forEach(j::value);
+        j.close(']');
+        Map.Entry<String, Double> w = r.worst(m);
+        if (w != null) {
+          j.field("slowestQuery", w.getKey()).field("slowestQueryRatio", w.getValue());
+        }
+      }
+      j.close('}');
+    }
+    j.close('}');
+    j.key("target").open('{').field("shuffleHeavyRatioAtMost", BenchResults.TARGET_HEAVY_RATIO)
+        .field("queryRatioAtMost", BenchResults.TARGET_MAX_QUERY_RATIO).close('}');
+    j.key("runs").open('[');
+    for (BenchResults.Run run : r.runs()) {
+      j.open('{').field("query", run.query()).field("manager", run.manager()).field("round", run.round())
+          .field("warmup", run.warmup()).field("wallMillis", run.wallMillis()).field("rows", run.rows());
+      metrics(j.key("metrics"), run.metrics());
+      j.close('}');
+    }
+    j.close(']');
+    j.close('}');
+    return j.toString() + "\n";
+  }
+
+  private static void metrics(Json j, QueryMetrics m) {
+    j.open('{').field("tasks", m.tasks()).field("inputBytes", m.inputBytes())
+        .field("shuffleBytesWritten", m.shuffleBytesWritten()).field("shuffleBytesRead", m.shuffleBytesRead())
+        .field("shuffleRemoteBytesRead", m.shuffleRemoteBytesRead()).field("shuffleWriteNanos", m.shuffleWriteNanos())
+        .field("fetchWaitMillis", m.fetchWaitMillis()).field("peakExecutionMemory", m.peakExecutionMemory())
+        .field("peakHeapBytes", m.peakHeapBytes()).field("peakDirectBytes", m.peakDirectBytes()).close('}');
+  }
+}

@@ -1,0 +1,185 @@
+package dev.slipstream.bench.tpch;
+
+import dev.slipstream.bench.LocalCluster;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.stream.Collectors;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * The TPC-H benchmark runner: generates (or reuses) the data, then runs the selected queries on a
+ * local cluster under Spark's sort shuffle and under Slipstream with each transport, checks that
+ * every run of a query returns the same rows as the first one, and writes a console table, JSON,
+ * markdown and a PNG chart.
+ *
+ * <p>Order: {@code warmups + reps} rounds; each round starts a fresh local cluster per manager
+ * (a SparkContext's shuffle manager is fixed, and one JVM holds one SparkContext) and runs every
+ * query once. Managers alternate their order from round to round (A B, B A, ...) so slow drift
+ * of the machine does not favour one. Warm-up rounds are run and checked but not measured.
+ *
+ * <p>Threading: one thread drives everything; {@link Progress} redraws a status line from its own.
+ */
+public final class TpchBenchmark {
+  private final BenchOptions options;
+  private final BenchResults results;
+  private final Progress progress;
+  private final Map<String, List<String>> reference = new LinkedHashMap<>();
+  private final Map<String, String> sql;
+  private Path data;
+
+  public TpchBenchmark(BenchOptions options, Progress progress) {
+    this.options = options;
+    this.results = new BenchResults(options);
+    this.progress = progress;
+    this.sql = TpchQueries.all(options.scaleFactor());
+  }
+
+  public static void main(String[] args) throws Exception {
+    BenchOptions o;
+    try {
+      o = BenchOptions.parse(args);
+    } catch (IllegalArgumentException e) {
+      if (!e.getMessage().isEmpty()) {
+        System.err.println(e.getMessage());
+      }
+      System.err.print(BenchOptions.USAGE);
+      System.exit(2);
+      return;
+    }
+    BenchResults r;
+    try (Progress p = new Progress(System.out)) {
+      r = new TpchBenchmark(o, p).run();
+    }
+    System.out.println();
+    System.out.print(ReportWriter.consoleTable(r));
+    System.out.println("Reports: " + o.outDir().toAbsolutePath());
+    if (!r.mismatches().isEmpty()) {
+      System.out.println();
+      System.out.println("!!! RESULT MISMATCH: shuffle managers returned different rows. FAILED.");
+      r.mismatches().forEach(m -> System.out.println("!!! " + m));
+      System.exit(1);
+    }
+  }
+
+  /** Runs the benchmark and writes the reports; on a result mismatch stops after that cluster. */
+  public BenchResults run() throws IOException {
+    Machine machine = Machine.probe();
+    progress.println(String.format(Locale.ROOT,
+        "Slipstream TPC-H: SF%s, %d queries, %d executors x %d core(s), managers %s, %d warm-up + %d measured rounds",
+        fmt(options.scaleFactor()), options.queries().size(), options.executors(), options.cores(),
+        options.managers(), options.warmups(), options.reps()));
+    progress.println("Machine: " + machine.summary());
+    data = TpchGenerator.ensure(options.dataDir(), options.scaleFactor(), Math.max(2, options.executors()),
+        progress::println);
+    List<String> managers = options.managers();
+    int rounds = options.warmups() + options.reps();
+    progress.total(rounds * managers.size() * options.queries().size());
+    Machine.Load before = Machine.load();
+    for (int round = 0; round < rounds && results.mismatches().isEmpty(); round++) {
+      List<String> order = new ArrayList<>(managers);
+      if (round % 2 == 1) {
+        Collections.reverse(order);
+      }
+      for (String manager : order) {
+        runRound(round, round < options.warmups(), manager);
+        if (!results.mismatches().isEmpty()) {
+          break;
+        }
+      }
+    }
+    Machine.Load after = Machine.load();
+    progress.done();
+    ReportWriter.writeAll(results, machine, before, after, data);
+    return results;
+  }
+
+  private void runRound(int round, boolean warmup, String manager) {
+    SparkSession spark = start(manager);
+    QueryMetricsListener listener = new QueryMetricsListener();
+    spark.sparkContext().addSparkListener(listener);
+    try {
+      for (String table : TpchGenerator.TABLES) {
+        spark.read().parquet(data.resolve(table).toString()).createOrReplaceTempView(table);
+      }
+      for (String query : options.queries()) {
+        progress.start(round, warmup, manager, query);
+        listener.begin();
+        long t0 = System.nanoTime();
+        List<Row> rows = spark.sql(sql.get(query)).collectAsList();
+        long wall = (System.nanoTime() - t0) / 1_000_000;
+        QueryMetrics m = listener.end(spark);
+        List<String> got = rows.stream().map(Row::toString).collect(Collectors.toList());
+        results.add(new BenchResults.Run(query, manager, round, warmup, wall, got.size(), m));
+        String verdict = check(query, manager, round, got);
+        progress.finish(round, warmup, manager, query, wall, got.size(), verdict);
+        if (!results.mismatches().isEmpty()) {
+          return;
+        }
+      }
+    } finally {
+      spark.stop();
+    }
+  }
+
+  /** Compares with the first result of the query, in order (every query's ORDER BY is total). */
+  private String check(String query, String manager, int round, List<String> got) {
+    List<String> want = reference.putIfAbsent(query, got);
+    if (want == null) {
+      return "reference";
+    }
+    if (want.equals(got)) {
+      return "equal";
+    }
+    int i = 0;
+    while (i < Math.min(want.size(), got.size()) && want.get(i).equals(got.get(i))) {
+      i++;
+    }
+    String first = i < Math.min(want.size(), got.size())
+        ? "row " + i + ": expected " + want.get(i) + ", got " + got.get(i)
+        : "row counts " + want.size() + " vs " + got.size();
+    results.mismatch(query + " under " + manager + " (round " + round + ") differs from the first run ("
+        + want.size() + " rows): " + first);
+    return "MISMATCH";
+  }
+
+  private SparkSession start(String manager) {
+    boolean slip = manager.startsWith("slipstream-");
+    int workerMb = options.executorMemoryMb();
+    SparkSession.Builder b = LocalCluster.builder("tpch-" + manager, slip ? LocalCluster.SLIPSTREAM : LocalCluster.SORT,
+            options.executors())
+        .master("local-cluster[" + options.executors() + "," + options.cores() + "," + workerMb + "]")
+        .config("spark.executor.memory", options.executorMemory())
+        .config("spark.sql.shuffle.partitions", Integer.toString(options.shufflePartitions()))
+        .config("spark.default.parallelism", Integer.toString(options.executors() * options.cores()))
+        // Executors report heap and direct-buffer peaks with each finished task.
+        .config("spark.executor.metrics.pollingInterval", "100ms");
+    if (slip) {
+      b.config("spark.slipstream.transport", manager.substring("slipstream-".length()));
+    }
+    if (options.jfrDir() != null) {
+      Path dir = options.jfrDir().resolve(manager).toAbsolutePath();
+      try {
+        Files.createDirectories(dir);
+      } catch (IOException e) {
+        throw new IllegalStateException("cannot create " + dir, e);
+      }
+      b.config("spark.executor.extraJavaOptions",
+          "-XX:StartFlightRecording=settings=profile,dumponexit=true,filename=" + dir + "/");
+    }
+    SparkSession spark = LocalCluster.start(b, options.executors());
+    spark.sparkContext().setLogLevel("WARN");
+    return spark;
+  }
+
+  static String fmt(double sf) {
+    return new java.math.BigDecimal(Double.toString(sf)).stripTrailingZeros().toPlainString();
+  }
+}
