@@ -166,7 +166,7 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   public boolean unregisterShuffle(int shuffleId) {
     ExecutorRuntime r = runtime;
     if (r != null) {
-      r.node().store().removeShuffle(shuffleId);
+      r.node().removeShuffle(shuffleId);
     }
     return true;
   }

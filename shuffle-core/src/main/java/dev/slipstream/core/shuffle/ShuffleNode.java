@@ -6,6 +6,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteFailure;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.PeerQueue;
+import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.RegisteredRegion;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
@@ -42,6 +43,9 @@ public final class ShuffleNode implements AutoCloseable {
   private final MemoryPool landingAccount;
   private final MapOutputStore store;
   private final LandingPool landing;
+  private final ByteBuffer landingMemory;
+  /** Per-shuffle registrations of the landing memory: each shuffle's writes carry its own key. */
+  private final ConcurrentHashMap<Integer, RegisteredRegion> shuffleLanding = new ConcurrentHashMap<>();
   private final BlockServer server;
   private final ScheduledExecutorService timer;
   private final ConcurrentHashMap<Long, PendingRequest> pending = new ConcurrentHashMap<>();
@@ -64,7 +68,8 @@ public final class ShuffleNode implements AutoCloseable {
     if (!landingAccount.tryReserve(config.landingBytes())) {
       throw new IllegalStateException("landing pool does not fit its own budget");
     }
-    RegisteredRegion region = transport.register(ByteBuffer.allocateDirect((int) config.landingBytes()));
+    this.landingMemory = ByteBuffer.allocateDirect((int) config.landingBytes());
+    RegisteredRegion region = transport.register(landingMemory);
     this.landing = new LandingPool(region);
     region.setSignalListener(this::onSignal);
     this.server = new BlockServer(transport, store, config.serverThreads(), name);
@@ -137,7 +142,15 @@ public final class ShuffleNode implements AutoCloseable {
   PendingRequest send(EndpointDescriptor holder, int shuffleId, List<ShuffleMessages.Entry> entries,
                       long lengthsOffset, long signalOffset) {
     long id = nextRequestId.getAndIncrement();
-    WriteRequest req = new WriteRequest(id, shuffleId, landing.descriptor(), lengthsOffset, signalOffset, entries);
+    RegionDescriptor target;
+    try {
+      target = landingFor(shuffleId);
+    } catch (TransportException e) {
+      PendingRequest failed = new PendingRequest(id, holder, signalOffset, entries.size(), System.nanoTime());
+      failed.done.completeExceptionally(e);
+      return failed;
+    }
+    WriteRequest req = new WriteRequest(id, shuffleId, target, lengthsOffset, signalOffset, entries);
     long deadline = System.nanoTime() + config.fetchTimeout().toNanos();
     PendingRequest p = new PendingRequest(id, holder, signalOffset, entries.size(), deadline);
     if (closed) {
@@ -165,6 +178,42 @@ public final class ShuffleNode implements AutoCloseable {
       fail(p, e);
     }
     return p;
+  }
+
+  /**
+   * The landing region as registered for one shuffle: the same memory as every other shuffle's,
+   * under its own region id and key, so a write still in flight for a shuffle that was
+   * unregistered is rejected by the transport and writes nothing.
+   */
+  public RegionDescriptor landingFor(int shuffleId) throws TransportException {
+    RegisteredRegion r = shuffleLanding.get(shuffleId);
+    if (r != null) {
+      return r.descriptor();
+    }
+    synchronized (shuffleLanding) {
+      r = shuffleLanding.get(shuffleId);
+      if (r == null) {
+        if (closed) {
+          throw new TransportException(TransportError.CLOSED, "shuffle node is closed");
+        }
+        r = transport.register(landingMemory.duplicate().clear());
+        r.setSignalListener(this::onSignal);
+        shuffleLanding.put(shuffleId, r);
+      }
+      return r.descriptor();
+    }
+  }
+
+  /** Frees a shuffle's map output and revokes its landing key. */
+  public void removeShuffle(int shuffleId) {
+    store.removeShuffle(shuffleId);
+    RegisteredRegion r;
+    synchronized (shuffleLanding) {
+      r = shuffleLanding.remove(shuffleId);
+    }
+    if (r != null) {
+      r.close();
+    }
   }
 
   /** Fails every request waiting on {@code holder} (it left the cluster). */
@@ -229,6 +278,10 @@ public final class ShuffleNode implements AutoCloseable {
     timer.shutdownNow();
     server.close();
     store.close();
+    synchronized (shuffleLanding) {
+      shuffleLanding.values().forEach(RegisteredRegion::close);
+      shuffleLanding.clear();
+    }
     landing.region().close();
     landingAccount.release(config.landingBytes());
     transport.close();

@@ -281,6 +281,27 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void lateWriteWithAnUnregisteredShufflesKeyIsRejectedAndWritesNothing() throws Exception {
+    writeOutput(holder, 11, 1L, new int[] {3000}, 11);
+    assertEquals(1, fetchAll(11, List.of(new BlockFetcher.RemoteBlock(new BlockId(11, 1L, 0), 3000))).size());
+    dev.slipstream.core.transport.RegionDescriptor old = reader.landingFor(11);
+    assertTrue(old.key() != reader.landingFor(12).key(), "each shuffle has its own key");
+    reader.removeShuffle(11);
+    java.nio.ByteBuffer before = java.nio.ByteBuffer.allocate(64);
+    before.put(reader.landing().region().buffer().limit(64)).flip();
+    java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+        () -> holder.transport().connect(reader.localEndpoint())
+            .write(java.nio.ByteBuffer.wrap(new byte[64]).put(0, (byte) 7), old.at(0)).get(5, java.util.concurrent.TimeUnit.SECONDS));
+    assertEquals(dev.slipstream.core.transport.TransportError.UNKNOWN_REGION,
+        ((dev.slipstream.core.transport.TransportException) e.getCause()).error());
+    assertEquals(before, reader.landing().region().buffer().limit(64), "landing memory unchanged");
+    // A new request for the same shuffle id registers a fresh key and works.
+    writeOutput(holder, 11, 2L, new int[] {500}, 12);
+    assertEquals(1, fetchAll(11, List.of(new BlockFetcher.RemoteBlock(new BlockId(11, 2L, 0), 500))).size());
+    assertTrue(reader.landingFor(11).key() != old.key());
+  }
+
+  @Test
   void closeReleasesAllRegisteredMemory() throws Exception {
     writeOutput(holder, 6, 1L, new int[] {50_000}, 5);
     holder.close();
