@@ -49,6 +49,7 @@ final class ExecutorRuntime implements AutoCloseable {
   private final RpcEndpointRef self;
   private final RpcEndpointRef driver;
   private final PeerInfo me;
+  private final SlipstreamMetricsSource metricsSource;
 
   ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
     this.env = env;
@@ -74,6 +75,8 @@ final class ExecutorRuntime implements AutoCloseable {
         this::metrics);
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
     this.driver = register();
+    this.metricsSource = new SlipstreamMetricsSource(this::metrics);
+    env.metricsSystem().registerSource(metricsSource);
   }
 
   /** Registers with the driver endpoint, retrying until it is up or the deadline passes. */
@@ -177,6 +180,11 @@ final class ExecutorRuntime implements AutoCloseable {
 
   @Override
   public void close() {
+    try {
+      env.metricsSystem().removeSource(metricsSource);
+    } catch (RuntimeException e) {
+      LOG.debug("Removing the metrics source: {}", e.toString());
+    }
     try {
       env.rpcEnv().stop(self);
     } catch (RuntimeException e) {

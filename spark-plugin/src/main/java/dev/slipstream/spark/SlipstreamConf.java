@@ -26,12 +26,19 @@ public final class SlipstreamConf {
       "Shuffles with at most this many partitions and no map-side combine serialize each record straight into its"
           + " partition's registered pages (one open stream per partition); others sort by partition first.");
 
+  public static final ConfigEntry<String> FALLBACK = ConfigEntry.choice("spark.slipstream.fallback", "sort",
+      java.util.List.of("sort", "fail"),
+      "What to do when the configuration asks for something Slipstream cannot serve (external shuffle service,"
+          + " dynamic allocation without shuffle tracking, shuffle-block migration on decommission): sort = log"
+          + " one warning and use Spark's sort shuffle; fail = refuse to start.");
+
   private final ConfigSource source;
   private final String transport;
   private final CoreConfig core;
   private final Duration registrationTimeout;
   private final Duration rpcTimeout;
   private final int directPartitionsMax;
+  private final String fallback;
 
   public SlipstreamConf(ConfigSource source, Transports transports) {
     this.source = source;
@@ -44,6 +51,36 @@ public final class SlipstreamConf {
     this.registrationTimeout = REGISTRATION_TIMEOUT.get(source);
     this.rpcTimeout = RPC_TIMEOUT.get(source);
     this.directPartitionsMax = DIRECT_PARTITIONS_MAX.get(source);
+    this.fallback = FALLBACK.get(source);
+  }
+
+  /**
+   * Why Slipstream cannot serve this configuration, or empty when it can. Map output lives in
+   * the executor's registered memory, so nothing that expects shuffle files on disk works.
+   */
+  public java.util.Optional<String> unsupported() {
+    java.util.List<String> why = new java.util.ArrayList<>();
+    if (flag("spark.shuffle.service.enabled")) {
+      why.add("spark.shuffle.service.enabled=true (the external shuffle service serves sort-shuffle files; "
+          + "Slipstream's map output lives in executor memory)");
+    }
+    if (flag("spark.dynamicAllocation.enabled") && !flag("spark.dynamicAllocation.shuffleTracking.enabled")) {
+      why.add("spark.dynamicAllocation.enabled=true without spark.dynamicAllocation.shuffleTracking.enabled=true "
+          + "(executors holding map output could be removed)");
+    }
+    if (flag("spark.decommission.enabled") && flag("spark.storage.decommission.shuffleBlocks.enabled")) {
+      why.add("spark.storage.decommission.shuffleBlocks.enabled=true (Slipstream's blocks cannot be migrated)");
+    }
+    return why.isEmpty() ? java.util.Optional.empty() : java.util.Optional.of(String.join("; ", why));
+  }
+
+  private boolean flag(String key) {
+    return source.get(key).map(v -> v.trim().equalsIgnoreCase("true")).orElse(false);
+  }
+
+  /** {@code sort} or {@code fail}. */
+  public String fallback() {
+    return fallback;
   }
 
   public static ConfigSource source(SparkConf conf) {

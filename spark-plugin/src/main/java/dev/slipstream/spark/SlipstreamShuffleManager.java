@@ -23,6 +23,7 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -48,6 +49,7 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   private final boolean localMode;
   private final CompletableFuture<Void> started = new CompletableFuture<>();
   private final ShuffleBlockResolver resolver = SparkShim.blockResolver();
+  private final ShuffleManager fallback;
   private volatile DriverEndpoint driverEndpoint;
   private volatile ExecutorRuntime runtime;
   private volatile boolean stopped;
@@ -59,9 +61,28 @@ public class SlipstreamShuffleManager implements ShuffleManager {
     this.isDriver = "driver".equals(sparkConf.get("spark.executor.id", ""));
     String master = sparkConf.get("spark.master", "");
     this.localMode = master.startsWith("local") && !master.startsWith("local-cluster");
+    java.util.Optional<String> unsupported = conf.unsupported();
+    if (unsupported.isPresent()) {
+      if ("fail".equals(conf.fallback())) {
+        throw new IllegalArgumentException("Slipstream cannot serve this configuration: " + unsupported.get()
+            + ". Change those settings, or set " + SlipstreamConf.FALLBACK.key() + "=sort to use Spark's sort shuffle instead.");
+      }
+      // Every process decides the same from the same SparkConf, so driver and executors agree.
+      LOG.warn("Slipstream cannot serve this configuration ({}); using Spark's sort shuffle instead. Set {}=fail to "
+          + "make this a start-up failure.", unsupported.get(), SlipstreamConf.FALLBACK.key());
+      this.fallback = new SortShuffleManager(sparkConf);
+      started.complete(null);
+      return;
+    }
+    this.fallback = null;
     Thread t = new Thread(this::startUp, "slipstream-startup");
     t.setDaemon(true);
     t.start();
+  }
+
+  /** True when this manager hands everything to Spark's sort shuffle (see {@link SlipstreamConf#unsupported()}). */
+  public boolean isFallback() {
+    return fallback != null;
   }
 
   private void startUp() {
@@ -142,6 +163,9 @@ public class SlipstreamShuffleManager implements ShuffleManager {
 
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
+    if (fallback != null) {
+      return fallback.registerShuffle(shuffleId, dependency);
+    }
     return new SlipstreamShuffleHandle<>(shuffleId, dependency);
   }
 
@@ -149,6 +173,9 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   @SuppressWarnings("unchecked")
   public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
                                               ShuffleWriteMetricsReporter metrics) {
+    if (fallback != null) {
+      return fallback.getWriter(handle, mapId, context, metrics);
+    }
     return new SlipstreamShuffleWriter<>((SlipstreamShuffleHandle<K, V, Object>) handle, mapId, context, metrics, runtime(),
         conf.directPartitionsMax());
   }
@@ -158,12 +185,18 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
                                               int startPartition, int endPartition, TaskContext context,
                                               ShuffleReadMetricsReporter metrics) {
+    if (fallback != null) {
+      return fallback.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+    }
     return new SlipstreamShuffleReader<>((SlipstreamShuffleHandle<K, ?, C>) handle, startMapIndex, endMapIndex,
         startPartition, endPartition, context, metrics, runtime());
   }
 
   @Override
   public boolean unregisterShuffle(int shuffleId) {
+    if (fallback != null) {
+      return fallback.unregisterShuffle(shuffleId);
+    }
     ExecutorRuntime r = runtime;
     if (r != null) {
       r.node().removeShuffle(shuffleId);
@@ -173,12 +206,19 @@ public class SlipstreamShuffleManager implements ShuffleManager {
 
   @Override
   public ShuffleBlockResolver shuffleBlockResolver() {
+    if (fallback != null) {
+      return fallback.shuffleBlockResolver();
+    }
     return resolver;
   }
 
   @Override
   public void stop() {
     stopped = true;
+    if (fallback != null) {
+      fallback.stop();
+      return;
+    }
     ExecutorRuntime r = runtime;
     runtime = null;
     if (r != null) {

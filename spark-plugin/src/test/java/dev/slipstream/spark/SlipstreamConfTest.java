@@ -62,4 +62,41 @@ class SlipstreamConfTest {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new SlipstreamShuffleManager(sc));
     assertTrue(e.getMessage().contains("got 'nope'"), e.getMessage());
   }
+
+  @Test
+  void externalShuffleServiceFallsBackToSortWithTheReason() {
+    SparkConf sc = new SparkConf(false).set("spark.shuffle.service.enabled", "true");
+    SlipstreamShuffleManager m = new SlipstreamShuffleManager(sc);
+    try {
+      assertTrue(m.isFallback());
+      assertTrue(m.shuffleBlockResolver() instanceof org.apache.spark.shuffle.IndexShuffleBlockResolver);
+      assertTrue(m.conf().unsupported().get().contains("spark.shuffle.service.enabled=true"));
+    } finally {
+      m.stop();
+    }
+  }
+
+  @Test
+  void fallbackCanBeAStartUpFailure() {
+    SparkConf sc = new SparkConf(false).set("spark.dynamicAllocation.enabled", "true")
+        .set("spark.slipstream.fallback", "fail");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new SlipstreamShuffleManager(sc));
+    assertTrue(e.getMessage().contains("spark.dynamicAllocation.enabled=true without spark.dynamicAllocation"
+        + ".shuffleTracking.enabled=true"), e.getMessage());
+    assertTrue(e.getMessage().contains("spark.slipstream.fallback=sort"), e.getMessage());
+  }
+
+  @Test
+  void dynamicAllocationWithShuffleTrackingIsServed() {
+    SlipstreamConf c = conf(Map.of("spark.dynamicAllocation.enabled", "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled", "true"));
+    assertTrue(c.unsupported().isEmpty());
+  }
+
+  @Test
+  void unknownFallbackValueListsTheChoices() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.fallback", "maybe")));
+    assertEquals("spark.slipstream.fallback: got 'maybe', expected one of [sort, fail]", e.getMessage());
+  }
 }
