@@ -35,13 +35,35 @@ class ShuffleLifecycleIT {
   }
 
   @Test
-  void unregisterShuffleFreesMapOutputOnEveryExecutor() {
+  void unregisterShuffleFreesMapOutputOnEveryExecutor() throws Exception {
     // A map-output budget of one segment: part of the output spills to files, which must go too.
     SparkSession spark = LocalCluster.start(LocalCluster.builder("lifecycle", LocalCluster.SLIPSTREAM, 2)
         .config("spark.slipstream.mapOutput.memoryBytes", "8m"), 2);
+    java.util.concurrent.atomic.AtomicLong written = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong recordsWritten = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong writeTime = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong remoteRead = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong recordsRead = new java.util.concurrent.atomic.AtomicLong();
+    spark.sparkContext().addSparkListener(new org.apache.spark.scheduler.SparkListener() {
+      @Override
+      public void onTaskEnd(org.apache.spark.scheduler.SparkListenerTaskEnd end) {
+        if (end.taskMetrics() != null) {
+          written.addAndGet(end.taskMetrics().shuffleWriteMetrics().bytesWritten());
+          recordsWritten.addAndGet(end.taskMetrics().shuffleWriteMetrics().recordsWritten());
+          writeTime.addAndGet(end.taskMetrics().shuffleWriteMetrics().writeTime());
+          remoteRead.addAndGet(end.taskMetrics().shuffleReadMetrics().remoteBytesRead());
+          recordsRead.addAndGet(end.taskMetrics().shuffleReadMetrics().recordsRead());
+        }
+      }
+    });
     try {
       JavaPairRDD<Integer, Long> r = shuffled(spark, 200_000);
       assertEquals(1000, r.count());
+      spark.sparkContext().listenerBus().waitUntilEmpty();
+      assertTrue(written.get() > 0 && recordsWritten.get() > 0 && writeTime.get() > 0,
+          "shuffle write metrics: bytes " + written + ", records " + recordsWritten + ", time " + writeTime);
+      assertTrue(remoteRead.get() > 0 && recordsRead.get() > 0,
+          "shuffle read metrics: remote bytes " + remoteRead + ", records " + recordsRead);
       Map<String, Map<String, Long>> before = LocalCluster.executorMetrics();
       assertEquals(2, before.size());
       long outputs = before.values().stream().mapToLong(m -> m.get("mapOutput.count")).sum();
@@ -74,6 +96,10 @@ class ShuffleLifecycleIT {
       node = m.nodeForTesting();
       assertTrue(node.transport().registeredRegionCount() > 0, "landing and map-output memory are registered");
       assertTrue(m.localMetrics().get("mapOutput.count") > 0);
+      var sources = SparkEnv.get().metricsSystem().getSourcesByName("slipstream");
+      assertEquals(1, sources.size(), "Slipstream registers one metrics source");
+      com.codahale.metrics.Gauge<?> g = sources.head().metricRegistry().getGauges().get("memory.registered");
+      assertTrue(((Long) g.getValue()) > 0, "registered memory is reported through Spark's metrics system");
     } finally {
       spark.stop();
     }

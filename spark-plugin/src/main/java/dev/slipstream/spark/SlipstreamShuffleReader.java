@@ -136,7 +136,12 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     SerializerManager serializerManager = SparkEnv.get().serializerManager();
     SerializerInstance ser = dep.serializer().newInstance();
     RecordIterator records = new RecordIterator(local, fetcher, sources, serializerManager, ser);
-    context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> records.closeCurrent());
+    context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> {
+      records.closeCurrent();
+      // The reporter Spark hands readers is a temporary one; fold it into the task's metrics
+      // (idempotent: it sets from the temporaries), also when the task stops reading early.
+      ctx.taskMetrics().mergeShuffleReadMetrics();
+    });
 
     scala.collection.Iterator<Product2<Object, Object>> it =
         new InterruptibleIterator<>(context, (scala.collection.Iterator) Scala.toScala(records));
@@ -194,6 +199,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
         while (current == null || !current.hasNext()) {
           closeCurrent();
           if (!openNext()) {
+            context.taskMetrics().mergeShuffleReadMetrics();
             return false;
           }
         }
