@@ -18,6 +18,8 @@ public final class TransportMetrics {
   private final LongAdder messagesReceived = new LongAdder();
   private final LongAdder rejected = new LongAdder();
   private final LongAdder failed = new LongAdder();
+  private final LongAdder authenticated = new LongAdder();
+  private final LongAdder authFailures = new LongAdder();
 
   public void onWriteCompleted(long bytes) {
     bytesWritten.add(bytes);
@@ -51,6 +53,16 @@ public final class TransportMetrics {
     failed.increment();
   }
 
+  /** A connection (inbound or outbound) that completed mutual authentication. */
+  public void onAuthenticated() {
+    authenticated.increment();
+  }
+
+  /** A connection (inbound or outbound) refused or closed because authentication failed. */
+  public void onAuthFailed() {
+    authFailures.increment();
+  }
+
   public long bytesWritten() { return bytesWritten.sum(); }
   public long writes() { return writes.sum(); }
   public long signals() { return signals.sum(); }
@@ -60,12 +72,15 @@ public final class TransportMetrics {
   public long messagesReceived() { return messagesReceived.sum(); }
   public long rejected() { return rejected.sum(); }
   public long failed() { return failed.sum(); }
+  public long authenticated() { return authenticated.sum(); }
+  public long authFailures() { return authFailures.sum(); }
 
   @Override
   public String toString() {
     return "bytesWritten=" + bytesWritten() + " writes=" + writes() + " signals=" + signals()
         + " messagesSent=" + messagesSent() + " bytesReceived=" + bytesReceived()
         + " writesReceived=" + writesReceived() + " messagesReceived=" + messagesReceived()
-        + " rejected=" + rejected() + " failed=" + failed();
+        + " rejected=" + rejected() + " failed=" + failed() + " authenticated=" + authenticated()
+        + " authFailures=" + authFailures();
   }
 }

@@ -60,6 +60,14 @@ final class FrameReader {
     return b;
   }
 
+  /** Exactly {@code n} bytes (a fixed-size field such as a nonce or a MAC). */
+  byte[] getFixed(String field, int n) throws TransportException {
+    need(n, field);
+    byte[] b = new byte[n];
+    in.readBytes(b);
+    return b;
+  }
+
   /** A reader for the rest of the frame in the descriptor codec's format. */
   WireReader restAsWire() {
     WireReader r = new WireReader(in.nioBuffer(in.readerIndex(), in.readableBytes()));

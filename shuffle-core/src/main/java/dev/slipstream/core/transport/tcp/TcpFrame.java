@@ -9,6 +9,7 @@ import dev.slipstream.core.wire.WireWriter;
 import io.netty.buffer.ByteBuf;
 import io.netty.util.ReferenceCounted;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.Objects;
 
 /**
@@ -120,7 +121,8 @@ sealed interface TcpFrame {
       return TcpFrameType.HELLO;
     }
 
-    private byte[] encoded() {
+    /** The descriptor codec's encoding of {@code endpoint}, as HELLO and AUTH_HELLO carry it. */
+    static byte[] encode(EndpointDescriptor endpoint) {
       WireWriter w = new WireWriter(64);
       endpoint.encode(w);
       return w.toByteArray();
@@ -128,12 +130,12 @@ sealed interface TcpFrame {
 
     @Override
     public int fieldsLength() {
-      return encoded().length;
+      return encode(endpoint).length;
     }
 
     @Override
     public void encodeFields(ByteBuf out) {
-      out.writeBytes(encoded());
+      out.writeBytes(encode(endpoint));
     }
 
     static Hello decode(FrameReader in) throws TransportException {
@@ -390,6 +392,133 @@ sealed interface TcpFrame {
       String message = new String(in.getBytes("error message", MAX_MESSAGE_BYTES), StandardCharsets.UTF_8);
       in.expectEnd();
       return new ErrorReply(seq, code, message);
+    }
+  }
+
+  /**
+   * First frame of an authenticated connection, instead of {@link Hello}: the client's nonce and
+   * its endpoint (the identity its proof will cover). See {@link TcpAuth}.
+   */
+  record AuthHello(byte[] clientNonce, EndpointDescriptor endpoint) implements TcpFrame {
+    public AuthHello {
+      TcpAuth.checkLength(clientNonce, TcpAuth.NONCE_LENGTH, "client nonce");
+      Objects.requireNonNull(endpoint, "endpoint");
+    }
+
+    @Override
+    public TcpFrameType type() {
+      return TcpFrameType.AUTH_HELLO;
+    }
+
+    @Override
+    public int fieldsLength() {
+      return TcpAuth.NONCE_LENGTH + Hello.encode(endpoint).length;
+    }
+
+    @Override
+    public void encodeFields(ByteBuf out) {
+      out.writeBytes(clientNonce).writeBytes(Hello.encode(endpoint));
+    }
+
+    static AuthHello decode(FrameReader in) throws TransportException {
+      byte[] nonce = in.getFixed("client nonce", TcpAuth.NONCE_LENGTH);
+      WireReader w = in.restAsWire();
+      EndpointDescriptor e = EndpointDescriptor.decode(w);
+      w.expectEnd("AUTH_HELLO frame");
+      return new AuthHello(nonce, e);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof AuthHello a && Arrays.equals(clientNonce, a.clientNonce) && endpoint.equals(a.endpoint);
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(clientNonce) * 31 + endpoint.hashCode();
+    }
+  }
+
+  /** The receiver's answer to AUTH_HELLO: its nonce and its proof that it holds the secret. */
+  record AuthChallenge(byte[] serverNonce, byte[] serverProof) implements TcpFrame {
+    static final int FIELDS_LENGTH = TcpAuth.NONCE_LENGTH + TcpAuth.PROOF_LENGTH;
+
+    public AuthChallenge {
+      TcpAuth.checkLength(serverNonce, TcpAuth.NONCE_LENGTH, "server nonce");
+      TcpAuth.checkLength(serverProof, TcpAuth.PROOF_LENGTH, "server proof");
+    }
+
+    @Override
+    public TcpFrameType type() {
+      return TcpFrameType.AUTH_CHALLENGE;
+    }
+
+    @Override
+    public int fieldsLength() {
+      return FIELDS_LENGTH;
+    }
+
+    @Override
+    public void encodeFields(ByteBuf out) {
+      out.writeBytes(serverNonce).writeBytes(serverProof);
+    }
+
+    static AuthChallenge decode(FrameReader in) throws TransportException {
+      AuthChallenge c = new AuthChallenge(in.getFixed("server nonce", TcpAuth.NONCE_LENGTH),
+          in.getFixed("server proof", TcpAuth.PROOF_LENGTH));
+      in.expectEnd();
+      return c;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof AuthChallenge c && Arrays.equals(serverNonce, c.serverNonce)
+          && Arrays.equals(serverProof, c.serverProof);
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(serverNonce) * 31 + Arrays.hashCode(serverProof);
+    }
+  }
+
+  /** The client's proof that it holds the secret; operations may follow it. */
+  record AuthProof(byte[] clientProof) implements TcpFrame {
+    static final int FIELDS_LENGTH = TcpAuth.PROOF_LENGTH;
+
+    public AuthProof {
+      TcpAuth.checkLength(clientProof, TcpAuth.PROOF_LENGTH, "client proof");
+    }
+
+    @Override
+    public TcpFrameType type() {
+      return TcpFrameType.AUTH_PROOF;
+    }
+
+    @Override
+    public int fieldsLength() {
+      return FIELDS_LENGTH;
+    }
+
+    @Override
+    public void encodeFields(ByteBuf out) {
+      out.writeBytes(clientProof);
+    }
+
+    static AuthProof decode(FrameReader in) throws TransportException {
+      AuthProof p = new AuthProof(in.getFixed("client proof", TcpAuth.PROOF_LENGTH));
+      in.expectEnd();
+      return p;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof AuthProof p && Arrays.equals(clientProof, p.clientProof);
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(clientProof);
     }
   }
 

@@ -23,11 +23,21 @@ final class TcpFrameDecoder extends ByteToMessageDecoder {
   /** The stream could not be decoded; {@code error} says what was got and what was expected. */
   record DecodeFailure(TransportException error) {}
 
-  private final int maxFrameBytes;
+  private int maxFrameBytes;
+  private String limitName = TcpConfig.MAX_FRAME_BYTES.key();
   private boolean failed;
 
   TcpFrameDecoder(int maxFrameBytes) {
     this.maxFrameBytes = maxFrameBytes;
+  }
+
+  /**
+   * Changes the largest frame accepted from now on (an unauthenticated peer gets a smaller
+   * limit); {@code name} says in error messages where the limit comes from.
+   */
+  void limit(int maxFrameBytes, String name) {
+    this.maxFrameBytes = maxFrameBytes;
+    this.limitName = name;
   }
 
   @Override
@@ -37,7 +47,7 @@ final class TcpFrameDecoder extends ByteToMessageDecoder {
       return;
     }
     try {
-      TcpFrame f = decodeFrame(in, maxFrameBytes);
+      TcpFrame f = decodeFrame(in, maxFrameBytes, limitName);
       if (f != null) {
         out.add(f);
       }
@@ -71,6 +81,11 @@ final class TcpFrameDecoder extends ByteToMessageDecoder {
    * @throws TransportException MALFORMED, BAD_VERSION or UNKNOWN_TYPE, naming got and expected
    */
   static TcpFrame decodeFrame(ByteBuf in, int maxFrameBytes) throws TransportException {
+    return decodeFrame(in, maxFrameBytes, TcpConfig.MAX_FRAME_BYTES.key());
+  }
+
+  /** As {@link #decodeFrame(ByteBuf, int)}; {@code limitName} names the limit in errors. */
+  static TcpFrame decodeFrame(ByteBuf in, int maxFrameBytes, String limitName) throws TransportException {
     int readable = in.readableBytes();
     if (readable < 4) {
       return null;
@@ -80,7 +95,7 @@ final class TcpFrameDecoder extends ByteToMessageDecoder {
     if (length < TcpFrame.HEADER_LENGTH || length > maxFrameBytes) {
       throw new TransportException(TransportError.MALFORMED, "frame length " + length + " outside ["
           + TcpFrame.HEADER_LENGTH + ", " + maxFrameBytes + "] (the length counts the whole frame; "
-          + "the maximum is " + TcpConfig.MAX_FRAME_BYTES.key() + ")");
+          + "the maximum is " + limitName + ")");
     }
     if (readable < TcpFrame.HEADER_LENGTH) {
       return null;

@@ -16,7 +16,10 @@ enum TcpFrameType {
   FETCH_ADD(0x14),
   SEND(0x15),
   ACK(0x16),
-  ERROR(0x17);
+  ERROR(0x17),
+  AUTH_HELLO(0x18),
+  AUTH_CHALLENGE(0x19),
+  AUTH_PROOF(0x1a);
 
   private static final TcpFrameType[] BY_ID = new TcpFrameType[256];
   private static final String KNOWN;
@@ -60,6 +63,9 @@ enum TcpFrameType {
       case SEND -> TcpFrame.Send.decode(in);
       case ACK -> TcpFrame.Ack.decode(in);
       case ERROR -> TcpFrame.ErrorReply.decode(in);
+      case AUTH_HELLO -> TcpFrame.AuthHello.decode(in);
+      case AUTH_CHALLENGE -> TcpFrame.AuthChallenge.decode(in);
+      case AUTH_PROOF -> TcpFrame.AuthProof.decode(in);
     };
   }
 }

@@ -7,6 +7,9 @@ import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.TransportMetrics;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
+import dev.slipstream.core.transport.tcp.TcpFrame.AuthChallenge;
+import dev.slipstream.core.transport.tcp.TcpFrame.AuthHello;
+import dev.slipstream.core.transport.tcp.TcpFrame.AuthProof;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
 import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
 import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
@@ -25,6 +28,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.util.ReferenceCountUtil;
+import io.netty.util.concurrent.ScheduledFuture;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.Objects;
@@ -32,6 +36,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -48,6 +53,12 @@ import org.slf4j.LoggerFactory;
  * the outbox in order and flushes once: posting never blocks and concurrent posts batch into one
  * socket flush. The connection is opened asynchronously; frames wait in the outbox until the
  * HELLO has been written. Payloads are not copied: a frame wraps a view of the caller's buffer.
+ *
+ * <p>Authentication: with a {@link TcpAuth}, the connection opens with AUTH_HELLO instead, and
+ * frames wait in the outbox until the receiver's AUTH_CHALLENGE proof has checked and this
+ * queue's AUTH_PROOF is written. A wrong proof, any other reply first, or no challenge within the
+ * deadline fails every operation with AUTH_FAILED and closes the connection; nothing is sent to a
+ * receiver that has not proved it holds the secret.
  *
  * <p>Completion: ACK completes the operation's future normally (fetchAdd with the old value),
  * ERROR completes it with a TransportException carrying the receiver's code and message. When
@@ -81,14 +92,26 @@ final class TcpPeerQueue implements PeerQueue {
   private final AtomicReference<TransportException> closedCause = new AtomicReference<>();
   private final Runnable drainTask = this::drain;
   private final ChannelFuture connectFuture;
+  /** Null when no shared secret is configured. */
+  private final TcpAuth auth;
   private volatile Channel channel;
-  /** Event loop only: the HELLO went out, frames may follow. */
+  /** Event loop only: the HELLO went out (or authentication completed), frames may follow. */
   private boolean helloSent;
+  /** Event loop only: this side's nonce while authentication is in progress. */
+  private byte[] clientNonce;
+  private ScheduledFuture<?> authDeadline;
   private volatile Throwable lastCause;
 
   /** Starts connecting to {@code address}; operations may be posted at once. */
   TcpPeerQueue(Bootstrap template, InetSocketAddress address, EndpointDescriptor peer,
                EndpointDescriptor local, TransportMetrics metrics, int maxFrameBytes) {
+    this(template, address, peer, local, metrics, maxFrameBytes, null);
+  }
+
+  /** As above; with {@code auth} non-null the connection authenticates before any operation. */
+  TcpPeerQueue(Bootstrap template, InetSocketAddress address, EndpointDescriptor peer,
+               EndpointDescriptor local, TransportMetrics metrics, int maxFrameBytes, TcpAuth auth) {
+    this.auth = auth;
     this.peer = peer;
     this.local = local;
     this.metrics = metrics;
@@ -322,17 +345,66 @@ final class TcpPeerQueue implements PeerQueue {
   private final class Responses extends ChannelInboundHandlerAdapter {
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
-      ctx.write(new Hello(local));
-      helloSent = true;
-      drain();
-      ctx.flush();
+      if (auth == null) {
+        ctx.write(new Hello(local));
+        helloSent = true;
+        drain();
+        ctx.flush();
+      } else {
+        clientNonce = auth.newNonce();
+        ctx.writeAndFlush(new AuthHello(clientNonce, local));
+        long ms = auth.timeout().toMillis();
+        authDeadline = ctx.executor().schedule(() -> {
+          if (!helloSent) {
+            authFailed(ctx, "peer " + peer + " did not answer authentication within " + ms + " ms ("
+                + TcpConfig.CONNECT_TIMEOUT.key() + "), expected AUTH_CHALLENGE");
+          }
+        }, ms, TimeUnit.MILLISECONDS);
+      }
       ctx.fireChannelActive();
+    }
+
+    /** Before authentication completed: only AUTH_CHALLENGE (or the receiver's ERROR(0)) is expected. */
+    private void authenticate(ChannelHandlerContext ctx, Object msg) {
+      if (msg instanceof AuthChallenge c) {
+        byte[] expected = auth.serverProof(clientNonce, c.serverNonce(), local);
+        if (!TcpAuth.matches(expected, c.serverProof())) {
+          authFailed(ctx, "peer " + peer + " did not prove it holds the shared secret: its AUTH_CHALLENGE proof does"
+              + " not match (the two sides have different spark.authenticate secrets)");
+          return;
+        }
+        ctx.write(new AuthProof(auth.clientProof(clientNonce, c.serverNonce(), local)));
+        helloSent = true;
+        authDeadline.cancel(false);
+        metrics.onAuthenticated();
+        drain();
+        ctx.flush();
+      } else if (msg instanceof ErrorReply e && e.seq() == 0) {
+        if (e.code() == TransportError.AUTH_FAILED.code()) {
+          metrics.onAuthFailed();
+        }
+        failConnection(ctx, new TransportException(TransportError.fromCode(e.code()),
+            "peer " + peer + " refused the connection: " + e.message()));
+      } else if (msg instanceof DecodeFailure d) {
+        authFailed(ctx, "undecodable reply from " + peer + " before authentication completed: "
+            + TcpFrame.detail(d.error()));
+      } else {
+        authFailed(ctx, "got a " + ((TcpFrame) msg).type() + " frame from " + peer
+            + " before authentication completed, expected AUTH_CHALLENGE (does it have spark.authenticate on?)");
+      }
+    }
+
+    private void authFailed(ChannelHandlerContext ctx, String message) {
+      metrics.onAuthFailed();
+      failConnection(ctx, new TransportException(TransportError.AUTH_FAILED, message));
     }
 
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
       try {
-        if (msg instanceof Ack a) {
+        if (auth != null && !helloSent) {
+          authenticate(ctx, msg);
+        } else if (msg instanceof Ack a) {
           Pending p = outstanding.remove(a.seq());
           if (p != null) {
             succeed(p, a.value());
@@ -341,6 +413,9 @@ final class TcpPeerQueue implements PeerQueue {
           }
         } else if (msg instanceof ErrorReply e) {
           if (e.seq() == 0) {
+            if (e.code() == TransportError.AUTH_FAILED.code()) {
+              metrics.onAuthFailed();
+            }
             failConnection(ctx, new TransportException(TransportError.fromCode(e.code()),
                 "peer " + peer + " closed the connection: " + e.message()));
             return;
@@ -364,6 +439,9 @@ final class TcpPeerQueue implements PeerQueue {
 
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
+      if (authDeadline != null) {
+        authDeadline.cancel(false);
+      }
       shutdown(new TransportException(TransportError.PEER_LOST, "connection to " + peer + " lost"
           + causeSuffix(lastCause)));
       ctx.fireChannelInactive();

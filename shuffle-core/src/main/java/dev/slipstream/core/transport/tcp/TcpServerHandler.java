@@ -8,6 +8,9 @@ import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.TransportMetrics;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
+import dev.slipstream.core.transport.tcp.TcpFrame.AuthChallenge;
+import dev.slipstream.core.transport.tcp.TcpFrame.AuthHello;
+import dev.slipstream.core.transport.tcp.TcpFrame.AuthProof;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
 import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
 import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
@@ -25,7 +28,9 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelPipeline;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
 import io.netty.util.ReferenceCountUtil;
+import io.netty.util.concurrent.ScheduledFuture;
 import java.io.IOException;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -45,6 +50,12 @@ import org.slf4j.LoggerFactory;
  * applied (with a volatile read-modify-write) only after the data before it. Listeners and the
  * message handler run on that thread after the memory is written and outside any region access.
  * Ownership: inbound frames are released here.
+ *
+ * <p>Authentication: with a {@link TcpAuth} (a shared secret is configured), the connection must
+ * open with AUTH_HELLO, and nothing is acted on until the client's AUTH_PROOF has checked; any
+ * other frame, a wrong proof, or no proof within the deadline is answered with
+ * ERROR(0, AUTH_FAILED) and the connection is closed, with nothing written. Until then frames
+ * may be at most {@link TcpAuth#MAX_FRAME_BEFORE_AUTH} bytes.
  */
 final class TcpServerHandler extends ChannelInboundHandlerAdapter {
   private static final Logger LOG = LoggerFactory.getLogger(TcpServerHandler.class);
@@ -53,26 +64,59 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
   private final TransportMetrics metrics;
   private final Supplier<MessageHandler> handler;
   private final String local;
+  /** Null when no shared secret is configured (connections open with a plain HELLO). */
+  private final TcpAuth auth;
+  private int maxFrameBytes;
 
-  /** The peer, from its HELLO; null until then. */
+  /** The peer, from its HELLO (or once its AUTH_PROOF checked); null until then: nothing is acted on. */
   private EndpointDescriptor peer;
+  /** Authentication in progress: what AUTH_HELLO claimed, and both nonces (null before AUTH_HELLO). */
+  private EndpointDescriptor claimed;
+  private byte[] clientNonce;
+  private byte[] serverNonce;
+  private ScheduledFuture<?> authDeadline;
   /** While the parts of a rejected multi-part write still arrive: its seq (one ERROR per op). */
   private boolean skippingRejected;
   private long rejectedSeq;
   private boolean failed;
 
   TcpServerHandler(RegionTable regions, TransportMetrics metrics, Supplier<MessageHandler> handler, String local) {
+    this(regions, metrics, handler, local, null);
+  }
+
+  /** @param auth the shared-secret check every connection must pass first, or null for none */
+  TcpServerHandler(RegionTable regions, TransportMetrics metrics, Supplier<MessageHandler> handler, String local,
+                   TcpAuth auth) {
     this.regions = regions;
     this.metrics = metrics;
     this.handler = handler;
     this.local = local;
+    this.auth = auth;
   }
 
   /** Installs the server side of a connection: decoder, encoder, this handler. */
   static void initPipeline(ChannelPipeline p, int maxFrameBytes, TcpServerHandler handler) {
-    p.addLast("decoder", new TcpFrameDecoder(maxFrameBytes));
+    TcpFrameDecoder decoder = new TcpFrameDecoder(maxFrameBytes);
+    handler.maxFrameBytes = maxFrameBytes;
+    if (handler.auth != null) {
+      decoder.limit(Math.min(maxFrameBytes, TcpAuth.MAX_FRAME_BEFORE_AUTH), "the limit before authentication completes");
+    }
+    p.addLast("decoder", decoder);
     p.addLast("encoder", TcpFrameEncoder.INSTANCE);
     p.addLast("receiver", handler);
+  }
+
+  @Override
+  public void handlerAdded(ChannelHandlerContext ctx) {
+    if (auth != null) {
+      long ms = auth.timeout().toMillis();
+      authDeadline = ctx.executor().schedule(() -> {
+        if (peer == null && !failed) {
+          rejectAuth(ctx, "no authentication within " + ms + " ms (" + TcpConfig.CONNECT_TIMEOUT.key()
+              + "), expected AUTH_HELLO and AUTH_PROOF");
+        }
+      }, ms, TimeUnit.MILLISECONDS);
+    }
   }
 
   @Override
@@ -82,10 +126,19 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
         return;
       }
       if (msg instanceof DecodeFailure f) {
-        rejectConnection(ctx, f.error());
+        if (auth != null && peer == null) {
+          rejectAuth(ctx, "undecodable frame before authentication completed: " + TcpFrame.detail(f.error()));
+        } else {
+          rejectConnection(ctx, f.error());
+        }
       } else if (peer == null) {
-        if (msg instanceof Hello h) {
+        if (auth != null) {
+          authenticate(ctx, (TcpFrame) msg);
+        } else if (msg instanceof Hello h) {
           peer = h.endpoint();
+        } else if (msg instanceof AuthHello h) {
+          rejectAuth(ctx, "client " + h.endpoint() + " asks to authenticate, but this transport has no shared secret"
+              + " (spark.authenticate is off here; it must be on in every process or in none)");
         } else {
           rejectConnection(ctx, new TransportException(TransportError.MALFORMED,
               "got a " + ((TcpFrame) msg).type() + " frame first, expected HELLO"));
@@ -107,6 +160,40 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     } finally {
       ReferenceCountUtil.release(msg);
     }
+  }
+
+  /** One step of the handshake (see {@link TcpAuth}); acts on nothing else. */
+  private void authenticate(ChannelHandlerContext ctx, TcpFrame msg) {
+    if (clientNonce == null) {
+      if (msg instanceof AuthHello h) {
+        claimed = h.endpoint();
+        clientNonce = h.clientNonce();
+        serverNonce = auth.newNonce();
+        ctx.writeAndFlush(new AuthChallenge(serverNonce, auth.serverProof(clientNonce, serverNonce, claimed)));
+      } else if (msg instanceof Hello h) {
+        rejectAuth(ctx, "client " + h.endpoint() + " sent HELLO without authenticating, expected AUTH_HELLO: this"
+            + " transport requires the shared secret (spark.authenticate is on here)");
+      } else {
+        rejectAuth(ctx, "got a " + msg.type() + " frame before authentication, expected AUTH_HELLO");
+      }
+    } else if (msg instanceof AuthProof p) {
+      if (TcpAuth.matches(auth.clientProof(clientNonce, serverNonce, claimed), p.clientProof())) {
+        peer = claimed;
+        authDeadline.cancel(false);
+        ((TcpFrameDecoder) ctx.pipeline().get("decoder")).limit(maxFrameBytes, TcpConfig.MAX_FRAME_BYTES.key());
+        metrics.onAuthenticated();
+      } else {
+        rejectAuth(ctx, "client " + claimed + " did not prove it holds the shared secret: its AUTH_PROOF does not"
+            + " match (the two sides have different spark.authenticate secrets)");
+      }
+    } else {
+      rejectAuth(ctx, "got a " + msg.type() + " frame from " + claimed + " before its AUTH_PROOF, expected AUTH_PROOF");
+    }
+  }
+
+  private void rejectAuth(ChannelHandlerContext ctx, String message) {
+    metrics.onAuthFailed();
+    rejectConnection(ctx, new TransportException(TransportError.AUTH_FAILED, message));
   }
 
   private void write(ChannelHandlerContext ctx, long seq, Target dst, long length, long partOffset,
@@ -236,6 +323,21 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     LOG.warn("{} closes the connection from {}: {}", local, peer != null ? peer : ctx.channel().remoteAddress(),
         e.getMessage());
     ctx.writeAndFlush(ErrorReply.of(0, e)).addListener(ChannelFutureListener.CLOSE);
+  }
+
+  @Override
+  public void channelInactive(ChannelHandlerContext ctx) {
+    if (authDeadline != null) {
+      authDeadline.cancel(false);
+    }
+    if (auth != null && peer == null && !failed) {
+      failed = true;
+      metrics.onAuthFailed();
+      LOG.warn("{}: connection from {} closed before it authenticated{}", local, ctx.channel().remoteAddress(),
+          clientNonce == null ? "" : " (it left after this transport's AUTH_CHALLENGE: the client did not accept"
+              + " its proof, so the two sides likely have different spark.authenticate secrets)");
+    }
+    ctx.fireChannelInactive();
   }
 
   @Override

@@ -41,7 +41,9 @@ import org.slf4j.LoggerFactory;
  * {@code advertisedHost:spark.slipstream.tcp.port}; each peer queue is one outbound connection
  * that opens with a HELLO carrying this transport's endpoint. The receiving end
  * ({@link TcpServerHandler}) validates every operation and copies payloads straight from the
- * socket buffer into the registered region. The frame format is in docs/protocol-tcp.md.
+ * socket buffer into the registered region. The frame format is in docs/protocol-tcp.md. With a
+ * shared secret in the context, every connection, inbound and outbound, first passes the mutual
+ * challenge-response of {@link TcpAuth}; a peer without the secret can neither write nor send.
  *
  * <p>Threading: all methods are thread-safe; {@link #connect} and posting never wait for the
  * network. One event-loop group (daemon threads named {@code slipstream-tcp-<process>}) serves
@@ -67,11 +69,14 @@ final class TcpTransport implements Transport {
   private final Bootstrap clientTemplate;
   private final Channel server;
   private final EndpointDescriptor endpoint;
+  /** Null when no shared secret is configured. */
+  private final TcpAuth auth;
   private volatile MessageHandler handler;
 
   @SuppressWarnings("deprecation") // NioEventLoopGroup: deprecated in Netty 4.2, the one NIO group 4.1 has
   TcpTransport(TransportContext context, TcpConfig config) throws TransportException {
     this.config = config;
+    this.auth = context.secret().map(secret -> new TcpAuth(secret, config.connectTimeout())).orElse(null);
     this.group = new NioEventLoopGroup(config.ioThreads(),
         new DefaultThreadFactory("slipstream-tcp-" + context.processName(), true));
     this.clientTemplate = new Bootstrap().group(group).channel(NioSocketChannel.class)
@@ -91,7 +96,7 @@ final class TcpTransport implements Transport {
             ch.closeFuture().addListener(f -> inbound.remove(ch));
             String local = "tcp://" + new TcpAddress(host, ch.localAddress().getPort());
             TcpServerHandler.initPipeline(ch.pipeline(), config.maxFrameBytes(),
-                new TcpServerHandler(regions, metrics, () -> handler, local));
+                new TcpServerHandler(regions, metrics, () -> handler, local, auth));
           }
         });
     ChannelFuture bound = sb.bind(new InetSocketAddress(host, config.port())).awaitUninterruptibly();
@@ -103,7 +108,8 @@ final class TcpTransport implements Transport {
     this.server = bound.channel();
     int port = ((InetSocketAddress) server.localAddress()).getPort();
     this.endpoint = new EndpointDescriptor(TcpTransportProvider.NAME, new TcpAddress(host, port).toString(), null);
-    LOG.info("tcp transport listening at {} ({})", endpoint, config);
+    LOG.info("tcp transport listening at {} ({}, {})", endpoint, config,
+        auth == null ? "unauthenticated" : "connections authenticated with the shared secret");
   }
 
   @Override
@@ -145,7 +151,7 @@ final class TcpTransport implements Transport {
         return cur;
       }
       stale[0] = cur;
-      return new TcpPeerQueue(clientTemplate, address, peer, endpoint, metrics, config.maxFrameBytes());
+      return new TcpPeerQueue(clientTemplate, address, peer, endpoint, metrics, config.maxFrameBytes(), auth);
     });
     if (stale[0] != null) {
       stale[0].close();

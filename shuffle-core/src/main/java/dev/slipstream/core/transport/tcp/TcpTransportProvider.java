@@ -34,8 +34,12 @@ public final class TcpTransportProvider implements TransportProvider {
   }
 
   /**
-   * @throws TransportException UNAVAILABLE when Netty is missing, the port cannot be bound, or
-   *     authentication is requested (not implemented by tcp yet)
+   * With a shared secret in the context, every connection of the transport authenticates
+   * mutually with it ({@link TcpAuth}); without one, connections are unauthenticated and a peer
+   * that asks to authenticate is refused.
+   *
+   * @throws TransportException UNAVAILABLE when Netty is missing, the port cannot be bound, or the
+   *     shared secret is empty
    * @throws IllegalArgumentException for a bad {@link TcpConfig} value, naming the key
    */
   @Override
@@ -44,11 +48,9 @@ public final class TcpTransportProvider implements TransportProvider {
     if (!a.available()) {
       throw new TransportException(TransportError.UNAVAILABLE, "tcp transport is unavailable: " + a.reason());
     }
-    if (context.secret().isPresent()) {
-      // Refuse rather than silently accept unauthenticated writes into executor memory.
+    if (context.secret().isPresent() && context.secret().get().length == 0) {
       throw new TransportException(TransportError.UNAVAILABLE,
-          "tcp transport does not implement authentication yet, and a shared secret was given "
-              + "(spark.authenticate is on)");
+          "tcp transport: the shared secret (spark.authenticate) is empty, expected at least one byte");
     }
     return new TcpTransport(context, new TcpConfig(context.config()));
   }

@@ -8,6 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.bytes;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.failure;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.filled;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.frames;
 
 import dev.slipstream.core.config.ConfigSource;
 import dev.slipstream.core.transport.EndpointDescriptor;
@@ -40,7 +44,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeoutException;
@@ -64,21 +67,6 @@ class TcpTransportTest {
     return t;
   }
 
-  private static RegisteredRegion filled(Transport t, int length) throws TransportException {
-    ByteBuffer m = ByteBuffer.allocateDirect(length);
-    for (int i = 0; i < length; i++) {
-      m.put(i, (byte) 0x5a);
-    }
-    return t.register(m);
-  }
-
-  private static byte[] bytes(RegisteredRegion r) {
-    ByteBuffer b = r.buffer();
-    byte[] out = new byte[b.remaining()];
-    b.get(out);
-    return out;
-  }
-
   private static ByteBuffer pattern(int n) {
     ByteBuffer b = ByteBuffer.allocateDirect(n);
     for (int i = 0; i < n; i++) {
@@ -87,36 +75,10 @@ class TcpTransportTest {
     return b;
   }
 
-  private static TransportException failure(CompletableFuture<?> f) throws Exception {
-    try {
-      f.get(30, SECONDS);
-    } catch (ExecutionException e) {
-      return assertInstanceOf(TransportException.class, e.getCause());
-    } catch (TimeoutException e) {
-      throw new AssertionError("operation hung");
-    }
-    throw new AssertionError("operation succeeded, expected a failure");
-  }
-
   private Socket rawClient(Transport t) throws IOException {
-    TcpAddress a = TcpAddress.parse(t.localEndpoint().address());
-    Socket s = new Socket();
+    Socket s = TcpTestSupport.rawClient(t);
     resources.add(s);
-    s.connect(new InetSocketAddress(a.host(), a.port()), 10_000);
-    s.setSoTimeout(30_000);
     return s;
-  }
-
-  /** Every frame in {@code bytes}, decoded. */
-  private static List<TcpFrame> frames(byte[] bytes) throws TransportException {
-    ByteBuf in = Unpooled.wrappedBuffer(bytes);
-    List<TcpFrame> out = new ArrayList<>();
-    for (TcpFrame f; (f = TcpFrameDecoder.decodeFrame(in, Integer.MAX_VALUE)) != null; ) {
-      out.add(f);
-      ReferenceCountUtil.release(f);
-    }
-    assertFalse(in.isReadable(), "trailing bytes in the reply");
-    return out;
   }
 
   // ---------------------------------------------------------------- discovery and endpoint
@@ -139,14 +101,6 @@ class TcpTransportTest {
     assertEquals("127.0.0.1", a.host());
     assertTrue(a.port() > 0, "ephemeral port bound: " + e);
     assertEquals(e, EndpointDescriptor.fromBytes(e.toBytes()));
-  }
-
-  @Test
-  void refusesToRunWhenAuthenticationIsRequested() {
-    TransportContext ctx = new TransportContext(ConfigSource.empty(), "127.0.0.1", "auth", Optional.of(new byte[] {1}));
-    TransportException e = assertThrows(TransportException.class, () -> new TcpTransportProvider().create(ctx));
-    assertEquals(TransportError.UNAVAILABLE, e.error());
-    assertTrue(e.getMessage().contains("authentication"), e.getMessage());
   }
 
   @Test
