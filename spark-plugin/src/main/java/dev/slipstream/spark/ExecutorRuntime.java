@@ -162,6 +162,8 @@ final class ExecutorRuntime implements AutoCloseable {
     m.put("transport.writesReceived", t.writesReceived());
     m.put("transport.rejected", t.rejected());
     m.put("transport.failed", t.failed());
+    m.put("transport.authenticated", t.authenticated());
+    m.put("transport.authFailures", t.authFailures());
     m.put("requests.sent", node.requestsSent());
     m.put("requests.failed", node.requestsFailed());
     m.put("requests.served", node.requestsServed());

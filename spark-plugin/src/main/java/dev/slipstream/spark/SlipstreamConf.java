@@ -32,6 +32,14 @@ public final class SlipstreamConf {
           + " dynamic allocation without shuffle tracking, shuffle-block migration on decommission): sort = log"
           + " one warning and use Spark's sort shuffle; fail = refuse to start.");
 
+  /**
+   * Spark settings that ask for encrypted network traffic. Slipstream's tcp transport
+   * authenticates (spark.authenticate) but does not encrypt, so with either on it refuses to start
+   * rather than send shuffle blocks in plaintext.
+   */
+  static final java.util.List<String> ENCRYPTION_KEYS =
+      java.util.List.of("spark.network.crypto.enabled", "spark.authenticate.enableSaslEncryption");
+
   private final ConfigSource source;
   private final String transport;
   private final CoreConfig core;
@@ -47,11 +55,30 @@ public final class SlipstreamConf {
       throw new IllegalArgumentException(TRANSPORT.key() + ": got '" + t + "', expected one of " + transports.names());
     }
     this.transport = t;
+    refusePlaintext(source, t);
     this.core = new CoreConfig(source);
     this.registrationTimeout = REGISTRATION_TIMEOUT.get(source);
     this.rpcTimeout = RPC_TIMEOUT.get(source);
     this.directPartitionsMax = DIRECT_PARTITIONS_MAX.get(source);
     this.fallback = FALLBACK.get(source);
+  }
+
+  /** Never silent plaintext: encryption asked of Spark stops Slipstream's start, naming the way out. */
+  private static void refusePlaintext(ConfigSource source, String transport) {
+    if ("loopback".equals(transport)) {
+      return; // blocks never leave the JVM
+    }
+    for (String key : ENCRYPTION_KEYS) {
+      String v = source.get(key).orElse("false").trim();
+      if (v.equalsIgnoreCase("true")) {
+        throw new IllegalArgumentException(key + "=" + v + ": Spark is asked to encrypt its network traffic, but"
+            + " Slipstream's " + transport + " transport does not encrypt shuffle blocks and would send them in"
+            + " plaintext, so it refuses to start. Expected " + key + "=false with Slipstream (spark.authenticate=true"
+            + " alone is supported: connections are authenticated, not encrypted); or use Spark's sort shuffle"
+            + " (spark.shuffle.manager=sort), whose block transfers are encrypted; or encrypt the network below Spark"
+            + " (IPsec, WireGuard) and turn " + key + " off.");
+      }
+    }
   }
 
   /**

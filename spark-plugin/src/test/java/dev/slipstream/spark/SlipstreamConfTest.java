@@ -99,4 +99,29 @@ class SlipstreamConfTest {
         () -> conf(Map.of("spark.slipstream.fallback", "maybe")));
     assertEquals("spark.slipstream.fallback: got 'maybe', expected one of [sort, fail]", e.getMessage());
   }
+
+  @Test
+  void networkEncryptionRefusesToStartNamingTheSettingAndTheAlternatives() {
+    for (String key : SlipstreamConf.ENCRYPTION_KEYS) {
+      SparkConf sc = new SparkConf(false).set("spark.authenticate", "true").set(key, "true");
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new SlipstreamShuffleManager(sc));
+      assertTrue(e.getMessage().startsWith(key + "=true: Spark is asked to encrypt its network traffic, but Slipstream's"
+          + " tcp transport does not encrypt shuffle blocks and would send them in plaintext"), e.getMessage());
+      assertTrue(e.getMessage().contains("Expected " + key + "=false"), e.getMessage());
+      assertTrue(e.getMessage().contains("spark.shuffle.manager=sort"), e.getMessage());
+    }
+  }
+
+  @Test
+  void authenticationWithoutEncryptionStarts() {
+    SlipstreamConf c = conf(Map.of("spark.authenticate", "true", "spark.network.crypto.enabled", "false",
+        "spark.authenticate.enableSaslEncryption", "false"));
+    assertEquals("tcp", c.transport());
+  }
+
+  @Test
+  void loopbackNeverLeavesTheJvmSoEncryptionDoesNotStopIt() {
+    SlipstreamConf c = conf(Map.of("spark.slipstream.transport", "loopback", "spark.network.crypto.enabled", "true"));
+    assertEquals("loopback", c.transport());
+  }
 }

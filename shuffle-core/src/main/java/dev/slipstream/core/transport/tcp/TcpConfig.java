@@ -20,7 +20,8 @@ public final class TcpConfig {
           + "claiming more are rejected before anything is allocated.");
   public static final ConfigEntry<Duration> CONNECT_TIMEOUT = ConfigEntry.duration(
       "spark.slipstream.tcp.connectTimeout", "10s",
-      "How long opening a tcp connection to a peer may take before its operations fail with PEER_LOST.");
+      "How long opening a tcp connection to a peer may take before its operations fail with PEER_LOST; with"
+          + " spark.authenticate on, also how long the authentication handshake may take on either end (AUTH_FAILED).");
   public static final ConfigEntry<Integer> IO_THREADS = ConfigEntry.integer(
       "spark.slipstream.tcp.ioThreads", "0", 0, 256,
       "Event-loop threads of one tcp transport (serving inbound and outbound connections); "
