@@ -174,8 +174,18 @@ final class ExecutorRuntime implements AutoCloseable {
     m.put("memory.registered", node.registeredBytes());
     m.put("memory.mapOutputInUse", node.store().memoryInUse());
     m.put("memory.landingInUse", node.landing().used());
+    m.put("memory.landingPeak", node.landing().peak());
+    m.put("memory.landingBytes", node.landing().capacity());
+    m.put("process.pid", ProcessHandle.current().pid());
     m.put("mapOutput.count", (long) node.store().outputCount());
     m.put("mapOutput.spills", node.store().spills());
+    long files;
+    try {
+      files = node.store().spillFilesOnDisk();
+    } catch (IOException e) {
+      files = -1;
+    }
+    m.put("mapOutput.spillFiles", files);
     m.put("transport.regions", (long) node.transport().registeredRegionCount());
     return m;
   }

@@ -89,7 +89,9 @@ public class SlipstreamShuffleManager implements ShuffleManager {
     try {
       long deadline = System.nanoTime() + conf.registrationTimeout().toNanos();
       SparkEnv env;
-      while ((env = SparkEnv.get()) == null) {
+      // Wait for the SparkEnv that owns this manager: after a SparkContext failed during its
+      // construction, SparkEnv.get() can still return that failed context's environment.
+      while ((env = SparkEnv.get()) == null || env.shuffleManager() != this) {
         if (System.nanoTime() > deadline || stopped) {
           throw new IllegalStateException("SparkEnv did not appear within " + conf.registrationTimeout().toMillis() + " ms");
         }
