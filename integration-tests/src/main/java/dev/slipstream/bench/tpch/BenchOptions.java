@@ -38,7 +38,7 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         --shuffle-partitions N  spark.sql.shuffle.partitions (default 200, Spark's default)
         --data DIR            generated data, reused across runs (default data/tpch)
         --out DIR             report folder (default bench-out/tpch)
-        --jfr DIR             record a JFR profile of every executor into DIR/<manager>/
+        --jfr DIR             record a JFR profile (settings=default) of every executor into DIR/<manager>/
       """;
 
   public static BenchOptions defaults() {

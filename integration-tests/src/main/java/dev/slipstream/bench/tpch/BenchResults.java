@@ -24,8 +24,8 @@ public final class BenchResults {
   public static final double TARGET_MAX_QUERY_RATIO = 1.05;
 
   /** One query run. */
-  public record Run(String query, String manager, int round, boolean warmup, long wallMillis, int rows,
-      QueryMetrics metrics) {}
+  public record Run(String query, String manager, int round, boolean warmup, long startEpochMillis, long wallMillis,
+      int rows, QueryMetrics metrics) {}
 
   /** Statistics of one query under one manager over the measured rounds. */
   public record Stat(long medianMillis, long minMillis, long maxMillis, int n, QueryMetrics medianMetrics) {}
@@ -35,6 +35,7 @@ public final class BenchResults {
   private final List<String> managers;
   private final List<Run> runs = new ArrayList<>();
   private final List<String> mismatches = new ArrayList<>();
+  private String sparkVersion = "unknown";
 
   public BenchResults(BenchOptions options) {
     this.options = options;
@@ -52,6 +53,14 @@ public final class BenchResults {
 
   public List<String> managers() {
     return managers;
+  }
+
+  public synchronized void sparkVersion(String v) {
+    sparkVersion = v;
+  }
+
+  public synchronized String sparkVersion() {
+    return sparkVersion;
   }
 
   public synchronized void add(Run r) {

@@ -26,10 +26,6 @@ public final class ReportWriter {
     ChartWriter.write(r, out.resolve("tpch.png"));
   }
 
-  private static String sparkVersion() {
-    return org.apache.spark.package$.MODULE$.SPARK_VERSION();
-  }
-
   private static String mb(long bytes) {
     return String.format(Locale.ROOT, "%.1f", bytes / 1048576.0);
   }
@@ -107,7 +103,7 @@ public final class ReportWriter {
     sb.append(String.format(Locale.ROOT,
         "%s. Spark %s, local-cluster with %d executors x %d core(s), %s heap each, spark.sql.shuffle.partitions=%d, "
             + "%d warm-up + %d measured rounds (median, min-max). Machine: %s. Load average before %s, after %s.%n%n",
-        when, sparkVersion(), o.executors(), o.cores(), o.executorMemory(), o.shufflePartitions(), o.warmups(), o.reps(),
+        when, r.sparkVersion(), o.executors(), o.cores(), o.executorMemory(), o.shufflePartitions(), o.warmups(), o.reps(),
         machine.summary(), before, after));
     if (!r.mismatches().isEmpty()) {
       sb.append("**RESULT MISMATCH, run failed:**\n\n");
@@ -164,7 +160,7 @@ public final class ReportWriter {
     BenchOptions o = r.options();
     Json j = new Json();
     j.open('{');
-    j.field("benchmark", "tpch").field("finished", when).field("sparkVersion", sparkVersion())
+    j.field("benchmark", "tpch").field("finished", when).field("sparkVersion", r.sparkVersion())
         .field("scaleFactor", o.scaleFactor()).field("data", data.toAbsolutePath().toString());
     j.key("options").open('{').field("executors", o.executors()).field("coresPerExecutor", o.cores())
         .field("executorMemory", o.executorMemory()).field("warmups", o.warmups()).field("reps", o.reps())
@@ -217,7 +213,7 @@ public final class ReportWriter {
     j.key("runs").open('[');
     for (BenchResults.Run run : r.runs()) {
       j.open('{').field("query", run.query()).field("manager", run.manager()).field("round", run.round())
-          .field("warmup", run.warmup()).field("wallMillis", run.wallMillis()).field("rows", run.rows());
+          .field("warmup", run.warmup()).field("startEpochMillis", run.startEpochMillis()).field("wallMillis", run.wallMillis()).field("rows", run.rows());
       metrics(j.key("metrics"), run.metrics());
       j.close('}');
     }

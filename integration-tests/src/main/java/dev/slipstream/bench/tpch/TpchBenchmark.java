@@ -90,6 +90,8 @@ public final class TpchBenchmark {
       }
       for (String manager : order) {
         runRound(round, round < options.warmups(), manager);
+        // Reports so far, so that an interrupted long run still leaves its numbers.
+        ReportWriter.writeAll(results, machine, before, Machine.load(), data);
         if (!results.mismatches().isEmpty()) {
           break;
         }
@@ -112,12 +114,13 @@ public final class TpchBenchmark {
       for (String query : options.queries()) {
         progress.start(round, warmup, manager, query);
         listener.begin();
+        long start = System.currentTimeMillis();
         long t0 = System.nanoTime();
         List<Row> rows = spark.sql(sql.get(query)).collectAsList();
         long wall = (System.nanoTime() - t0) / 1_000_000;
         QueryMetrics m = listener.end(spark);
         List<String> got = rows.stream().map(Row::toString).collect(Collectors.toList());
-        results.add(new BenchResults.Run(query, manager, round, warmup, wall, got.size(), m));
+        results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m));
         String verdict = check(query, manager, round, got);
         progress.finish(round, warmup, manager, query, wall, got.size(), verdict);
         if (!results.mismatches().isEmpty()) {
@@ -172,10 +175,11 @@ public final class TpchBenchmark {
         throw new IllegalStateException("cannot create " + dir, e);
       }
       b.config("spark.executor.extraJavaOptions",
-          "-XX:StartFlightRecording=settings=profile,dumponexit=true,filename=" + dir + "/");
+          "-XX:StartFlightRecording=settings=default,dumponexit=true,filename=" + dir + "/");
     }
     SparkSession spark = LocalCluster.start(b, options.executors());
     spark.sparkContext().setLogLevel("WARN");
+    results.sparkVersion(spark.version());
     return spark;
   }
 
