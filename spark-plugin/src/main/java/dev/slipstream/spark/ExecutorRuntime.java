@@ -179,6 +179,7 @@ final class ExecutorRuntime implements AutoCloseable {
     m.put("process.pid", ProcessHandle.current().pid());
     m.put("mapOutput.count", (long) node.store().outputCount());
     m.put("mapOutput.spills", node.store().spills());
+    m.put("mapOutput.evictions", node.store().evictions());
     long files;
     try {
       files = node.store().spillFilesOnDisk();

@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class MapOutput {
   private final int shuffleId;
   private final long mapId;
-  private final MapOutputLayout layout;
+  private volatile MapOutputLayout layout;
   private final long[] checksums;
   private final MapOutputStore store;
   private final AtomicInteger refs = new AtomicInteger(1);
@@ -94,6 +94,48 @@ public final class MapOutput {
     return layout.slices(partition, offset, length);
   }
 
+  /**
+   * Moves this output from registered pages to a local file, when nobody but the store holds it.
+   * Readers retain an output while they read it, so an output being read is never moved.
+   *
+   * @return the bytes moved, or -1 when it was not moved (in use, already on disk, or freed)
+   */
+  long evictToFile() throws IOException {
+    MapOutputLayout old;
+    long bytes = 0;
+    synchronized (this) {
+      old = layout;
+      if (refs.get() != 1 || !old.inMemory()) {
+        return -1;
+      }
+      int n = old.numPartitions();
+      long[] offsets = new long[n + 1];
+      java.nio.file.Path file = store.newSpillFile(shuffleId, mapId);
+      try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
+          java.nio.file.StandardOpenOption.CREATE_NEW, java.nio.file.StandardOpenOption.WRITE)) {
+        for (int p = 0; p < n; p++) {
+          offsets[p] = bytes;
+          long len = old.partitionLength(p);
+          if (len > 0) {
+            for (ByteBuffer b : old.slices(p, 0, len)) {
+              while (b.hasRemaining()) {
+                ch.write(b);
+              }
+            }
+          }
+          bytes += len;
+        }
+        offsets[n] = bytes;
+      } catch (IOException | RuntimeException e) {
+        MapOutputLayout.delete(store, file);
+        throw e;
+      }
+      layout = new MapOutputLayout.Contiguous(offsets, List.of(), file, 0);
+    }
+    old.free(store); // returns the pages; the old layout had no files
+    return bytes;
+  }
+
   /** A stream over one partition's block (for local reads). Retains this output until closed. */
   public InputStream open(int partition) throws IOException {
     List<ByteBuffer> parts = slices(partition, 0, partitionLength(partition));
@@ -101,7 +143,7 @@ public final class MapOutput {
     return new ByteBuffersInputStream(parts, this::release);
   }
 
-  public void retain() {
+  public synchronized void retain() {
     int r;
     do {
       r = refs.get();
@@ -112,9 +154,16 @@ public final class MapOutput {
   }
 
   public void release() {
-    int r = refs.decrementAndGet();
-    if (r == 0) {
-      layout.free(store);
+    MapOutputLayout toFree = null;
+    int r;
+    synchronized (this) { // never while an eviction swaps the layout
+      r = refs.decrementAndGet();
+      if (r == 0) {
+        toFree = layout;
+      }
+    }
+    if (toFree != null) {
+      toFree.free(store);
     } else if (r < 0) {
       throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " released too often");
     }

@@ -56,6 +56,10 @@ public final class MapOutputStore implements AutoCloseable {
   private final AtomicLong spills = new AtomicLong();
   private final AtomicLong spilledBytes = new AtomicLong();
   private final AtomicLong fileSeq = new AtomicLong();
+  private final AtomicLong evictions = new AtomicLong();
+  /** Committed outputs holding pages, oldest first: the order in which pressure moves them to disk. */
+  private final java.util.concurrent.ConcurrentLinkedDeque<MapOutput> resident =
+      new java.util.concurrent.ConcurrentLinkedDeque<>();
   private long pagesInUse;
   private boolean closed;
 
@@ -96,8 +100,38 @@ public final class MapOutputStore implements AutoCloseable {
     return new PartitionedOutputWriter(this, shuffleId, mapId, numPartitions);
   }
 
-  /** A free page, or null when the budget is spent. */
-  synchronized Page allocatePage() {
+  /**
+   * A free page; when the budget is spent, first moves the oldest committed outputs that no
+   * reader holds to local files. Null when nothing can be freed.
+   */
+  Page allocatePage() {
+    Page p = tryAllocatePage();
+    while (p == null && evictOldest()) {
+      p = tryAllocatePage();
+    }
+    return p;
+  }
+
+  /** Moves the oldest resident output nobody is reading to a file; false when there is none. */
+  private boolean evictOldest() {
+    for (MapOutput o : resident) {
+      try {
+        long moved = o.evictToFile();
+        if (moved >= 0) {
+          resident.remove(o);
+          evictions.incrementAndGet();
+          onSpill(moved);
+          return true;
+        }
+      } catch (IOException e) {
+        LOG.warn("Could not move map output {}/{} to disk: {}", o.shuffleId(), o.mapId(), e.toString());
+        return false;
+      }
+    }
+    return false;
+  }
+
+  private synchronized Page tryAllocatePage() {
     if (closed) {
       throw new IllegalStateException("map-output store is closed");
     }
@@ -155,8 +189,12 @@ public final class MapOutputStore implements AutoCloseable {
 
   /** Publishes a committed output; an earlier output of the same attempt id is replaced. */
   void publish(MapOutput out) {
+    if (out.inMemory()) {
+      resident.add(out);
+    }
     MapOutput old = outputs.computeIfAbsent(out.shuffleId(), k -> new ConcurrentHashMap<>()).put(out.mapId(), out);
     if (old != null) {
+      resident.remove(old);
       old.release();
     }
   }
@@ -185,6 +223,7 @@ public final class MapOutputStore implements AutoCloseable {
         o = m.remove(mapId);
       }
       if (o != null) {
+        resident.remove(o);
         o.release();
       }
     }
@@ -195,7 +234,10 @@ public final class MapOutputStore implements AutoCloseable {
     Map<Long, MapOutput> m = outputs.remove(shuffleId);
     if (m != null) {
       synchronized (m) {
-        m.values().forEach(MapOutput::release);
+        m.values().forEach(o -> {
+          resident.remove(o);
+          o.release();
+        });
         m.clear();
       }
     }
@@ -211,6 +253,11 @@ public final class MapOutputStore implements AutoCloseable {
 
   public synchronized long memoryRegistered() {
     return segments.size() * segmentBytes;
+  }
+
+  /** Committed outputs moved from memory to disk to make room for newer ones. */
+  public long evictions() {
+    return evictions.get();
   }
 
   public long spills() {

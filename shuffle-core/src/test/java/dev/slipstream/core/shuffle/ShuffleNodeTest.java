@@ -259,6 +259,36 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void budgetPressureMovesTheOldestUnreadOutputToDiskNeverOneBeingRead() throws Exception {
+    // Budget 1 MiB: two 600 KB outputs do not fit together.
+    byte[][] a = writeOutput(holder, 20, 1L, new int[] {300_000, 300_000}, 21);
+    MapOutput held = holder.store().retain(20, 1L); // a reader is reading A
+    byte[][] b = writeOutput(holder, 20, 2L, new int[] {300_000, 300_000}, 22);
+    assertEquals(0, holder.store().evictions(), "A is being read: B spills itself instead");
+    assertTrue(holder.store().spills() >= 1);
+    held.release();
+    long spillsBefore = holder.store().spills();
+    byte[][] c = writeOutput(holder, 21, 1L, new int[] {300_000, 300_000}, 23);
+    assertEquals(1, holder.store().evictions(), "A, the oldest unread output, moved to disk to make room for C");
+    MapOutput cOut = holder.store().retain(21, 1L);
+    assertTrue(cOut.inMemory(), "C stayed in registered memory");
+    cOut.release();
+    List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+    for (long m : new long[] {1L, 2L}) {
+      for (int p = 0; p < 2; p++) {
+        blocks.add(new BlockFetcher.RemoteBlock(new BlockId(20, m, p), 300_000));
+      }
+    }
+    Map<BlockId, byte[]> got = fetchAll(20, blocks);
+    for (int p = 0; p < 2; p++) {
+      assertArrayEquals(a[p], got.get(new BlockId(20, 1L, p)), "evicted A, partition " + p);
+      assertArrayEquals(b[p], got.get(new BlockId(20, 2L, p)), "spilled B, partition " + p);
+    }
+    assertTrue(holder.store().spills() > spillsBefore);
+    assertTrue(c[0].length > 0);
+  }
+
+  @Test
   void abortedPartitionedOutputFreesEverything() throws Exception {
     PartitionedOutputWriter w = holder.store().newPartitionedOutput(8, 4L, 3);
     w.partition(2).write(new byte[300_000]);
