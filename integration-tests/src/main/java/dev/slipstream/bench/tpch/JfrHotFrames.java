@@ -23,7 +23,8 @@ import jdk.jfr.consumer.RecordingFile;
  * group, the hottest methods by self samples, and inclusive samples per code area (Slipstream,
  * Netty, Spark shuffle, compression, ...).
  *
- * <p>Usage: {@code JfrHotFrames [--from EPOCH_MS --to EPOCH_MS] [--top N] FILE.jfr...}
+ * <p>Usage: {@code JfrHotFrames [--from EPOCH_MS --to EPOCH_MS] [--top N] [--stacks TEXT] FILE.jfr...};
+ * {@code --stacks} also prints the commonest 10-frame stacks whose frames mention TEXT.
  */
 public final class JfrHotFrames {
   private static final Map<String, String> AREAS = new LinkedHashMap<>();
@@ -53,18 +54,21 @@ public final class JfrHotFrames {
     long from = Long.MIN_VALUE;
     long to = Long.MAX_VALUE;
     int top = 25;
+    String stacksOf = null;
     List<Path> files = new ArrayList<>();
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--from" -> from = Long.parseLong(args[++i]);
         case "--to" -> to = Long.parseLong(args[++i]);
         case "--top" -> top = Integer.parseInt(args[++i]);
+        case "--stacks" -> stacksOf = args[++i];
         default -> files.add(Path.of(args[i]));
       }
     }
     Map<String, Long> self = new HashMap<>();
     Map<String, Long> areas = new HashMap<>();
     Map<String, Long> threads = new HashMap<>();
+    Map<String, Long> stacks = new HashMap<>();
     long samples = 0;
     for (Path f : files) {
       for (RecordedEvent e : RecordingFile.readAllEvents(f)) {
@@ -84,6 +88,15 @@ public final class JfrHotFrames {
         threads.merge(threadGroup(thread), 1L, Long::sum);
         List<RecordedFrame> frames = st.getFrames();
         self.merge(name(frames.get(0)), 1L, Long::sum);
+        if (stacksOf != null) {
+          StringBuilder sb = new StringBuilder();
+          for (int k = 0; k < Math.min(10, frames.size()); k++) {
+            sb.append("\n          ").append(name(frames.get(k))).append(':').append(frames.get(k).getLineNumber());
+          }
+          if (sb.toString().contains(stacksOf)) {
+            stacks.merge(sb.toString(), 1L, Long::sum);
+          }
+        }
         Set<String> seen = new HashSet<>();
         for (RecordedFrame fr : frames) {
           String cls = fr.getMethod().getType().getName();
@@ -103,6 +116,9 @@ public final class JfrHotFrames {
     print("samples per thread group", threads, samples, top);
     print("inclusive samples per code area (a sample counts once per area on its stack)", areas, samples, top);
     print("hottest methods (self samples)", self, samples, top);
+    if (stacksOf != null) {
+      print("commonest stacks mentioning " + stacksOf, stacks, samples, 8);
+    }
   }
 
   private static String threadGroup(String name) {
