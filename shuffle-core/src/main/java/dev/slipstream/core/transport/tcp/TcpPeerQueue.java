@@ -102,13 +102,10 @@ final class TcpPeerQueue implements PeerQueue {
   private ScheduledFuture<?> authDeadline;
   private volatile Throwable lastCause;
 
-  /** Starts connecting to {@code address}; operations may be posted at once. */
-  TcpPeerQueue(Bootstrap template, InetSocketAddress address, EndpointDescriptor peer,
-               EndpointDescriptor local, TransportMetrics metrics, int maxFrameBytes) {
-    this(template, address, peer, local, metrics, maxFrameBytes, null);
-  }
-
-  /** As above; with {@code auth} non-null the connection authenticates before any operation. */
+  /**
+   * Starts connecting to {@code address}; operations may be posted at once. With {@code auth}
+   * non-null the connection authenticates before any operation goes out (null: no secret).
+   */
   TcpPeerQueue(Bootstrap template, InetSocketAddress address, EndpointDescriptor peer,
                EndpointDescriptor local, TransportMetrics metrics, int maxFrameBytes, TcpAuth auth) {
     this.auth = auth;
