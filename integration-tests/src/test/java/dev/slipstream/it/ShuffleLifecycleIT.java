@@ -42,7 +42,7 @@ class ShuffleLifecycleIT {
     java.util.concurrent.atomic.AtomicLong written = new java.util.concurrent.atomic.AtomicLong();
     java.util.concurrent.atomic.AtomicLong recordsWritten = new java.util.concurrent.atomic.AtomicLong();
     java.util.concurrent.atomic.AtomicLong writeTime = new java.util.concurrent.atomic.AtomicLong();
-    java.util.concurrent.atomic.AtomicLong remoteRead = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong bytesRead = new java.util.concurrent.atomic.AtomicLong();
     java.util.concurrent.atomic.AtomicLong recordsRead = new java.util.concurrent.atomic.AtomicLong();
     spark.sparkContext().addSparkListener(new org.apache.spark.scheduler.SparkListener() {
       @Override
@@ -51,7 +51,9 @@ class ShuffleLifecycleIT {
           written.addAndGet(end.taskMetrics().shuffleWriteMetrics().bytesWritten());
           recordsWritten.addAndGet(end.taskMetrics().shuffleWriteMetrics().recordsWritten());
           writeTime.addAndGet(end.taskMetrics().shuffleWriteMetrics().writeTime());
-          remoteRead.addAndGet(end.taskMetrics().shuffleReadMetrics().remoteBytesRead());
+          // local + remote: where blocks are read from depends on where the scheduler ran the tasks
+          bytesRead.addAndGet(end.taskMetrics().shuffleReadMetrics().remoteBytesRead()
+              + end.taskMetrics().shuffleReadMetrics().localBytesRead());
           recordsRead.addAndGet(end.taskMetrics().shuffleReadMetrics().recordsRead());
         }
       }
@@ -62,8 +64,8 @@ class ShuffleLifecycleIT {
       spark.sparkContext().listenerBus().waitUntilEmpty();
       assertTrue(written.get() > 0 && recordsWritten.get() > 0 && writeTime.get() > 0,
           "shuffle write metrics: bytes " + written + ", records " + recordsWritten + ", time " + writeTime);
-      assertTrue(remoteRead.get() > 0 && recordsRead.get() > 0,
-          "shuffle read metrics: remote bytes " + remoteRead + ", records " + recordsRead);
+      assertEquals(recordsWritten.get(), recordsRead.get(), "every record written was read once");
+      assertEquals(written.get(), bytesRead.get(), "every byte written was read once (local + remote)");
       Map<String, Map<String, Long>> before = LocalCluster.executorMetrics();
       assertEquals(2, before.size());
       long outputs = before.values().stream().mapToLong(m -> m.get("mapOutput.count")).sum();
