@@ -25,7 +25,7 @@ public final class BenchResults {
 
   /** One query run. */
   public record Run(String query, String manager, int round, boolean warmup, long startEpochMillis, long wallMillis,
-      int rows, QueryMetrics metrics) {}
+      int rows, QueryMetrics metrics, Map<String, Long> slipstream) {}
 
   /** Statistics of one query under one manager over the measured rounds. */
   public record Stat(long medianMillis, long minMillis, long maxMillis, int n, QueryMetrics medianMetrics) {}

@@ -215,6 +215,11 @@ public final class ReportWriter {
       j.open('{').field("query", run.query()).field("manager", run.manager()).field("round", run.round())
           .field("warmup", run.warmup()).field("startEpochMillis", run.startEpochMillis()).field("wallMillis", run.wallMillis()).field("rows", run.rows());
       metrics(j.key("metrics"), run.metrics());
+      if (!run.slipstream().isEmpty()) {
+        j.key("slipstreamExecutorCounters").open('{');
+        run.slipstream().forEach(j::field);
+        j.close('}');
+      }
       j.close('}');
     }
     j.close(']');

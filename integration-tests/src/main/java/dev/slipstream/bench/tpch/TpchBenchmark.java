@@ -120,8 +120,14 @@ public final class TpchBenchmark {
         long wall = (System.nanoTime() - t0) / 1_000_000;
         QueryMetrics m = listener.end(spark);
         List<String> got = rows.stream().map(Row::toString).collect(Collectors.toList());
-        results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m));
+        Map<String, Long> counters = manager.startsWith("slipstream-") ? slipstreamCounters() : Map.of();
+        results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m, counters));
         String verdict = check(query, manager, round, got);
+        if (!counters.isEmpty()) {
+          verdict += String.format(Locale.ROOT, "  (store %d MiB in %d outputs, %d spills so far)",
+              counters.getOrDefault("memory.mapOutputInUse", 0L) >> 20, counters.getOrDefault("mapOutput.count", 0L),
+              counters.getOrDefault("mapOutput.spills", 0L));
+        }
         progress.finish(round, warmup, manager, query, wall, got.size(), verdict);
         if (!results.mismatches().isEmpty()) {
           return;
@@ -130,6 +136,24 @@ public final class TpchBenchmark {
     } finally {
       spark.stop();
     }
+  }
+
+  /**
+   * Slipstream's own executor counters, summed over executors, read after the query (outside its
+   * time): map-output store use and spills show whether outputs of earlier shuffles crowd the store.
+   */
+  private static Map<String, Long> slipstreamCounters() {
+    Map<String, Long> sum = new java.util.TreeMap<>();
+    for (Map<String, Long> e : LocalCluster.executorMetrics().values()) {
+      for (String k : List.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills", "mapOutput.evictions",
+          "memory.landingPeak", "requests.served", "bytes.fetched")) {
+        Long v = e.get(k);
+        if (v != null) {
+          sum.merge(k, v, Long::sum);
+        }
+      }
+    }
+    return sum;
   }
 
   /** Compares with the first result of the query, in order (every query's ORDER BY is total). */
