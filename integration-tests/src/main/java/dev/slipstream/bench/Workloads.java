@@ -216,4 +216,24 @@ public final class Workloads implements Serializable {
     Collections.sort(out);
     return out;
   }
+
+  /**
+   * A shuffle whose eight map tasks take at least 300 ms each, so that two free single-core
+   * executors both run some and every reduce task reads blocks across the transport. Returns
+   * the number of keys (997).
+   */
+  public static long spreadShuffle(SparkSession s) {
+    List<Integer> slices = new ArrayList<>();
+    for (int i = 0; i < 8; i++) {
+      slices.add(i);
+    }
+    return jsc(s).parallelize(slices, 8).flatMapToPair(slice -> {
+      Thread.sleep(300);
+      List<Tuple2<Integer, Long>> out = new ArrayList<>();
+      for (int i = slice; i < 80_000; i += 8) {
+        out.add(new Tuple2<>(i % 997, (long) i));
+      }
+      return out.iterator();
+    }).reduceByKey(Long::sum, 4).count();
+  }
 }

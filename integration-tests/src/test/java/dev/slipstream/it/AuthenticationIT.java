@@ -49,6 +49,7 @@ class AuthenticationIT {
       }
       Map<Integer, Long> sums = JavaSparkContext.fromSparkContext(spark.sparkContext()).parallelize(seeds, 4)
           .flatMapToPair(slice -> {
+            Thread.sleep(300); // tasks long enough that both executors run map tasks, so blocks cross the transport
             List<Tuple2<Integer, Long>> out = new ArrayList<>();
             for (int i = slice; i < 40_000; i += 4) {
               out.add(new Tuple2<>(i % 100, (long) i));
