@@ -1,12 +1,7 @@
 package dev.slipstream.core.shuffle;
 
-import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.nio.ByteBuffer;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -25,10 +20,7 @@ public final class MapOutputWriter {
   private final long[] checksums;
   private final java.util.zip.Checksum checksum;
   private final long pageBytes;
-  private final List<MapOutputStore.Page> pages = new ArrayList<>();
-  private ByteBuffer current;
-  private Path file;
-  private OutputStream fileOut;
+  private final PageChain chain;
   private long position;
   private int nextPartition;
   private boolean done;
@@ -44,6 +36,7 @@ public final class MapOutputWriter {
     this.checksum = store.checksumAlgorithm().newChecksum();
     this.checksums = checksum == null ? null : new long[numPartitions];
     this.pageBytes = store.pageBytes();
+    this.chain = new PageChain(store, shuffleId, mapId, 1 << 16);
   }
 
   /**
@@ -99,47 +92,7 @@ public final class MapOutputWriter {
     if (checksum != null) {
       checksum.update(b, off, len);
     }
-    if (fileOut != null) {
-      fileOut.write(b, off, len);
-      return;
-    }
-    while (len > 0) {
-      if (current == null || !current.hasRemaining()) {
-        MapOutputStore.Page p = store.allocatePage();
-        if (p == null) {
-          spillToFile();
-          fileOut.write(b, off, len);
-          return;
-        }
-        pages.add(p);
-        current = p.view();
-      }
-      int n = Math.min(len, current.remaining());
-      current.put(b, off, n);
-      off += n;
-      len -= n;
-    }
-  }
-
-  private void spillToFile() throws IOException {
-    file = store.newSpillFile(shuffleId, mapId);
-    fileOut = new BufferedOutputStream(Files.newOutputStream(file), 1 << 16);
-    byte[] tmp = new byte[(int) pageBytes];
-    long already = 0;
-    for (MapOutputStore.Page p : pages) {
-      ByteBuffer v = p.view();
-      int n = (int) Math.min(pageBytes, bytesInPages() - already);
-      v.get(tmp, 0, n);
-      fileOut.write(tmp, 0, n);
-      already += n;
-    }
-    store.freePages(pages);
-    pages.clear();
-    current = null;
-  }
-
-  private long bytesInPages() {
-    return pages.isEmpty() ? 0 : (pages.size() - 1) * pageBytes + current.position();
+    chain.write(b, off, len);
   }
 
   /** Bytes written so far. */
@@ -157,12 +110,12 @@ public final class MapOutputWriter {
       offsets[p] = position;
       endChecksum(p - 1);
     }
-    if (fileOut != null) {
-      fileOut.close();
+    chain.closeFile();
+    if (chain.file() != null) {
       store.onSpill(position);
     }
     MapOutput out = new MapOutput(store, shuffleId, mapId,
-        new MapOutputLayout.Contiguous(offsets, List.copyOf(pages), file, pageBytes), checksums);
+        new MapOutputLayout.Contiguous(offsets, chain.pages(), chain.file(), pageBytes), checksums);
     store.publish(out);
     return out;
   }
@@ -173,15 +126,6 @@ public final class MapOutputWriter {
       return;
     }
     done = true;
-    store.freePages(pages);
-    pages.clear();
-    if (fileOut != null) {
-      try {
-        fileOut.close();
-        Files.deleteIfExists(file);
-      } catch (IOException e) {
-        store.logDeleteFailure(file, e);
-      }
-    }
+    chain.discard();
   }
 }

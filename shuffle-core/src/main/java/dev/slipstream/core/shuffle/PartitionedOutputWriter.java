@@ -1,10 +1,7 @@
 package dev.slipstream.core.shuffle;
 
-import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.nio.ByteBuffer;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -26,81 +23,34 @@ public final class PartitionedOutputWriter {
   private boolean done;
 
   private final class PartitionStream extends OutputStream {
-    final int partition;
     final java.util.zip.Checksum checksum = store.checksumAlgorithm().newChecksum();
-    final List<MapOutputStore.Page> pages = new ArrayList<>(1);
-    ByteBuffer current;
+    final PageChain chain = new PageChain(store, shuffleId, mapId, 1 << 15);
     long length;
-    Path file;
-    OutputStream fileOut;
-
-    PartitionStream(int partition) {
-      this.partition = partition;
-    }
 
     @Override
     public void write(int b) throws IOException {
-      if (current != null && current.hasRemaining()) {
-        current.put((byte) b);
-        length++;
-        if (checksum != null) {
-          checksum.update(b);
-        }
-      } else {
-        write(new byte[] {(byte) b}, 0, 1);
+      checkOpen();
+      chain.write(b);
+      length++;
+      if (checksum != null) {
+        checksum.update(b);
       }
     }
 
     @Override
     public void write(byte[] b, int off, int len) throws IOException {
-      if (done) {
-        throw new IOException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
-      }
+      checkOpen();
+      chain.write(b, off, len);
       length += len;
       if (checksum != null) {
         checksum.update(b, off, len);
       }
-      if (fileOut != null) {
-        fileOut.write(b, off, len);
-        return;
-      }
-      while (len > 0) {
-        if (current == null || !current.hasRemaining()) {
-          MapOutputStore.Page p = store.allocatePage();
-          if (p == null) {
-            spill();
-            fileOut.write(b, off, len);
-            return;
-          }
-          pages.add(p);
-          current = p.view();
-        }
-        int n = Math.min(len, current.remaining());
-        current.put(b, off, n);
-        off += n;
-        len -= n;
-      }
     }
 
-    private void spill() throws IOException {
-      file = store.newSpillFile(shuffleId, mapId);
-      fileOut = new BufferedOutputStream(Files.newOutputStream(file), 1 << 15);
-      long written = 0;
-      byte[] tmp = new byte[(int) pageBytes];
-      for (MapOutputStore.Page p : pages) {
-        ByteBuffer v = p.view();
-        int n = (int) Math.min(pageBytes, pagesBytes() - written);
-        v.get(tmp, 0, n);
-        fileOut.write(tmp, 0, n);
-        written += n;
+    private void checkOpen() throws IOException {
+      if (done) {
+        throw new IOException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
       }
-      store.freePages(pages);
-      pages.clear();
-      current = null;
-    }
-
-    private long pagesBytes() {
-      return pages.isEmpty() ? 0 : (pages.size() - 1) * pageBytes + current.position();
     }
 
     @Override
@@ -127,7 +77,7 @@ public final class PartitionedOutputWriter {
     }
     PartitionStream s = streams[partition];
     if (s == null) {
-      s = new PartitionStream(partition);
+      s = new PartitionStream();
       streams[partition] = s;
     }
     return s;
@@ -166,10 +116,10 @@ public final class PartitionedOutputWriter {
       if (checksums != null) {
         checksums[p] = s.checksum.getValue();
       }
-      pages.add(List.copyOf(s.pages));
-      if (s.fileOut != null) {
-        s.fileOut.close();
-        files[p] = s.file;
+      pages.add(s.chain.pages());
+      s.chain.closeFile();
+      if (s.chain.file() != null) {
+        files[p] = s.chain.file();
         spilled += s.length;
       }
     }
@@ -189,18 +139,8 @@ public final class PartitionedOutputWriter {
     }
     done = true;
     for (PartitionStream s : streams) {
-      if (s == null) {
-        continue;
-      }
-      store.freePages(s.pages);
-      s.pages.clear();
-      if (s.fileOut != null) {
-        try {
-          s.fileOut.close();
-        } catch (IOException e) {
-          store.logDeleteFailure(s.file, e);
-        }
-        MapOutputLayout.delete(store, s.file);
+      if (s != null) {
+        s.chain.discard();
       }
     }
   }
