@@ -40,7 +40,8 @@ final class ChartWriter {
       g.setFont(new Font(Font.SANS_SERIF, Font.BOLD, 16));
       BenchOptions o = r.options();
       g.drawString(String.format(Locale.ROOT, "TPC-H SF%s, %d executors x %d core(s): median time per query "
-          + "(whiskers: min-max of %d rounds)", TpchBenchmark.fmt(o.scaleFactor()), o.executors(), o.cores(), o.reps()),
+          + "(whiskers: min-max of %d rounds)", TpchBenchmark.fmt(o.scaleFactor()), o.executors(), o.cores(),
+          r.runs().stream().filter(x -> !x.warmup()).map(BenchResults.Run::round).distinct().count()),
           LEFT, 28);
       times(g, r, 50, 520);
       ratios(g, r, 590, 850);
