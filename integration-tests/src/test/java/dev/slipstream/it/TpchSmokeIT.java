@@ -14,8 +14,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A CI-sized run of the TPC-H benchmark runner: scale factor 0.01, three shuffle-heavy queries,
- * sort shuffle against Slipstream over tcp on a local cluster of two executor JVMs, one round.
+ * A CI-sized run of the TPC-H benchmark runner: scale factor 0.01, three queries that are
+ * shuffle-heavy at this scale (Q16, Q17, Q18), sort shuffle against Slipstream over tcp on a local cluster of two executor JVMs, one round.
  * Every run of a query must return the same rows, and the JSON, markdown and PNG reports must be
  * written. Times are not asserted (they belong to the benchmark itself).
  */
@@ -26,7 +26,7 @@ class TpchSmokeIT {
   @Test
   void sortAndSlipstreamReturnIdenticalRowsAndReportsAreWritten() throws Exception {
     Path out = tmp.resolve("out");
-    BenchOptions o = BenchOptions.parse(new String[] {"--sf", "0.01", "--queries", "3,10,18", "--reps", "1",
+    BenchOptions o = BenchOptions.parse(new String[] {"--sf", "0.01", "--queries", "16,17,18", "--reps", "1",
         "--warmups", "0", "--transports", "tcp", "--shuffle-partitions", "16",
         "--data", tmp.resolve("data").toString(), "--out", out.toString()});
     BenchResults r;
