@@ -15,7 +15,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A CI-sized run of the TPC-H benchmark runner: scale factor 0.01, three queries that are
- * shuffle-heavy at this scale (Q16, Q17, Q18), sort shuffle against Slipstream over tcp on a local cluster of two executor JVMs, one round.
+ * shuffle-heavy at this scale (Q16, Q17, Q18), sort shuffle against Slipstream over tcp on a
+ * local cluster of two executor JVMs, one round.
  * Every run of a query must return the same rows, and the JSON, markdown and PNG reports must be
  * written. Times are not asserted (they belong to the benchmark itself).
  */
