@@ -171,8 +171,9 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
   }
 
   /**
-   * Records of every block: local blocks first, then remote blocks as they land. Any failure to
-   * get a block's bytes becomes a FetchFailedException.
+   * Records of every block: the remote requests go out first, then the local blocks are read,
+   * then the remote blocks as they land. Any failure to get a block's bytes becomes a
+   * FetchFailedException.
    */
   private final class RecordIterator implements java.util.Iterator<Object> {
     private final ArrayDeque<ShuffleBlockId> local;
@@ -183,6 +184,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     private scala.collection.Iterator<Tuple2<Object, Object>> current;
     private InputStream currentStream;
     private Source currentSource;
+    private boolean started;
 
     RecordIterator(List<ShuffleBlockId> local, BlockFetcher fetcher, Map<dev.slipstream.core.shuffle.BlockId, Source> sources,
                    SerializerManager serializerManager, SerializerInstance ser) {
@@ -196,6 +198,10 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     @Override
     public boolean hasNext() {
       try {
+        if (!started) {
+          started = true;
+          fetcher.start(); // remote holders write while the local blocks are read
+        }
         while (current == null || !current.hasNext()) {
           closeCurrent();
           if (!openNext()) {

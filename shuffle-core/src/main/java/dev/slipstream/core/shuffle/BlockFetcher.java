@@ -247,6 +247,24 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     }
   }
 
+  /**
+   * Sends the first requests, as many as the in-flight limit allows, so that holders write
+   * while the caller does other work (a reduce task reads its local blocks meanwhile).
+   * Optional: {@link #next()} issues whatever is not yet issued.
+   *
+   * @throws FetchFailure when no landing space frees up within the deadline
+   */
+  public void start() {
+    if (closed) {
+      return;
+    }
+    try {
+      issue();
+    } catch (BlockFetchException e) {
+      throw new FetchFailure(e);
+    }
+  }
+
   @Override
   public boolean hasNext() {
     return remaining > 0 && !closed;

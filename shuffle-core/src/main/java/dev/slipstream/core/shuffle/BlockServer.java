@@ -32,8 +32,8 @@ import org.slf4j.LoggerFactory;
  * and each range must lie inside its block and inside the landing region. A request that fails
  * a check is answered with a {@link WriteFailure} and nothing is written.
  *
- * <p>Threading: requests arrive on a transport thread and are served on this server's own
- * threads (reading spilled output may block). Ownership: the server retains map outputs until
+ * <p>Threading: requests arrive on a transport thread; those reading only in-memory output are
+ * served there, the others on this server's own threads (reading spilled output may block). Ownership: the server retains map outputs until
  * the writes that read them complete.
  */
 final class BlockServer implements AutoCloseable {
@@ -57,12 +57,39 @@ final class BlockServer implements AutoCloseable {
     });
   }
 
+  /**
+   * Serves a request: on the calling transport thread when every output it reads is in memory
+   * (posting writes from registered pages never blocks, and a hand-off would cost the reader a
+   * thread wake-up per request), else on a server thread, which may read files.
+   */
   void submit(EndpointDescriptor from, WriteRequest request) {
+    if (allInMemory(request)) {
+      serve(from, request);
+      return;
+    }
     try {
       threads.execute(() -> serve(from, request));
     } catch (RejectedExecutionException e) {
       fail(from, request.requestId(), TransportError.CLOSED, "holder is shutting down");
     }
+  }
+
+  /**
+   * Whether every output the request reads is in memory now. A hint: an output can still move
+   * to disk before it is retained, and is then read through a file mapping.
+   */
+  private boolean allInMemory(WriteRequest req) {
+    long lastMap = Long.MIN_VALUE;
+    for (Entry e : req.entries()) {
+      if (e.mapId() == lastMap) {
+        continue;
+      }
+      lastMap = e.mapId();
+      if (!store.isInMemory(req.shuffleId(), e.mapId())) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private void serve(EndpointDescriptor from, WriteRequest req) {

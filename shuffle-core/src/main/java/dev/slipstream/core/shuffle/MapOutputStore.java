@@ -131,7 +131,8 @@ public final class MapOutputStore implements AutoCloseable {
     return false;
   }
 
-  private synchronized Page tryAllocatePage() {
+  /** A free page without moving any output to disk; null when the budget is spent. */
+  synchronized Page tryAllocatePage() {
     if (closed) {
       throw new IllegalStateException("map-output store is closed");
     }
@@ -212,6 +213,13 @@ public final class MapOutputStore implements AutoCloseable {
       }
       return o;
     }
+  }
+
+  /** Whether the output of a map attempt is here and in registered pages (a snapshot). */
+  boolean isInMemory(int shuffleId, long mapId) {
+    Map<Long, MapOutput> m = outputs.get(shuffleId);
+    MapOutput o = m == null ? null : m.get(mapId);
+    return o != null && o.inMemory();
   }
 
   /** Frees one map attempt's output (a failed task's), once no reader retains it. */

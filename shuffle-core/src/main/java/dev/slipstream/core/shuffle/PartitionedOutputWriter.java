@@ -126,10 +126,72 @@ public final class PartitionedOutputWriter {
     if (spilled > 0) {
       store.onSpill(spilled);
     }
-    MapOutput out = new MapOutput(store, shuffleId, mapId,
-        new MapOutputLayout.PerPartition(lengths, pages, files, pageBytes), checksums);
+    MapOutputLayout layout = spilled == 0 ? compact(lengths, pages) : null;
+    if (layout == null) {
+      layout = new MapOutputLayout.PerPartition(lengths, pages, files, pageBytes);
+    }
+    MapOutput out = new MapOutput(store, shuffleId, mapId, layout, checksums);
     store.publish(out);
     return out;
+  }
+
+  /**
+   * Packs the partitions one after another into as few pages as their bytes need, when the
+   * per-partition chains waste pages: every non-empty partition starts its own page, so a map
+   * output of many small partitions would otherwise hold a page per partition for its lifetime
+   * (200 partitions of 1 KiB: 200 pages for 200 KiB). Copying costs one pass over the bytes
+   * while they are still in cache; it is done only when it frees at least a quarter of the
+   * pages (and at least two), and only from free pages (never by moving other outputs to disk).
+   *
+   * @return the packed layout (the chains' pages are then freed), or null to keep the chains
+   */
+  private MapOutputLayout compact(long[] lengths, List<List<MapOutputStore.Page>> pages) {
+    int used = 0;
+    long total = 0;
+    for (int p = 0; p < lengths.length; p++) {
+      used += pages.get(p).size();
+      total += lengths[p];
+    }
+    int packed = (int) ((total + pageBytes - 1) / pageBytes);
+    if (used - packed < Math.max(2, used / 4)) {
+      return null;
+    }
+    List<MapOutputStore.Page> target = new ArrayList<>(packed);
+    for (int i = 0; i < packed; i++) {
+      MapOutputStore.Page page = store.tryAllocatePage();
+      if (page == null) {
+        store.freePages(target);
+        return null;
+      }
+      target.add(page);
+    }
+    long[] offsets = new long[lengths.length + 1];
+    long at = 0;
+    for (int p = 0; p < lengths.length; p++) {
+      offsets[p] = at;
+      if (lengths[p] == 0) {
+        continue;
+      }
+      List<java.nio.ByteBuffer> dst = MapOutputLayout.pageSlices(target, pageBytes, at, lengths[p]);
+      int d = 0;
+      for (java.nio.ByteBuffer src : MapOutputLayout.pageSlices(pages.get(p), pageBytes, 0, lengths[p])) {
+        while (src.hasRemaining()) {
+          java.nio.ByteBuffer out = dst.get(d);
+          if (!out.hasRemaining()) {
+            out = dst.get(++d);
+          }
+          int n = Math.min(src.remaining(), out.remaining());
+          out.put(src.slice(src.position(), n));
+          src.position(src.position() + n);
+        }
+      }
+      at += lengths[p];
+    }
+    offsets[lengths.length] = at;
+    for (List<MapOutputStore.Page> chain : pages) {
+      store.freePages(chain);
+    }
+    return new MapOutputLayout.Contiguous(offsets, target, null, pageBytes);
   }
 
   /** Frees everything written. Idempotent; a no-op after commit. */

@@ -289,6 +289,42 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void partitionedOutputOfManySmallPartitionsIsPackedIntoFewPages() throws Exception {
+    int parts = 60; // 4 KiB pages: unpacked, every non-empty partition would hold its own page
+    ByteArrayOutputStream[] expected = new ByteArrayOutputStream[parts];
+    PartitionedOutputWriter w = holder.store().newPartitionedOutput(9, 1L, parts);
+    Random r = new Random(9);
+    long total = 0;
+    for (int p = 0; p < parts; p++) {
+      expected[p] = new ByteArrayOutputStream();
+      int n = p % 7 == 3 ? 0 : p == 10 ? 9000 : 1 + r.nextInt(300); // one partition spans pages
+      byte[] rec = new byte[n];
+      r.nextBytes(rec);
+      w.partition(p).write(rec);
+      expected[p].write(rec);
+      total += n;
+    }
+    MapOutput out = w.commit();
+    long pageBytes = holder.store().pageBytes();
+    assertEquals((total + pageBytes - 1) / pageBytes * pageBytes, holder.store().memoryInUse(),
+        "the output holds just the pages its " + total + " bytes need");
+    List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+    for (int p = 0; p < parts; p++) {
+      assertEquals(expected[p].size(), out.partitionLength(p));
+      blocks.add(new BlockFetcher.RemoteBlock(new BlockId(9, 1L, p), out.partitionLength(p)));
+    }
+    Map<BlockId, byte[]> got = fetchAll(9, blocks);
+    for (int p = 0; p < parts; p++) {
+      if (expected[p].size() > 0) {
+        assertArrayEquals(expected[p].toByteArray(), got.get(new BlockId(9, 1L, p)), "partition " + p);
+      }
+      try (InputStream local = out.open(p)) {
+        assertArrayEquals(expected[p].toByteArray(), readAll(local), "local read of partition " + p);
+      }
+    }
+  }
+
+  @Test
   void abortedPartitionedOutputFreesEverything() throws Exception {
     PartitionedOutputWriter w = holder.store().newPartitionedOutput(8, 4L, 3);
     w.partition(2).write(new byte[300_000]);
