@@ -26,7 +26,8 @@ if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
 jobs="$(nproc 2>/dev/null || echo 2)"
 
 cmake -S "$here" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE="${SLIP_BUILD_TYPE:-Release}" ${SLIP_CMAKE_ARGS:-}
-cmake --build "$build" --parallel "$jobs"
+# SLIP_BUILD_TARGETS: build only these targets (native/build-jni.sh builds the JNI library this way).
+cmake --build "$build" --parallel "$jobs" ${SLIP_BUILD_TARGETS:+--target $SLIP_BUILD_TARGETS}
 if [[ $run_tests == 1 ]]; then
   ctest --test-dir "$build" --output-on-failure ${SLIP_CTEST_ARGS:-}
   # ctest shows no output for skipped tests: print why they skipped.

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the JNI library and the kernel fatbin (src/jni) and copies them into a resource folder
+# for the shuffle-core jar: OUT/dev/slipstream/native/linux-x86_64/{libslipstream_jni.so,
+# slipstream-kernels.fatbin, slipstream-kernels.properties}. Called by shuffle-core's Maven build
+# (generate-resources). Builds in the CMake tree of native/build.sh (default: the one the native
+# Maven module builds), under its lock, so a full build compiles the native objects once.
+# Usage: native/build-jni.sh OUT [build-dir]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: native/build-jni.sh OUT [build-dir]}"
+build="${2:-$here/target/native-build}"
+
+mkdir -p "$(dirname "$build")"
+SLIP_BUILD_TARGETS="slipstream_jni slipstream_kernels_fatbin" "$here/build.sh" --no-test "$build" >"$build.jni.log" 2>&1 || {
+  cat "$build.jni.log" >&2
+  exit 1
+}
+dest="$out/dev/slipstream/native/linux-x86_64"
+mkdir -p "$dest"
+cp "$build/src/jni/libslipstream_jni.so" "$build/src/jni/slipstream-kernels.fatbin" \
+   "$build/src/jni/slipstream-kernels.properties" "$dest/"
+echo "native/build-jni.sh: libslipstream_jni.so ($(du -k "$dest/libslipstream_jni.so" | cut -f1) KiB), kernel fatbin and names in $dest"

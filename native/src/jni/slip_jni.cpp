@@ -1,0 +1,322 @@
+// JNI binding of the native host API (include/host/slip_native.h) for dev.slipstream.core.gpu.SlipNative.
+//
+// Conventions (docs/gpu.md, STYLE.md): natives are registered in JNI_OnLoad, the exception classes
+// they throw are cached there as global references, handles travel as jlong, results that are
+// not a status travel through a caller-provided long[]/byte[]. Library failures come back as a
+// slip_status code with the text in slip_last_error() (per thread: the Java wrapper reads it on the
+// same thread right after the call). Misuse of the binding itself (a null or short array) throws
+// IllegalArgumentException naming what was got and what was expected, and the function returns
+// at once.
+#include <jni.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+#include "host/slip_native.h"
+#include "slipstream/kernels.h"
+
+namespace {
+
+const char *const kClass = "dev/slipstream/core/gpu/SlipNative";
+jclass g_iae = nullptr;  // java.lang.IllegalArgumentException (global reference)
+
+// Throws IllegalArgumentException with a printf-style message. The caller returns right after.
+void throw_iae(JNIEnv *env, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void throw_iae(JNIEnv *env, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  env->ThrowNew(g_iae, msg);
+}
+
+// True if `a` is a non-null array of at least `min` elements; otherwise throws and returns false.
+bool check_array(JNIEnv *env, jarray a, jsize min, const char *what) {
+  if (a == nullptr) {
+    throw_iae(env, "%s: null array, expected at least %d elements", what, (int)min);
+    return false;
+  }
+  jsize n = env->GetArrayLength(a);
+  if (n < min) {
+    throw_iae(env, "%s: %d elements, expected at least %d", what, (int)n, (int)min);
+    return false;
+  }
+  return true;
+}
+
+template <typename T>
+T *handle(jlong h) {
+  return reinterpret_cast<T *>(static_cast<intptr_t>(h));
+}
+template <typename T>
+jlong to_handle(T *p) {
+  return static_cast<jlong>(reinterpret_cast<intptr_t>(p));
+}
+
+// Stores one long into out[0].
+void put_long(JNIEnv *env, jlongArray out, jlong v) { env->SetLongArrayRegion(out, 0, 1, &v); }
+
+// ---- errors, probe, layout ----
+
+jstring JNICALL lastError(JNIEnv *env, jclass) { return env->NewStringUTF(slip_last_error()); }
+
+jstring JNICALL statusName(JNIEnv *env, jclass, jint code) {
+  return env->NewStringUTF(slip_status_name(static_cast<slip_status>(code)));
+}
+
+jint JNICALL probe(JNIEnv *env, jclass, jintArray count) {
+  if (!check_array(env, count, 1, "probe count")) return 0;
+  int n = 0;
+  slip_status st = slip_cuda_probe(&n);
+  jint v = n;
+  env->SetIntArrayRegion(count, 0, 1, &v);
+  return st;
+}
+
+// Structs of the kernel launch ABI (kernels.h) that Java encodes itself, beside the ones in
+// slip_abi_layout() (slip_abi.h).
+#define SLIP_F(T, f) {#T, #f, (uint32_t)offsetof(T, f), (uint32_t)sizeof(((T *)nullptr)->f)}
+#define SLIP_S(T) {#T, "", 0u, (uint32_t)sizeof(T)}
+const slip_layout_field kLaunchLayout[] = {
+    SLIP_S(slip_push_queue_cfg),
+    SLIP_F(slip_push_queue_cfg, src_region), SLIP_F(slip_push_queue_cfg, dst_region),
+    SLIP_F(slip_push_queue_cfg, sig_region), SLIP_F(slip_push_queue_cfg, reserved),
+    SLIP_F(slip_push_queue_cfg, sig_offset),
+    SLIP_S(slip_push_item),
+    SLIP_F(slip_push_item, src_offset), SLIP_F(slip_push_item, dst_offset), SLIP_F(slip_push_item, length),
+    SLIP_S(slip_dev_queue),
+};
+#undef SLIP_F
+#undef SLIP_S
+
+// One line per entry: "type field offset size" (field "-" for the struct's own size).
+jstring JNICALL abiLayout(JNIEnv *env, jclass) {
+  std::string text;
+  char line[160];
+  uint32_t n = 0;
+  const slip_layout_field *t = slip_abi_layout(&n);
+  auto add = [&](const slip_layout_field &f) {
+    snprintf(line, sizeof line, "%s %s %u %u\n", f.type, f.field[0] ? f.field : "-", f.offset, f.size);
+    text += line;
+  };
+  for (uint32_t i = 0; i < n; i++) add(t[i]);
+  for (const slip_layout_field &f : kLaunchLayout) add(f);
+  return env->NewStringUTF(text.c_str());
+}
+
+// ---- contexts ----
+
+jint JNICALL ctxCreate(JNIEnv *env, jclass, jint device, jlongArray out) {
+  if (!check_array(env, out, 1, "ctxCreate out")) return 0;
+  slip_ctx *ctx = nullptr;
+  slip_status st = slip_ctx_create(device, &ctx);
+  if (st == SLIP_OK) put_long(env, out, to_handle(ctx));
+  return st;
+}
+
+void JNICALL ctxDestroy(JNIEnv *, jclass, jlong ctx) { slip_ctx_destroy(handle<slip_ctx>(ctx)); }
+
+// ---- local regions ----
+
+jint JNICALL regionCreate(JNIEnv *env, jclass, jlong ctx, jint kind, jlong length, jint id, jlongArray out) {
+  if (!check_array(env, out, 1, "regionCreate out")) return 0;
+  if (length <= 0) {
+    throw_iae(env, "region %u: length %lld, expected > 0", (unsigned)id, (long long)length);
+    return 0;
+  }
+  slip_region *r = nullptr;
+  slip_status st = slip_region_create(handle<slip_ctx>(ctx), kind, (uint64_t)length, (uint32_t)id, &r);
+  if (st == SLIP_OK) put_long(env, out, to_handle(r));
+  return st;
+}
+
+void JNICALL regionDestroy(JNIEnv *, jclass, jlong r) { slip_region_destroy(handle<slip_region>(r)); }
+
+// info[0..4] = device pointer, host pointer (0 unless host memory), length, id, key.
+void JNICALL regionInfo(JNIEnv *env, jclass, jlong h, jlongArray info) {
+  if (!check_array(env, info, 5, "regionInfo out")) return;
+  const slip_region *r = handle<slip_region>(h);
+  jlong v[5] = {to_handle(slip_region_ptr(r)), to_handle(slip_region_host_ptr(r)), (jlong)slip_region_length(r),
+                (jlong)slip_region_id(r), (jlong)slip_region_key(r)};
+  env->SetLongArrayRegion(info, 0, 5, v);
+}
+
+jint JNICALL regionExport(JNIEnv *env, jclass, jlong r, jbyteArray out) {
+  if (!check_array(env, out, (jsize)sizeof(slip_region_desc), "region descriptor buffer")) return 0;
+  slip_region_desc d;
+  slip_status st = slip_region_export(handle<slip_region>(r), &d);
+  if (st == SLIP_OK) env->SetByteArrayRegion(out, 0, (jsize)sizeof d, reinterpret_cast<const jbyte *>(&d));
+  return st;
+}
+
+// Runs the native descriptor checks on `len` bytes of `buf` (the import path's parser, without
+// mapping anything); on success writes the parsed descriptor back into out (192 bytes).
+jint JNICALL regionDescParse(JNIEnv *env, jclass, jbyteArray buf, jint len, jbyteArray out) {
+  if (!check_array(env, buf, len < 0 ? 0 : len, "descriptor bytes")) return 0;
+  if (len < 0) {
+    throw_iae(env, "descriptor length %d, expected >= 0", (int)len);
+    return 0;
+  }
+  if (!check_array(env, out, (jsize)sizeof(slip_region_desc), "parsed descriptor buffer")) return 0;
+  std::vector<jbyte> bytes((size_t)len + 1);  // +1: a zero-length array still has a valid pointer
+  env->GetByteArrayRegion(buf, 0, len, bytes.data());
+  slip_region_desc d;
+  slip_status st = slip_region_desc_parse(bytes.data(), (size_t)len, &d);
+  if (st == SLIP_OK) env->SetByteArrayRegion(out, 0, (jsize)sizeof d, reinterpret_cast<const jbyte *>(&d));
+  return st;
+}
+
+// ---- remote regions ----
+
+jint JNICALL remoteImport(JNIEnv *env, jclass, jlong ctx, jbyteArray desc, jlongArray out) {
+  if (!check_array(env, desc, 0, "descriptor bytes")) return 0;
+  if (!check_array(env, out, 1, "remoteImport out")) return 0;
+  jsize n = env->GetArrayLength(desc);
+  std::vector<jbyte> bytes((size_t)n + 1);
+  env->GetByteArrayRegion(desc, 0, n, bytes.data());
+  slip_remote *r = nullptr;
+  slip_status st = slip_remote_import(handle<slip_ctx>(ctx), bytes.data(), (size_t)n, &r);
+  if (st == SLIP_OK) put_long(env, out, to_handle(r));
+  return st;
+}
+
+jint JNICALL remoteAlias(JNIEnv *env, jclass, jlong local, jlongArray out) {
+  if (!check_array(env, out, 1, "remoteAlias out")) return 0;
+  slip_remote *r = nullptr;
+  slip_status st = slip_remote_alias(handle<slip_region>(local), &r);
+  if (st == SLIP_OK) put_long(env, out, to_handle(r));
+  return st;
+}
+
+void JNICALL remoteDestroy(JNIEnv *, jclass, jlong r) { slip_remote_destroy(handle<slip_remote>(r)); }
+
+// info[0..3] = device pointer, host pointer (0 unless host memory), length, id.
+void JNICALL remoteInfo(JNIEnv *env, jclass, jlong h, jlongArray info) {
+  if (!check_array(env, info, 4, "remoteInfo out")) return;
+  const slip_remote *r = handle<slip_remote>(h);
+  jlong v[4] = {to_handle(slip_remote_ptr(r)), to_handle(slip_remote_host_ptr(r)), (jlong)slip_remote_length(r),
+                (jlong)slip_remote_id(r)};
+  env->SetLongArrayRegion(info, 0, 4, v);
+}
+
+jint JNICALL remoteCheck(JNIEnv *, jclass, jlong r, jint id, jlong key, jlong offset, jlong length) {
+  return slip_remote_check(handle<slip_remote>(r), (uint32_t)id, (uint64_t)key, (uint64_t)offset, (uint64_t)length);
+}
+
+// ---- queue sets ----
+
+jint JNICALL queueSetCreate(JNIEnv *env, jclass, jlong ctx, jint backend, jint nqueues, jint depth,
+                            jlongArray locals, jlongArray remotes, jlongArray out) {
+  if (!check_array(env, locals, 0, "local region handles")) return 0;
+  if (!check_array(env, remotes, 0, "remote region handles")) return 0;
+  if (!check_array(env, out, 1, "queueSetCreate out")) return 0;
+  if (nqueues <= 0 || depth < 0) {
+    throw_iae(env, "queue set: %d queues of depth %d, expected > 0 queues and depth >= 0", (int)nqueues, (int)depth);
+    return 0;
+  }
+  const jsize nl = env->GetArrayLength(locals), nr = env->GetArrayLength(remotes);
+  std::vector<jlong> hl((size_t)nl + 1), hr((size_t)nr + 1);
+  env->GetLongArrayRegion(locals, 0, nl, hl.data());
+  env->GetLongArrayRegion(remotes, 0, nr, hr.data());
+  std::vector<const slip_region *> pl((size_t)nl + 1);
+  std::vector<const slip_remote *> pr((size_t)nr + 1);
+  for (jsize i = 0; i < nl; i++) pl[(size_t)i] = handle<slip_region>(hl[(size_t)i]);
+  for (jsize i = 0; i < nr; i++) pr[(size_t)i] = handle<slip_remote>(hr[(size_t)i]);
+  slip_queueset *qs = nullptr;
+  slip_status st = slip_queueset_create(handle<slip_ctx>(ctx), backend, (uint32_t)nqueues, (uint32_t)depth,
+                                        pl.data(), (uint32_t)nl, pr.data(), (uint32_t)nr, &qs);
+  if (st == SLIP_OK) put_long(env, out, to_handle(qs));
+  return st;
+}
+
+void JNICALL queueSetDestroy(JNIEnv *, jclass, jlong qs) { slip_queueset_destroy(handle<slip_queueset>(qs)); }
+
+jlong JNICALL queueSetDevice(JNIEnv *, jclass, jlong qs) {
+  return to_handle(slip_queueset_device(handle<slip_queueset>(qs)));
+}
+
+jint JNICALL queueSetCheck(JNIEnv *, jclass, jlong qs, jboolean clear) {
+  return slip_queueset_check(handle<slip_queueset>(qs), clear ? 1 : 0);
+}
+
+jint JNICALL queueSetSetKey(JNIEnv *, jclass, jlong qs, jint index, jlong key) {
+  return slip_queueset_set_key(handle<slip_queueset>(qs), (uint32_t)index, (uint64_t)key);
+}
+
+// ---- host signals ----
+
+jint JNICALL signalWaitGe(JNIEnv *env, jclass, jlong addr, jlong value, jlong timeoutNs) {
+  if (addr == 0 || (addr & 7) != 0) {
+    throw_iae(env, "signal address 0x%llx, expected a non-null 8-byte aligned host address", (unsigned long long)addr);
+    return 0;
+  }
+  return slip_signal_wait_ge(handle<const uint64_t>(addr), (uint64_t)value, (uint64_t)timeoutNs);
+}
+
+#define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
+const JNINativeMethod kMethods[] = {
+    M(lastError, "()Ljava/lang/String;"),
+    M(statusName, "(I)Ljava/lang/String;"),
+    M(probe, "([I)I"),
+    M(abiLayout, "()Ljava/lang/String;"),
+    M(ctxCreate, "(I[J)I"),
+    M(ctxDestroy, "(J)V"),
+    M(regionCreate, "(JIJI[J)I"),
+    M(regionDestroy, "(J)V"),
+    M(regionInfo, "(J[J)V"),
+    M(regionExport, "(J[B)I"),
+    M(regionDescParse, "([BI[B)I"),
+    M(remoteImport, "(J[B[J)I"),
+    M(remoteAlias, "(J[J)I"),
+    M(remoteDestroy, "(J)V"),
+    M(remoteInfo, "(J[J)V"),
+    M(remoteCheck, "(JIJJJ)I"),
+    M(queueSetCreate, "(JIII[J[J[J)I"),
+    M(queueSetDestroy, "(J)V"),
+    M(queueSetDevice, "(J)J"),
+    M(queueSetCheck, "(JZ)I"),
+    M(queueSetSetKey, "(JIJ)I"),
+    M(signalWaitGe, "(JJJ)I"),
+};
+#undef M
+
+}  // namespace
+
+extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *) {
+  JNIEnv *env = nullptr;
+  jint rc = JNI_ERR;
+  jclass iae = nullptr, cls = nullptr;
+  if (vm->GetEnv(reinterpret_cast<void **>(&env), JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
+  iae = env->FindClass("java/lang/IllegalArgumentException");
+  if (iae == nullptr) goto done;
+  g_iae = static_cast<jclass>(env->NewGlobalRef(iae));
+  if (g_iae == nullptr) goto done;
+  cls = env->FindClass(kClass);
+  if (cls == nullptr) goto done;  // NoClassDefFoundError is pending: the loader reports it
+  if (env->RegisterNatives(cls, kMethods, (jint)(sizeof kMethods / sizeof kMethods[0])) != JNI_OK) goto done;
+  rc = JNI_VERSION_1_8;
+done:
+  if (iae) env->DeleteLocalRef(iae);
+  if (cls) env->DeleteLocalRef(cls);
+  if (rc == JNI_ERR && g_iae) {
+    env->DeleteGlobalRef(g_iae);
+    g_iae = nullptr;
+  }
+  return rc;
+}
+
+extern "C" JNIEXPORT void JNICALL JNI_OnUnload(JavaVM *vm, void *) {
+  JNIEnv *env = nullptr;
+  if (vm->GetEnv(reinterpret_cast<void **>(&env), JNI_VERSION_1_8) != JNI_OK) return;
+  if (g_iae) env->DeleteGlobalRef(g_iae);
+  g_iae = nullptr;
+}

@@ -1,0 +1,88 @@
+package dev.slipstream.core.gpu;
+
+import jcuda.Pointer;
+import jcuda.driver.CUdeviceptr;
+import jcuda.driver.CUresult;
+import jcuda.driver.JCudaDriver;
+
+/**
+ * The JCuda (driver API) side: initialisation, result checks and copies to raw device addresses.
+ * JCuda carries device memory, copies, streams, module loading and kernel launches; the JNI library
+ * carries what the native host API owns (contexts, regions and their IPC export/import, queue sets).
+ * Both meet in the device's primary context, so pointers from either side are valid in the other.
+ *
+ * <p>Loaded only after {@link GpuRuntime#probe()} found a GPU: JCuda's driver binding needs
+ * libcuda.so.1 to load. JCuda's exceptions stay off (the JCuda default); every result is checked
+ * here and turned into a {@link GpuException} naming the call.
+ */
+final class CudaDriver {
+  private CudaDriver() {}
+
+  /** Initialises the driver API once; throws with the probe's reason when there is no GPU. */
+  static void init() {
+    Init.check();
+  }
+
+  static void check(int result, String what) {
+    if (result != CUresult.CUDA_SUCCESS) {
+      throw new GpuException(SlipStatus.SLIP_ERR_CUDA, what + " failed: " + CUresult.stringFor(result));
+    }
+  }
+
+  /** A JCuda pointer to a raw device address (a region's, or one the native library returned). */
+  static CUdeviceptr at(long address) {
+    return new CUdeviceptr().withByteOffset(address);
+  }
+
+  static void copyToDevice(long address, byte[] src, int off, int len) {
+    checkArray(src, off, len);
+    check(JCudaDriver.cuMemcpyHtoD(at(address), Pointer.to(src).withByteOffset(off), len), "cuMemcpyHtoD");
+  }
+
+  static void copyFromDevice(long address, byte[] dst, int off, int len) {
+    checkArray(dst, off, len);
+    check(JCudaDriver.cuMemcpyDtoH(Pointer.to(dst).withByteOffset(off), at(address), len), "cuMemcpyDtoH");
+  }
+
+  static void fill(long address, byte value, long len) {
+    check(JCudaDriver.cuMemsetD8(at(address), value, len), "cuMemsetD8");
+  }
+
+  private static void checkArray(byte[] a, int off, int len) {
+    if (off < 0 || len < 0 || off > a.length - len) {
+      throw new IndexOutOfBoundsException("offset " + off + " + length " + len + " outside a " + a.length + "-byte array");
+    }
+  }
+
+  /** Checks {@code offset + length} against a device allocation, as the native checks do. */
+  static void checkRange(long offset, long length, long capacity, String what) {
+    if (offset < 0 || length < 0 || offset > capacity || length > capacity - offset) {
+      throw new IndexOutOfBoundsException("offset " + offset + " + length " + length + " outside " + what + " (length "
+          + capacity + ")");
+    }
+  }
+
+  private static final class Init {
+    private static final RuntimeException FAILURE = tryInit();
+
+    static void check() {
+      if (FAILURE != null) {
+        throw FAILURE;
+      }
+    }
+
+    private static RuntimeException tryInit() {
+      GpuProbe probe = GpuRuntime.probe();
+      if (!probe.available()) {
+        return new GpuException(SlipStatus.SLIP_ERR_NO_DEVICE, probe.reason());
+      }
+      try {
+        int r = JCudaDriver.cuInit(0);
+        return r == CUresult.CUDA_SUCCESS ? null
+            : new GpuException(SlipStatus.SLIP_ERR_CUDA, "cuInit failed: " + CUresult.stringFor(r));
+      } catch (UnsatisfiedLinkError e) {
+        return new GpuException(SlipStatus.SLIP_ERR_NO_DEVICE, "JCuda's driver binding did not load: " + e.getMessage(), e);
+      }
+    }
+  }
+}

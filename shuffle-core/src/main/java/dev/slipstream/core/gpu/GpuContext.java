@@ -1,0 +1,87 @@
+package dev.slipstream.core.gpu;
+
+import jcuda.driver.CUcontext;
+import jcuda.driver.CUdevice;
+import jcuda.driver.JCudaDriver;
+
+/**
+ * One GPU for this process: the native library's {@code slip_ctx} and JCuda's handle on the same
+ * primary context. Regions, queue sets and device buffers are made from it.
+ *
+ * <p>Threading: any thread may use it; every call that goes through JCuda first makes the
+ * primary context current on the calling thread. Ownership: close it after everything made from
+ * it (queue sets, then regions and buffers); {@link #close()} is idempotent.
+ */
+public final class GpuContext implements AutoCloseable {
+  private final int device;
+  private final CUdevice cuDevice = new CUdevice();
+  private final CUcontext primary = new CUcontext();
+  private long handle;
+  private boolean retained;
+
+  private GpuContext(int device) {
+    this.device = device;
+  }
+
+  /** Opens device {@code device}; throws with the probe's reason when there is no GPU. */
+  public static GpuContext open(int device) {
+    CudaDriver.init();
+    GpuContext c = new GpuContext(device);
+    try {
+      c.handle = SlipNative.createContext(device);
+      CudaDriver.check(JCudaDriver.cuDeviceGet(c.cuDevice, device), "cuDeviceGet(" + device + ")");
+      CudaDriver.check(JCudaDriver.cuDevicePrimaryCtxRetain(c.primary, c.cuDevice), "cuDevicePrimaryCtxRetain");
+      c.retained = true;
+      c.makeCurrent();
+      return c;
+    } catch (RuntimeException e) {
+      c.close();
+      throw e;
+    }
+  }
+
+  public int device() {
+    return device;
+  }
+
+  /** Makes this device's primary context current on the calling thread (for JCuda calls). */
+  public void makeCurrent() {
+    ensureOpen();
+    CudaDriver.check(JCudaDriver.cuCtxSetCurrent(primary), "cuCtxSetCurrent(device " + device + ")");
+  }
+
+  /** Allocates {@code bytes} of device memory (cuMemAlloc). */
+  public DeviceBuffer allocate(long bytes) {
+    makeCurrent();
+    return DeviceBuffer.allocate(this, bytes);
+  }
+
+  /** Waits for all work on this device (cuCtxSynchronize). */
+  public void synchronize() {
+    makeCurrent();
+    CudaDriver.check(JCudaDriver.cuCtxSynchronize(), "cuCtxSynchronize(device " + device + ")");
+  }
+
+  long handle() {
+    ensureOpen();
+    return handle;
+  }
+
+  private void ensureOpen() {
+    if (handle == 0) {
+      throw new IllegalStateException("GPU context of device " + device + " is closed");
+    }
+  }
+
+  @Override
+  public void close() {
+    if (retained) {
+      retained = false;
+      JCudaDriver.cuDevicePrimaryCtxRelease(cuDevice);
+    }
+    if (handle != 0) {
+      SlipNative.destroyContext(handle);
+      handle = 0;
+    }
+  }
+}

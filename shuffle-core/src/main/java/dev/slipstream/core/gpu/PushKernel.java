@@ -1,0 +1,250 @@
+package dev.slipstream.core.gpu;
+
+import java.io.IOException;
+import java.io.StringReader;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Properties;
+import jcuda.Pointer;
+import jcuda.driver.CUfunction;
+import jcuda.driver.CUmodule;
+import jcuda.driver.CUresult;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstream_flags;
+import jcuda.driver.JCudaDriver;
+
+/**
+ * The project's push and receive kernels ({@code cuda/src/push.cu}), launched through JCuda from
+ * the fatbin that the build compiles with nvcc and ships in the jar (sm_90 SASS plus compute_90
+ * PTX; no NVRTC). Arguments use the {@code slip_push_queue_cfg} and {@code slip_push_item} layouts
+ * of {@code cuda/include/slipstream/kernels.h}; {@code RegionDescriptorLayoutTest} checks the
+ * offsets below against the JNI library's {@code offsetof}.
+ *
+ * <p>Threading: one thread at a time (it owns one stream). Ownership: close it before its
+ * {@link GpuContext}.
+ */
+public final class PushKernel implements AutoCloseable {
+  static final int QUEUE_CFG_BYTES = 24;
+  static final int CFG_SRC_REGION = 0;
+  static final int CFG_DST_REGION = 4;
+  static final int CFG_SIG_REGION = 8;
+  static final int CFG_SIG_OFFSET = 16;
+  static final int ITEM_BYTES = 24;
+  static final int ITEM_SRC_OFFSET = 0;
+  static final int ITEM_DST_OFFSET = 8;
+  static final int ITEM_LENGTH = 16;
+
+  /** What queue q sends: source and destination as table indices, the signal word's place. */
+  public record Queue(int srcRegion, int dstRegion, int sigRegion, long sigOffset) {}
+
+  /** One block: {@code length} bytes from the source region to the destination region. */
+  public record Item(long srcOffset, long dstOffset, long length) {}
+
+  private final GpuContext ctx;
+  private final CUmodule module = new CUmodule();
+  private final CUfunction push = new CUfunction();
+  private final CUfunction waitSignals = new CUfunction();
+  private final CUstream stream = new CUstream();
+  private boolean open;
+  private boolean streamCreated;
+
+  private PushKernel(GpuContext ctx) {
+    this.ctx = ctx;
+  }
+
+  /** Loads the shipped fatbin into {@code ctx}'s device. */
+  public static PushKernel load(GpuContext ctx) {
+    Properties names = kernelNames();
+    byte[] fatbin = NativeLibrary.resource(NativeLibrary.FATBIN);
+    PushKernel k = new PushKernel(ctx);
+    ctx.makeCurrent();
+    CudaDriver.check(JCudaDriver.cuModuleLoadData(k.module, fatbin), "cuModuleLoadData(" + NativeLibrary.FATBIN + ")");
+    k.open = true;
+    try {
+      k.function(names, "push_kernel", k.push);
+      k.function(names, "wait_signals_kernel", k.waitSignals);
+      CudaDriver.check(JCudaDriver.cuStreamCreate(k.stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      k.streamCreated = true;
+      return k;
+    } catch (RuntimeException e) {
+      k.close();
+      throw e;
+    }
+  }
+
+  /** The kernel name table shipped beside the fatbin (plain name to mangled name). */
+  static Properties kernelNames() {
+    Properties p = new Properties();
+    try {
+      p.load(new StringReader(new String(NativeLibrary.resource(NativeLibrary.KERNEL_NAMES), StandardCharsets.UTF_8)));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return p;
+  }
+
+  private void function(Properties names, String name, CUfunction f) {
+    String mangled = names.getProperty(name);
+    if (mangled == null) {
+      throw new IllegalStateException("kernel " + name + " is not in " + NativeLibrary.KERNEL_NAMES + " (has "
+          + names.stringPropertyNames() + ")");
+    }
+    CudaDriver.check(JCudaDriver.cuModuleGetFunction(f, module, mangled), "cuModuleGetFunction(" + name + ")");
+  }
+
+  /** Encodes queue configurations as {@code slip_push_queue_cfg[]}. */
+  static byte[] encodeQueues(List<Queue> queues) {
+    ByteBuffer b = ByteBuffer.allocate(queues.size() * QUEUE_CFG_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < queues.size(); i++) {
+      Queue q = queues.get(i);
+      int at = i * QUEUE_CFG_BYTES;
+      b.putInt(at + CFG_SRC_REGION, q.srcRegion());
+      b.putInt(at + CFG_DST_REGION, q.dstRegion());
+      b.putInt(at + CFG_SIG_REGION, q.sigRegion());
+      b.putLong(at + CFG_SIG_OFFSET, q.sigOffset());
+    }
+    return b.array();
+  }
+
+  /** Encodes items, queue after queue, as {@code slip_push_item[]}. */
+  static byte[] encodeItems(List<List<Item>> perQueue) {
+    int n = perQueue.stream().mapToInt(List::size).sum();
+    ByteBuffer b = ByteBuffer.allocate(Math.max(1, n) * ITEM_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+    int i = 0;
+    for (List<Item> items : perQueue) {
+      for (Item it : items) {
+        int at = i++ * ITEM_BYTES;
+        b.putLong(at + ITEM_SRC_OFFSET, it.srcOffset());
+        b.putLong(at + ITEM_DST_OFFSET, it.dstOffset());
+        b.putLong(at + ITEM_LENGTH, it.length());
+      }
+    }
+    return b.array();
+  }
+
+  /**
+   * Runs the push kernel: CUDA block q owns queue q and sends {@code items.get(q)}, {@code batch}
+   * items at a time, with one signal add of (items, bytes) per batch. Waits (polling, as the native
+   * contract asks) up to {@code timeoutMs}; returns each queue's status ({@code SLIP_OK} or its
+   * first error; {@link QueueSet#check} gives the text).
+   */
+  public SlipStatus[] push(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads,
+      long timeoutMs) {
+    int n = qs.size();
+    if (queues.size() != n || items.size() != n) {
+      throw new IllegalArgumentException("push over " + n + " queues got " + queues.size() + " queue configs and "
+          + items.size() + " item lists, expected " + n + " of each");
+    }
+    if (batch <= 0 || threads < 32 || threads > 1024 || threads % 32 != 0) {
+      throw new IllegalArgumentException("push: batch " + batch + ", " + threads + " threads; expected batch > 0 and a"
+          + " multiple of 32 in 32..1024 threads");
+    }
+    ByteBuffer starts = ByteBuffer.allocate((n + 1) * 4).order(ByteOrder.LITTLE_ENDIAN);
+    int total = 0;
+    for (int q = 0; q < n; q++) {
+      starts.putInt(q * 4, total);
+      total += items.get(q).size();
+    }
+    starts.putInt(n * 4, total);
+    byte[] cfg = encodeQueues(queues);
+    byte[] its = encodeItems(items);
+    try (DeviceBuffer dCfg = ctx.allocate(cfg.length);
+        DeviceBuffer dItems = ctx.allocate(its.length);
+        DeviceBuffer dStarts = ctx.allocate(starts.capacity());
+        DeviceBuffer dStatus = ctx.allocate(4L * n)) {
+      dCfg.write(0, cfg);
+      dItems.write(0, its);
+      dStarts.write(0, starts.array());
+      dStatus.fill((byte) 0xff);
+      Pointer args = Pointer.to(
+          Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {dCfg.address()}),
+          Pointer.to(new long[] {dItems.address()}), Pointer.to(new long[] {dStarts.address()}),
+          Pointer.to(new int[] {batch}), Pointer.to(new long[] {dStatus.address()}));
+      launch(push, n, threads, args, timeoutMs, "push_kernel");
+      return statuses(dStatus.read(0, 4 * n));
+    }
+  }
+
+  /**
+   * Runs the receive-side wait kernel: one thread per signal word at {@code signals + 8 * i} waits
+   * until it reaches {@code expected[i]} or {@code timeoutNs} passes; returns each result
+   * ({@code SLIP_OK} or {@code SLIP_ERR_TIMEOUT}).
+   */
+  public SlipStatus[] waitSignals(long signals, long[] expected, long timeoutNs, long timeoutMs) {
+    int n = expected.length;
+    if (n == 0) {
+      return new SlipStatus[0];
+    }
+    ByteBuffer e = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < n; i++) {
+      e.putLong(8 * i, expected[i]);
+    }
+    try (DeviceBuffer dExpected = ctx.allocate(8L * n); DeviceBuffer dResult = ctx.allocate(4L * n)) {
+      dExpected.write(0, e.array());
+      dResult.fill((byte) 0xff);
+      Pointer args = Pointer.to(
+          Pointer.to(new long[] {signals}), Pointer.to(new long[] {dExpected.address()}), Pointer.to(new int[] {n}),
+          Pointer.to(new long[] {timeoutNs}), Pointer.to(new long[] {dResult.address()}));
+      launch(waitSignals, (n + 127) / 128, 128, args, timeoutMs, "wait_signals_kernel");
+      return statuses(dResult.read(0, 4 * n));
+    }
+  }
+
+  private void launch(CUfunction f, int blocks, int threads, Pointer args, long timeoutMs, String name) {
+    ensureOpen();
+    ctx.makeCurrent();
+    CudaDriver.check(JCudaDriver.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, args, null),
+        "cuLaunchKernel(" + name + ", " + blocks + " x " + threads + ")");
+    // Poll rather than block: a proxy push waits on the native executor thread, which a blocked
+    // synchronous CUDA call in another thread was seen to hold off (native/README.md).
+    long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
+    for (;;) {
+      int r = JCudaDriver.cuStreamQuery(stream);
+      if (r == CUresult.CUDA_SUCCESS) {
+        return;
+      }
+      if (r != CUresult.CUDA_ERROR_NOT_READY) {
+        CudaDriver.check(r, name + " (cuStreamQuery)");
+      }
+      if (System.nanoTime() - deadline > 0) {
+        throw new GpuException(SlipStatus.SLIP_ERR_TIMEOUT, name + " still running after " + timeoutMs + " ms");
+      }
+      Thread.onSpinWait();
+    }
+  }
+
+  private static SlipStatus[] statuses(byte[] raw) {
+    ByteBuffer b = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN);
+    SlipStatus[] s = new SlipStatus[raw.length / 4];
+    for (int i = 0; i < s.length; i++) {
+      int code = b.getInt(4 * i);
+      if (code < 0 || code >= SlipStatus.values().length) {
+        throw new GpuException(SlipStatus.SLIP_ERR_STATE, "kernel left status " + code + " for entry " + i
+            + " (0xffffffff: not written), expected a slip_status");
+      }
+      s[i] = SlipStatus.of(code);
+    }
+    return s;
+  }
+
+  private void ensureOpen() {
+    if (!open) {
+      throw new IllegalStateException("push kernel module is closed");
+    }
+  }
+
+  @Override
+  public void close() {
+    if (open) {
+      open = false;
+      ctx.makeCurrent();
+      if (streamCreated) {
+        JCudaDriver.cuStreamDestroy(stream);
+      }
+      JCudaDriver.cuModuleUnload(module);
+    }
+  }
+}

@@ -1,0 +1,82 @@
+package dev.slipstream.core.gpu;
+
+/**
+ * A peer's region mapped into this process ({@code slip_remote}): device memory opened from its
+ * CUDA IPC handle (peer access enabled), or host shared memory mapped and pinned. Or an alias of a
+ * local region, the destination when a process writes its own partition.
+ *
+ * <p>Ownership: close it after the queue sets that use it; {@link #close()} is idempotent.
+ */
+public final class RemoteRegion implements AutoCloseable {
+  private final long devicePointer;
+  private final long length;
+  private final int id;
+  private long handle;
+
+  private RemoteRegion(long handle) {
+    this.handle = handle;
+    long[] info = SlipNative.remoteInfo(handle);
+    this.devicePointer = info[0];
+    this.length = info[2];
+    this.id = (int) info[3];
+  }
+
+  /**
+   * Imports a peer's descriptor. The Java codec validates it first, then the native library checks
+   * it again (magic, version, kind, length, owner) and maps the memory.
+   */
+  public static RemoteRegion importFrom(GpuContext ctx, byte[] descriptor) {
+    RegionDescriptor.decode(descriptor);
+    return new RemoteRegion(SlipNative.importRemote(ctx.handle(), descriptor));
+  }
+
+  public static RemoteRegion importFrom(GpuContext ctx, RegionDescriptor descriptor) {
+    return new RemoteRegion(SlipNative.importRemote(ctx.handle(), descriptor.encode()));
+  }
+
+  /** A remote view of a local region (same process). */
+  public static RemoteRegion alias(GpuRegion local) {
+    return new RemoteRegion(SlipNative.aliasRemote(local.handle()));
+  }
+
+  public int id() {
+    return id;
+  }
+
+  public long length() {
+    return length;
+  }
+
+  /** Address usable by this process's GPU. */
+  public long devicePointer() {
+    ensureOpen();
+    return devicePointer;
+  }
+
+  /**
+   * Checks a write request against the imported region; throws a {@link GpuException}
+   * (BAD_REGION, BAD_KEY or OUT_OF_RANGE) whose message names the request, never the real key.
+   */
+  public void checkWrite(int regionId, long key, long offset, long len) {
+    SlipNative.checkRemote(handle(), regionId, key, offset, len);
+  }
+
+  long handle() {
+    ensureOpen();
+    return handle;
+  }
+
+  private void ensureOpen() {
+    if (handle == 0) {
+      throw new IllegalStateException("remote region " + Integer.toUnsignedString(id) + " is closed");
+    }
+  }
+
+  @Override
+  public void close() {
+    if (handle != 0) {
+      SlipNative.destroyRemote(handle);
+      handle = 0;
+    }
+  }
+}
