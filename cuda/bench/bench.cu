@@ -2,16 +2,22 @@
 //   slip_bench pair [--quick]   two processes, one GPU each: link ceiling, host-issued copies per
 //                               block, GPU-initiated push (nvlink, proxy) one way and both ways,
 //                               and the 2-rank exchange measured like NCCL all-to-all
-//   slip_bench partition        the partition kernel against measured device-memory bandwidth
+//   slip_bench partition [--quick] [--variants] [--parts N] [--shape NAME]
+//                               the partition kernel against measured device-memory bandwidth, for
+//                               several partition counts, payload widths and row counts; --variants
+//                               times every tile and chunk tuning instead of the default; --parts
+//                               and --shape narrow the sweep to one case (for ncu)
 // Every push run is verified afterwards: receiver-side signal totals and byte-exact data.
 // Lines starting with "csv," are machine-readable: kind,backend,direction,block_bytes,bytes,ms,GBps,verified
 #include <inttypes.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "../tests/pair_common.cuh"
 #include "slipstream/kernels.h"
+#include "slipstream/partition_tuning.h"
 
 namespace {
 
@@ -304,15 +310,22 @@ int run_pair(Bench &b) {
   return 0;
 }
 
-__global__ void make_keys(int64_t *k, int64_t *c0, int32_t *c1, uint64_t n) {
-  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+__global__ void make_cols(int64_t *k, uint8_t *pool, uint64_t pool_bytes, uint64_t n) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
     k[i] = (int64_t)slip_hash64(i + 12345);
-    c0[i] = (int64_t)i;
-    c1[i] = (int32_t)i;
-  }
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < pool_bytes / 8;
+       i += (uint64_t)gridDim.x * blockDim.x)
+    ((uint64_t *)pool)[i] = slip_hash64(i ^ 0xabcdef);
 }
 
-int run_partition(bool quick) {
+struct PartShape {
+  const char *name;
+  uint32_t ncols;
+  uint32_t widths[4];
+};
+
+// only_parts / only_shape (0 / null: all) narrow the sweep, for profiling one case.
+int run_partition(bool quick, bool variants, uint32_t only_parts, const char *only_shape) {
   int n = 0;
   if (slip_cuda_probe(&n) != SLIP_OK) {
     printf("SKIP: %s\n", slip_last_error());
@@ -342,50 +355,102 @@ int run_partition(bool quick) {
   printf("csv,devmem_copy,cudaMemcpyAsync,d2d,0,%" PRIu64 ",%.4f,%.1f,yes\n", 2 * cbytes, copy_ms, copy_gbps);
   T_CUDA(cudaFree(a));
   T_CUDA(cudaFree(c));
-  const uint64_t rows = quick ? (1ull << 24) : (1ull << 27);
-  slip_batch b;
-  memset(&b, 0, sizeof b);
-  int64_t *keys, *c0;
-  int32_t *c1;
-  T_CUDA(cudaMalloc(&keys, rows * 8));
-  T_CUDA(cudaMalloc(&c0, rows * 8));
-  T_CUDA(cudaMalloc(&c1, rows * 4));
-  make_keys<<<2048, 256>>>(keys, c0, c1, rows);
+  // Payload shapes (widths in bytes); every column has its own buffer, filled with random bytes.
+  const PartShape shapes[] = {{"w0", 0, {0, 0, 0, 0}},
+                              {"w12", 2, {8, 4, 0, 0}},
+                              {"w23", 4, {16, 4, 2, 1}},
+                              {"w32", 4, {8, 8, 8, 8}}};
+  const uint64_t max_rows = quick ? (1ull << 24) : (1ull << 27);
+  int64_t *keys;
+  uint8_t *pool;
+  const uint64_t pool_bytes = max_rows * 32;  // room for the widest shape; columns are 256-byte aligned slices
+  T_CUDA(cudaMalloc(&keys, max_rows * 8));
+  T_CUDA(cudaMalloc(&pool, pool_bytes + 4 * 256));
+  make_cols<<<2048, 256>>>(keys, pool, pool_bytes, max_rows);
   T_LAUNCH();
-  b.keys = keys;
-  b.rows = rows;
-  b.ncols = 2;
-  b.widths[0] = 8;
-  b.widths[1] = 4;
-  b.cols[0] = c0;
-  b.cols[1] = c1;
-  for (uint32_t parts : {2u, 16u, 64u, 256u, 1024u, 4096u}) {
-    const uint64_t cap = slip_partition_out_bound(&b, parts), sl = slip_partition_scratch_bytes(rows, parts);
-    void *out, *scratch;
-    uint64_t *off, *cnt;
-    T_CUDA(cudaMalloc(&out, cap));
-    T_CUDA(cudaMalloc(&scratch, sl));
-    T_CUDA(cudaMalloc(&off, (parts + 1) * 8));
-    T_CUDA(cudaMalloc(&cnt, parts * 8));
-    t.clear();
-    for (int r = 0; r < 8; r++) {
-      T_CUDA(cudaEventRecord(e0));
-      T_SLIP(slip_partition(&b, parts, out, cap, off, cnt, scratch, sl, 0));
-      T_CUDA(cudaEventRecord(e1));
-      T_CUDA(cudaEventSynchronize(e1));
-      float ms;
-      T_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      if (r > 0) t.push_back(ms);
+  struct Tuning {
+    const char *name;
+    slip_partition_tuning t;
+  };
+  std::vector<Tuning> tunings = {{"default", {0, 0}}};
+  if (variants)
+    tunings = {{"i8w1", {8, 1}}, {"i8w2", {8, 2}}, {"i8w4", {8, 4}},
+               {"i16w1", {16, 1}}, {"i16w2", {16, 2}}, {"i16w4", {16, 4}}};
+  std::vector<uint64_t> row_counts = {max_rows};
+  if (!quick && !variants) row_counts = {1ull << 24, max_rows};
+  std::vector<std::string> table;
+  for (uint64_t rows : row_counts) {
+    for (const PartShape &sh : shapes) {
+      if (variants && sh.ncols != 2 && sh.ncols != 4) continue;  // variants: w12, w23, w32
+      if (only_shape && strcmp(only_shape, sh.name) != 0) continue;
+      slip_batch b;
+      memset(&b, 0, sizeof b);
+      b.keys = keys;
+      b.rows = rows;
+      b.ncols = sh.ncols;
+      uint64_t w = 0, col = 0;
+      for (uint32_t i = 0; i < sh.ncols; i++) {
+        b.widths[i] = sh.widths[i];
+        b.cols[i] = pool + col;
+        col += (rows * sh.widths[i] + 255) / 256 * 256;
+        w += sh.widths[i];
+      }
+      for (uint32_t parts : {2u, 8u, 64u, 256u, 1024u, 4096u}) {
+        if (only_parts && parts != only_parts) continue;
+        const uint64_t cap = slip_partition_out_bound(&b, parts), sl = slip_partition_scratch_bytes(rows, parts);
+        void *out, *scratch;
+        uint64_t *off, *cnt;
+        T_CUDA(cudaMalloc(&out, cap));
+        T_CUDA(cudaMalloc(&scratch, sl));
+        T_CUDA(cudaMalloc(&off, (parts + 1) * 8));
+        T_CUDA(cudaMalloc(&cnt, parts * 8));
+        for (const Tuning &tu : tunings) {
+          t.clear();
+          for (int r = 0; r < 8; r++) {
+            T_CUDA(cudaEventRecord(e0));
+            T_SLIP(slip_partition_tuned(&b, parts, out, cap, off, cnt, scratch, sl, &tu.t, 0));
+            T_CUDA(cudaEventRecord(e1));
+            T_CUDA(cudaEventSynchronize(e1));
+            float ms;
+            T_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+            if (r > 0) t.push_back(ms);
+          }
+          // Every row landed: the counts add up to the rows and the blocks fill the output exactly.
+          std::vector<uint64_t> hc(parts), ho(parts + 1);
+          T_CUDA(cudaMemcpy(hc.data(), cnt, parts * 8, cudaMemcpyDeviceToHost));
+          T_CUDA(cudaMemcpy(ho.data(), off, (parts + 1) * 8, cudaMemcpyDeviceToHost));
+          uint64_t sum = 0, blocks = 0;
+          for (uint32_t p = 0; p < parts; p++) {
+            sum += hc[p];
+            blocks += slip_partition_block_bytes(&b, hc[p]);
+          }
+          const bool ok = sum == rows && ho[parts] == blocks;
+          // Counted bytes (the definition of run 1): the histogram reads the keys, the scatter reads
+          // keys and payload and writes everything once. The floor (each input read once, each output
+          // written once) leaves out the histogram's key read.
+          const uint64_t moved = rows * (8 + 2 * (8 + w)), floor_bytes = rows * 2 * (8 + w);
+          const double ms = median(t), gbps = moved / (ms * 1e6), pct = 100.0 * gbps / copy_gbps;
+          const double pct_floor = 100.0 * floor_bytes / (ms * 1e6) / copy_gbps;
+          printf("csv,partition_%s,%s,%u_parts,rows_%" PRIu64 ",%" PRIu64 ",%.4f,%.1f,%.1f%%_of_copy,%.1f%%_floor,%s\n",
+                 tu.name, sh.name, parts, rows, moved, ms, gbps, pct, pct_floor, ok ? "yes" : "NO");
+          char line[160];
+          snprintf(line, sizeof line, "%-8s %-4s %5u %10" PRIu64 " %8.3f ms %7.1f GB/s %5.1f%% (floor %5.1f%%) %s",
+                   tu.name, sh.name, parts, rows, ms, gbps, pct, pct_floor, ok ? "" : "NOT VERIFIED");
+          table.push_back(line);
+          if (!ok) {
+            fprintf(stderr, "partition %s %s parts %u: counts add up to %" PRIu64 " of %" PRIu64 " rows\n", tu.name,
+                    sh.name, parts, sum, rows);
+            return 1;
+          }
+        }
+        for (void *q : {out, scratch, (void *)off, (void *)cnt}) T_CUDA(cudaFree(q));
+      }
     }
-    // Counted bytes: keys read by the histogram, keys and payload read by the scatter, all written once.
-    const uint64_t bytes = rows * (8 + 20 + 20);
-    const double ms = median(t);
-    printf("csv,partition%s,%u_parts,rows_%" PRIu64 ",20,%" PRIu64 ",%.4f,%.1f,%.1f%%_of_copy\n",
-           getenv("SLIP_VARIANT") ? "_items8" : "", parts, rows, bytes, ms,
-           bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbps);
-    for (void *q : {out, scratch, (void *)off, (void *)cnt}) T_CUDA(cudaFree(q));
   }
-  for (void *q : {(void *)keys, (void *)c0, (void *)c1}) T_CUDA(cudaFree(q));
+  printf("device copy %.1f GB/s (bytes read + written)\n", copy_gbps);
+  printf("variant  cols parts       rows     time      moved   of copy\n");
+  for (const std::string &l : table) printf("%s\n", l.c_str());
+  for (void *q : {(void *)keys, (void *)pool}) T_CUDA(cudaFree(q));
   return 0;
 }
 
@@ -393,11 +458,20 @@ int run_partition(bool quick) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s pair|partition [--quick]\n", argv[0]);
+    fprintf(stderr, "usage: %s pair [--quick] | partition [--quick] [--variants] [--parts N] [--shape w0|w12|w23|w32]\n",
+            argv[0]);
     return 2;
   }
-  const bool quick = argc > 2 && !strcmp(argv[2], "--quick");
-  if (!strcmp(argv[1], "partition")) return run_partition(quick);
+  bool quick = false, variants = false;
+  uint32_t only_parts = 0;
+  const char *only_shape = nullptr;
+  for (int i = 2; i < argc; i++) {
+    quick |= !strcmp(argv[i], "--quick");
+    variants |= !strcmp(argv[i], "--variants");
+    if (!strcmp(argv[i], "--parts") && i + 1 < argc) only_parts = (uint32_t)atoi(argv[++i]);
+    if (!strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];
+  }
+  if (!strcmp(argv[1], "partition")) return run_partition(quick, variants, only_parts, only_shape);
   Bench b;
   b.quick = quick;
   const int rc = pair_start(&b.p, 300);

@@ -1,19 +1,37 @@
-// Hash partition of a device-resident columnar batch into per-destination contiguous blocks:
-// histogram (per tile and partition), exclusive scan (partition-major, so each tile knows where
-// its rows of each partition start), layout (block byte offsets), scatter.
+// Hash partition of a device-resident columnar batch into per-destination contiguous blocks.
+//
+// The rows are cut into chunks, one CUDA block each, and every chunk into tiles of 256 x items rows.
+//   1. hist_kernel: per chunk and partition, the number of rows (reads the keys once).
+//   2. CUB exclusive scan of those counts in partition-major order: where each chunk's rows of
+//      each partition start.
+//   3. layout_kernel: block sizes, byte offsets and, per column and partition, the address of the
+//      column's section.
+//   4. scatter_kernel: each block walks its chunk tile by tile. It ranks the tile's rows by
+//      partition in shared memory, so that consecutive slots hold rows of one partition, then
+//      writes the keys and each column in slot order: neighbouring threads store to neighbouring
+//      addresses of one block. The partition and slot of a row are computed once per tile and
+//      reused for every column; while one column is written out, the next is being loaded.
+// The block of a chunk keeps a cursor per partition, so a chunk's rows of one partition land
+// back to back, tile after tile, and the counts matrix is only partitions x chunks.
+// Within a block the order of rows is unspecified (it depends on the order of shared atomics).
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "../../native/src/check.h"
 #include "slipstream/kernels.h"
+#include "slipstream/partition_tuning.h"
 
 namespace {
 
-constexpr int kThreads = 256;
-#ifndef SLIP_PARTITION_ITEMS
-#define SLIP_PARTITION_ITEMS 16
-#endif
-constexpr int kItems = SLIP_PARTITION_ITEMS;  // rows per thread per tile (a build option, for tuning)
-constexpr uint64_t kTile = (uint64_t)kThreads * kItems;
+constexpr int kThreads = 256;        // scatter block
+constexpr int kHistThreads = 512;    // histogram block
+constexpr int kHistUnroll = 8;       // keys in flight per histogram thread
+constexpr int kLayoutThreads = 1024;
+constexpr uint32_t kMaxChunks = 2048;  // bounds the scratch: partitions x chunks counts
+constexpr uint32_t kMinTile = kThreads * 8;
+constexpr uint32_t kDefaultItems = 8;
+constexpr uint32_t kDefaultWaves = 2;
+constexpr uint32_t kBallotMaxParts = 32;  // up to here, warps aggregate their shared atomics by ballots
 
 struct Cols {
   const char *p[SLIP_PARTITION_MAX_COLS];
@@ -23,110 +41,130 @@ struct Cols {
 
 __host__ __device__ inline uint64_t align16(uint64_t x) { return (x + 15) & ~15ull; }
 
-// Warp-aggregated increment of counter[part]: one shared atomic per distinct partition in the
-// warp instead of one per lane (two partitions would otherwise serialise 16 lanes each).
-__device__ inline uint32_t warp_claim(uint32_t *counter, uint32_t part, bool valid) {
-  const unsigned active = __ballot_sync(0xffffffffu, valid);
-  const unsigned peers = __match_any_sync(0xffffffffu, valid ? part : 0xffffffffu) & active;
+// Bits of a partition index when warps aggregate by ballots, or -1 for plain shared atomics.
+int ballot_bits(uint32_t nparts) {
+  if (nparts > kBallotMaxParts) return -1;
+  int bits = 0;
+  while ((1u << bits) < nparts) bits++;
+  return bits;
+}
+
+// Lanes of the warp whose row is valid and in partition q (all lanes call it; part < 2^bits).
+__device__ inline unsigned lanes_of(uint32_t q, uint32_t part, bool valid, int bits) {
+  unsigned m = __ballot_sync(0xffffffffu, valid);
+  for (int b = 0; b < bits; b++) {
+    const unsigned set = __ballot_sync(0xffffffffu, (part >> b) & 1u);
+    m &= ((q >> b) & 1u) ? set : ~set;
+  }
+  return m;
+}
+
+// Rank of this row among the tile's rows of its partition: counter[part] is advanced by one
+// shared atomic per distinct partition in the warp (bits >= 0) or per row (bits < 0). All lanes call it.
+__device__ inline uint32_t claim(uint32_t *counter, uint32_t part, bool valid, int bits) {
+  if (bits < 0) return valid ? atomicAdd(&counter[part], 1u) : 0u;
   const unsigned lane = threadIdx.x & 31u;
-  uint32_t base = 0;
-  if (valid) {
-    const int leader = __ffs(peers) - 1;
-    if ((int)lane == leader) base = atomicAdd(&counter[part], (uint32_t)__popc(peers));
-    base = __shfl_sync(peers, base, leader);
-    base += __popc(peers & ((1u << lane) - 1u));
-  }
-  return base;
+  const unsigned peers = lanes_of(part, part, valid, bits);
+  const int leader = peers ? __ffs(peers) - 1 : (int)lane;
+  uint32_t first = 0;
+  if (valid && (int)lane == leader) first = atomicAdd(&counter[part], (uint32_t)__popc(peers));
+  first = __shfl_sync(0xffffffffu, first, leader);
+  return first + (uint32_t)__popc(peers & ((1u << lane) - 1u));
 }
 
-__global__ void __launch_bounds__(kThreads) hist_kernel(const int64_t *__restrict__ keys, uint64_t rows,
-                                                        uint32_t nparts, uint32_t ntiles,
-                                                        uint32_t *__restrict__ counts) {
+template <bool kChecked>
+__device__ inline void hist_rows(const int64_t *__restrict__ keys, uint64_t base, uint64_t end, uint32_t nparts,
+                                 int bits, uint32_t *hist, uint32_t &mine) {
+  int64_t k[kHistUnroll];
+#pragma unroll
+  for (int u = 0; u < kHistUnroll; u++) {
+    const uint64_t i = base + (uint64_t)u * kHistThreads + threadIdx.x;
+    k[u] = (!kChecked || i < end) ? keys[i] : 0;
+  }
+  const uint32_t lane = threadIdx.x & 31u;
+#pragma unroll
+  for (int u = 0; u < kHistUnroll; u++) {
+    const bool valid = !kChecked || base + (uint64_t)u * kHistThreads + threadIdx.x < end;
+    const uint32_t part = slip_partition_of(k[u], nparts);
+    if (bits >= 0) mine += (uint32_t)__popc(lanes_of(lane, part, valid, bits));
+    else if (valid) atomicAdd(&hist[part], 1u);
+  }
+}
+
+// Rows of each partition in chunk blockIdx.x: counts[p * nchunks + chunk].
+__global__ void __launch_bounds__(kHistThreads) hist_kernel(const int64_t *__restrict__ keys, uint64_t rows,
+                                                            uint64_t chunk_rows, uint32_t nparts, uint32_t nchunks,
+                                                            int bits, uint32_t *__restrict__ counts) {
   extern __shared__ uint32_t hist[];
-  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x) hist[p] = 0;
+  for (uint32_t p = threadIdx.x; p < nparts; p += kHistThreads) hist[p] = 0;
   __syncthreads();
-  const uint64_t base = (uint64_t)blockIdx.x * kTile;
-#pragma unroll 4
-  for (int k = 0; k < kItems; k++) {
-    const uint64_t i = base + (uint64_t)k * kThreads + threadIdx.x;
-    const bool valid = i < rows;
-    const uint32_t part = valid ? slip_partition_of(keys[i], nparts) : 0u;
-    if (nparts >= 64) {
-      if (valid) atomicAdd(&hist[part], 1u);
-    } else {
-      warp_claim(hist, part, valid);
-    }
-  }
+  const uint64_t c0 = (uint64_t)blockIdx.x * chunk_rows;
+  const uint64_t c1 = min(rows, c0 + chunk_rows);
+  constexpr uint64_t kStep = (uint64_t)kHistThreads * kHistUnroll;
+  uint32_t mine = 0;  // ballot path: this warp's rows of partition `lane`
+  uint64_t base = c0;
+  for (; base + kStep <= c1; base += kStep) hist_rows<false>(keys, base, c1, nparts, bits, hist, mine);
+  if (base < c1) hist_rows<true>(keys, base, c1, nparts, bits, hist, mine);
+  const uint32_t lane = threadIdx.x & 31u;
+  if (bits >= 0 && lane < nparts && mine) atomicAdd(&hist[lane], mine);
   __syncthreads();
-  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x) counts[(uint64_t)p * ntiles + blockIdx.x] = hist[p];
+  for (uint32_t p = threadIdx.x; p < nparts; p += kHistThreads) counts[(uint64_t)p * nchunks + blockIdx.x] = hist[p];
 }
 
-struct PartMeta {
-  uint64_t first;   // first row of the partition in partition-major order
-  uint64_t count;
-  uint64_t col_off[SLIP_PARTITION_MAX_COLS + 1];  // byte offset of keys (0) and each column in the block
-};
+__host__ __device__ inline uint64_t block_bytes(const Cols &cols, uint64_t n) {
+  uint64_t s = align16(n * 8);
+  for (uint32_t c = 0; c < cols.n; c++) s += align16(n * cols.w[c]);
+  return s;
+}
 
-// One block: turns the scanned tile counts into counts, block sizes and byte offsets.
-__global__ void layout_kernel(const uint64_t *__restrict__ scanned, uint64_t rows, uint32_t nparts, uint32_t ntiles,
-                              Cols cols, PartMeta *__restrict__ meta, uint64_t *__restrict__ offsets,
-                              uint64_t *__restrict__ counts) {
-  __shared__ uint64_t sizes[SLIP_PARTITION_MAX_PARTS];
-  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x) {
-    const uint64_t first = scanned[(uint64_t)p * ntiles];
-    const uint64_t next = p + 1 < nparts ? scanned[(uint64_t)(p + 1) * ntiles] : rows;
-    const uint64_t n = next - first;
-    PartMeta m;
-    m.first = first;
-    m.count = n;
-    uint64_t off = align16(n * 8);
-    m.col_off[0] = 0;
+// One block: rows per partition, block offsets, and colbase[j * nparts + p], the byte offset in
+// the output of column j (0: keys) of partition p.
+__global__ void __launch_bounds__(kLayoutThreads) layout_kernel(const uint64_t *__restrict__ scanned, uint64_t rows,
+                                                                uint32_t nparts, uint32_t nchunks, Cols cols,
+                                                                uint64_t *__restrict__ offsets,
+                                                                uint64_t *__restrict__ counts,
+                                                                uint64_t *__restrict__ colbase) {
+  using Scan = cub::BlockScan<uint64_t, kLayoutThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  constexpr int kPer = SLIP_PARTITION_MAX_PARTS / kLayoutThreads;
+  uint64_t n[kPer], off[kPer];
+#pragma unroll
+  for (int q = 0; q < kPer; q++) {
+    const uint32_t p = threadIdx.x * kPer + q;
+    n[q] = 0;
+    if (p < nparts) {
+      const uint64_t first = scanned[(uint64_t)p * nchunks];
+      const uint64_t next = p + 1 < nparts ? scanned[(uint64_t)(p + 1) * nchunks] : rows;
+      n[q] = next - first;
+    }
+    off[q] = p < nparts ? block_bytes(cols, n[q]) : 0;
+  }
+  uint64_t total;
+  Scan(tmp).ExclusiveSum(off, off, total);
+#pragma unroll
+  for (int q = 0; q < kPer; q++) {
+    const uint32_t p = threadIdx.x * kPer + q;
+    if (p >= nparts) continue;
+    counts[p] = n[q];
+    offsets[p] = off[q];
+    uint64_t o = off[q];
+    colbase[p] = o;
+    o += align16(n[q] * 8);
     for (uint32_t c = 0; c < cols.n; c++) {
-      m.col_off[c + 1] = off;
-      off += align16(n * cols.w[c]);
+      colbase[(uint64_t)(c + 1) * nparts + p] = o;
+      o += align16(n[q] * cols.w[c]);
     }
-    meta[p] = m;
-    counts[p] = n;
-    sizes[p] = off;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {  // nparts <= 4096: a serial scan is a few microseconds
-    uint64_t acc = 0;
-    for (uint32_t p = 0; p < nparts; p++) {
-      offsets[p] = acc;
-      acc += sizes[p];
-    }
-    offsets[nparts] = acc;
-  }
+  if (threadIdx.x == 0) offsets[nparts] = total;
 }
 
-template <int W>
-__device__ inline void put(char *dst, const char *src) {
-  if constexpr (W == 1) *(uint8_t *)dst = *(const uint8_t *)src;
-  else if constexpr (W == 2) *(uint16_t *)dst = *(const uint16_t *)src;
-  else if constexpr (W == 4) *(uint32_t *)dst = *(const uint32_t *)src;
-  else if constexpr (W == 8) *(uint64_t *)dst = *(const uint64_t *)src;
-  else *(int4 *)dst = *(const int4 *)src;
-}
-
-__device__ inline void put_width(uint32_t w, char *dst, const char *src) {
-  switch (w) {
-    case 1: put<1>(dst, src); break;
-    case 2: put<2>(dst, src); break;
-    case 4: put<4>(dst, src); break;
-    case 8: put<8>(dst, src); break;
-    default: put<16>(dst, src); break;
-  }
-}
-
-// Exclusive scan of v[0, n) in shared memory by one block (n <= 4096 here).
+// Exclusive scan of v[0, n) in shared memory by one block of kThreads (n <= 4096 here).
 __device__ inline void block_exclusive_scan(uint32_t *v, uint32_t n) {
   __shared__ uint32_t warp_sums[kThreads / 32];
-  const uint32_t per = (n + blockDim.x - 1) / blockDim.x;
-  const uint32_t lo = threadIdx.x * per, hi = min(n, lo + per);
+  const uint32_t per = (n + kThreads - 1) / kThreads;
+  const uint32_t lo = min(n, threadIdx.x * per), hi = min(n, lo + per);
   uint32_t sum = 0;
   for (uint32_t i = lo; i < hi; i++) sum += v[i];
-  // Inclusive scan of the per-thread sums across the block.
   uint32_t x = sum;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -137,16 +175,16 @@ __device__ inline void block_exclusive_scan(uint32_t *v, uint32_t n) {
   if (lane == 31) warp_sums[warp] = x;
   __syncthreads();
   if (warp == 0) {
-    uint32_t w = lane < blockDim.x / 32 ? warp_sums[lane] : 0;
+    uint32_t w = lane < kThreads / 32 ? warp_sums[lane] : 0;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
       const uint32_t y = __shfl_up_sync(0xffffffffu, w, d);
       if (lane >= (unsigned)d) w += y;
     }
-    if (lane < blockDim.x / 32) warp_sums[lane] = w;
+    if (lane < kThreads / 32) warp_sums[lane] = w;
   }
   __syncthreads();
-  uint32_t run = x - sum + (warp > 0 ? warp_sums[warp - 1] : 0);  // exclusive prefix of this thread
+  uint32_t run = x - sum + (warp > 0 ? warp_sums[warp - 1] : 0);
   for (uint32_t i = lo; i < hi; i++) {
     const uint32_t c = v[i];
     v[i] = run;
@@ -155,67 +193,206 @@ __device__ inline void block_exclusive_scan(uint32_t *v, uint32_t n) {
   __syncthreads();
 }
 
-// Scatter through shared memory: each tile first orders its rows by partition (a local counting
-// sort), then writes every column in that order, so consecutive threads store to consecutive
-// addresses of one partition's block instead of scattering each warp's stores over many blocks.
-__global__ void __launch_bounds__(kThreads) scatter_kernel(const int64_t *__restrict__ keys, uint64_t rows,
-                                                           uint32_t nparts, uint32_t ntiles, Cols cols,
-                                                           const uint64_t *__restrict__ scanned,
-                                                           const PartMeta *__restrict__ meta,
-                                                           const uint64_t *__restrict__ offsets,
-                                                           char *__restrict__ out) {
-  extern __shared__ uint32_t smem[];
-  uint32_t *local = smem;                      // per partition: count, then local start
-  uint32_t *base = smem + nparts;              // per partition: global row index - local start
-  uint16_t *perm = (uint16_t *)(base + nparts);  // tile slot -> row within the tile
-  uint16_t *slot_part = perm + kTile;            // tile slot -> partition
-  const uint64_t tile0 = (uint64_t)blockIdx.x * kTile;
-  const uint64_t left = rows - tile0;
-  const uint32_t n = (uint32_t)(left < kTile ? left : kTile);
-  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x) local[p] = 0;
-  __syncthreads();
-  uint32_t part[kItems], rank[kItems];
-  const bool many = nparts >= 64;  // little contention: plain shared atomics are cheaper
+// Loads rows [0, n) of a tile, row k * kThreads + threadIdx.x into v[k] (zero beyond n).
+template <typename V, int I>
+__device__ inline void load_tile(V (&v)[I], const V *__restrict__ src, uint32_t n) {
 #pragma unroll
-  for (int k = 0; k < kItems; k++) {
+  for (int k = 0; k < I; k++) {
     const uint32_t r = (uint32_t)k * kThreads + threadIdx.x;
-    const bool valid = r < n;
-    part[k] = valid ? slip_partition_of(keys[tile0 + r], nparts) : 0u;
-    if (many) rank[k] = valid ? atomicAdd(&local[part[k]], 1u) : 0u;
-    else rank[k] = warp_claim(local, part[k], valid);
+    v[k] = r < n ? src[r] : V{};
   }
-  __syncthreads();
-  // Global position of the tile's first row of p (from the partition-major scan) minus its local start.
-  block_exclusive_scan(local, nparts);
-  for (uint32_t p = threadIdx.x; p < nparts; p += blockDim.x)
-    base[p] = (uint32_t)(scanned[(uint64_t)p * ntiles + blockIdx.x] - meta[p].first) - local[p];
+}
+
+template <typename V, int I>
+__device__ inline void stage_tile(const V (&v)[I], const uint32_t (&slot)[I], V *stage, uint32_t n) {
 #pragma unroll
-  for (int k = 0; k < kItems; k++) {
-    const uint32_t r = (uint32_t)k * kThreads + threadIdx.x;
-    if (r < n) {
-      const uint32_t s = local[part[k]] + rank[k];
-      perm[s] = (uint16_t)r;
-      slot_part[s] = (uint16_t)part[k];
-    }
-  }
-  __syncthreads();
-  for (uint32_t s = threadIdx.x; s < n; s += blockDim.x) {
-    const uint32_t p = slot_part[s];
-    const uint32_t pos = base[p] + s;  // modulo 2^32: base may be "negative", pos is not
-    *(int64_t *)(out + offsets[p] + (uint64_t)pos * 8) = keys[tile0 + perm[s]];
-  }
-  for (uint32_t c = 0; c < cols.n; c++) {
-    const uint32_t w = cols.w[c];
-    const char *src = cols.p[c] + tile0 * w;
-    for (uint32_t s = threadIdx.x; s < n; s += blockDim.x) {
+  for (int k = 0; k < I; k++)
+    if ((uint32_t)k * kThreads + threadIdx.x < n) stage[slot[k]] = v[k];
+}
+
+// Writes slots [0, n) of a staged column: slot s of partition p goes to row base[p] + s of p's
+// section, which starts at byte colbase[p] of the output.
+template <typename V, int I>
+__device__ inline void out_tile(const V *stage, const uint16_t *slot_part, const uint32_t *base,
+                                const uint64_t *__restrict__ colbase, uint32_t n, char *__restrict__ out) {
+#pragma unroll
+  for (int k = 0; k < I; k++) {
+    const uint32_t s = (uint32_t)k * kThreads + threadIdx.x;
+    if (s < n) {
       const uint32_t p = slot_part[s];
-      const uint32_t pos = base[p] + s;
-      put_width(w, out + offsets[p] + meta[p].col_off[c + 1] + (uint64_t)pos * w, src + (uint64_t)perm[s] * w);
+      const uint32_t pos = base[p] + s;  // modulo 2^32: base may be "negative", pos is not
+      *(V *)(out + __ldg(&colbase[p]) + (uint64_t)pos * sizeof(V)) = stage[s];
     }
   }
 }
 
-size_t scatter_smem(uint32_t nparts) { return (size_t)nparts * 8 + kTile * 4; }
+template <int I>
+__device__ inline void out_width(uint32_t w, const char *stage, const uint16_t *slot_part, const uint32_t *base,
+                                 const uint64_t *__restrict__ colbase, uint32_t n, char *__restrict__ out) {
+  switch (w) {
+    case 1: out_tile<uint8_t, I>((const uint8_t *)stage, slot_part, base, colbase, n, out); break;
+    case 2: out_tile<uint16_t, I>((const uint16_t *)stage, slot_part, base, colbase, n, out); break;
+    case 4: out_tile<uint32_t, I>((const uint32_t *)stage, slot_part, base, colbase, n, out); break;
+    case 8: out_tile<uint64_t, I>((const uint64_t *)stage, slot_part, base, colbase, n, out); break;
+    default: out_tile<uint4, I>((const uint4 *)stage, slot_part, base, colbase, n, out); break;
+  }
+}
+
+// Loads the next column's tile, writes out the current staged column, then stages the next one.
+template <typename V, int I>
+__device__ inline void column_step(const char *src, const uint32_t (&slot)[I], char *next, uint32_t wcur,
+                                   const char *cur, const uint16_t *slot_part, const uint32_t *base,
+                                   const uint64_t *__restrict__ colbase, uint32_t n, char *__restrict__ out) {
+  V v[I];
+  load_tile<V, I>(v, (const V *)src, n);
+  out_width<I>(wcur, cur, slot_part, base, colbase, n, out);
+  stage_tile<V, I>(v, slot, (V *)next, n);
+}
+
+__device__ inline uint32_t tile_rows(uint32_t tile, uint64_t left) { return left < tile ? (uint32_t)left : tile; }
+
+size_t scatter_smem(uint32_t nparts, uint32_t tile, uint32_t maxw) {
+  return align16((size_t)nparts * 12 + (size_t)tile * 2) + 2 * (size_t)tile * maxw;
+}
+
+// 2 blocks per SM at 16 rows per thread, 3 at 8 (registers cap; shared memory allows this for P <= 1024).
+template <int I>
+__global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(const int64_t *__restrict__ keys, uint64_t rows,
+                                                           uint64_t chunk_rows, uint32_t nparts, uint32_t nchunks,
+                                                           int bits, const Cols cols_arg, uint32_t maxw,
+                                                           const uint64_t *__restrict__ scanned,
+                                                           const uint64_t *__restrict__ colbase,
+                                                           char *__restrict__ out) {
+  constexpr uint32_t T = kThreads * I;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint32_t *cnt = (uint32_t *)smem;        // per partition: rows in this tile, then their first slot
+  uint32_t *base = cnt + nparts;           // per partition: row in its section of slot 0
+  uint32_t *cursor = base + nparts;        // per partition: next row of this chunk in its section
+  uint16_t *slot_part = (uint16_t *)(cursor + nparts);  // per slot: partition
+  char *stage0 = (char *)smem + align16((uint64_t)nparts * 12 + (uint64_t)T * 2);
+  char *stage1 = stage0 + (uint64_t)T * maxw;
+  __shared__ Cols cols;  // indexed by column below: from shared memory rather than a local copy
+  if (threadIdx.x == 0) cols = cols_arg;
+  const uint64_t c0 = (uint64_t)blockIdx.x * chunk_rows;
+  const uint64_t c1 = min(rows, c0 + chunk_rows);
+  for (uint32_t p = threadIdx.x; p < nparts; p += kThreads)
+    cursor[p] = (uint32_t)(scanned[(uint64_t)p * nchunks + blockIdx.x] - scanned[(uint64_t)p * nchunks]);
+  uint64_t key[I];
+  load_tile<uint64_t, I>(key, (const uint64_t *)keys + c0, (uint32_t)tile_rows(T, c1 - c0));
+  for (uint64_t t0 = c0; t0 < c1; t0 += T) {
+    const uint32_t n = (uint32_t)tile_rows(T, c1 - t0);
+    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) cnt[p] = 0;
+    __syncthreads();
+    uint32_t part[I], slot[I];
+#pragma unroll
+    for (int k = 0; k < I; k++) {
+      const bool valid = (uint32_t)k * kThreads + threadIdx.x < n;
+      part[k] = valid ? slip_partition_of((int64_t)key[k], nparts) : 0u;
+      slot[k] = claim(cnt, part[k], valid, bits);
+    }
+    __syncthreads();
+    block_exclusive_scan(cnt, nparts);
+    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) {
+      const uint32_t start = cnt[p], next = p + 1 < nparts ? cnt[p + 1] : n;
+      base[p] = cursor[p] - start;
+      cursor[p] += next - start;
+    }
+#pragma unroll
+    for (int k = 0; k < I; k++) {
+      if ((uint32_t)k * kThreads + threadIdx.x < n) {
+        const uint32_t s = cnt[part[k]] + slot[k];
+        slot[k] = s;
+        slot_part[s] = (uint16_t)part[k];
+        ((uint64_t *)stage0)[s] = key[k];
+      }
+    }
+    __syncthreads();
+    // Column j (0: keys, j: payload column j - 1) is staged in stage0 (j even) or stage1 (j odd).
+    for (uint32_t j = 0; j <= cols.n; j++) {
+      const uint32_t wcur = j == 0 ? 8u : cols.w[j - 1];
+      const char *cur = (j & 1) ? stage1 : stage0;
+      char *next = (j & 1) ? stage0 : stage1;
+      const uint64_t *cb = colbase + (uint64_t)j * nparts;
+      if (j < cols.n) {
+        const uint32_t w = cols.w[j];
+        const char *src = cols.p[j] + t0 * w;
+        switch (w) {
+          case 1: column_step<uint8_t, I>(src, slot, next, wcur, cur, slot_part, base, cb, n, out); break;
+          case 2: column_step<uint16_t, I>(src, slot, next, wcur, cur, slot_part, base, cb, n, out); break;
+          case 4: column_step<uint32_t, I>(src, slot, next, wcur, cur, slot_part, base, cb, n, out); break;
+          case 8: column_step<uint64_t, I>(src, slot, next, wcur, cur, slot_part, base, cb, n, out); break;
+          default: column_step<uint4, I>(src, slot, next, wcur, cur, slot_part, base, cb, n, out); break;
+        }
+      } else {
+        // Last column: the next tile's keys are loaded while it is written out.
+        if (t0 + T < c1)
+          load_tile<uint64_t, I>(key, (const uint64_t *)keys + t0 + T, (uint32_t)tile_rows(T, c1 - t0 - T));
+        out_width<I>(wcur, cur, slot_part, base, cb, n, out);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+struct Plan {
+  uint32_t nchunks;
+  uint64_t chunk_rows;
+};
+
+// Chunks: whole tiles, as even as possible, at most `target` of them.
+Plan make_plan(uint64_t rows, uint32_t items, uint64_t target) {
+  Plan pl;
+  const uint64_t tile = (uint64_t)kThreads * items;
+  uint64_t ntiles = (rows + tile - 1) / tile;
+  if (ntiles == 0) ntiles = 1;
+  if (target > kMaxChunks) target = kMaxChunks;
+  if (target == 0) target = 1;
+  const uint64_t per = (ntiles + target - 1) / target;
+  pl.nchunks = (uint32_t)((ntiles + per - 1) / per);
+  pl.chunk_rows = per * tile;
+  return pl;
+}
+
+uint64_t max_chunks(uint64_t rows) {
+  const uint64_t t = (rows + kMinTile - 1) / kMinTile;
+  return t == 0 ? 1 : (t < kMaxChunks ? t : kMaxChunks);
+}
+
+uint64_t scan_temp_bytes(uint64_t n) {
+  size_t t = 0;
+  // Size query only: no device work.
+  cub::DeviceScan::ExclusiveSum(nullptr, t, (const uint32_t *)nullptr, (uint64_t *)nullptr, (int64_t)n);
+  return t;
+}
+
+// The scatter's chunk count: `waves` times the blocks the device holds at once, so that every
+// block of a wave has the same number of tiles to do.
+template <int I>
+slip_status plan_scatter(uint64_t rows, uint32_t nparts, uint32_t maxw, uint32_t waves, Plan *pl) {
+  slip_status st = SLIP_OK;
+  int dev = 0, sms = 0, per_sm = 0;
+  const size_t smem = scatter_smem(nparts, kThreads * I, maxw);
+  SLIP_CUDA_CHECK(cudaFuncSetAttribute(scatter_kernel<I>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  SLIP_CUDA_CHECK(cudaGetDevice(&dev));
+  SLIP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  SLIP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, scatter_kernel<I>, kThreads, smem));
+  if (per_sm < 1) per_sm = 1;
+  *pl = make_plan(rows, I, (uint64_t)waves * sms * per_sm);
+done:
+  return st;
+}
+
+template <int I>
+slip_status launch_scatter(const slip_batch *b, uint32_t nparts, const Plan &pl, int bits, const Cols &cols,
+                           uint32_t maxw, const uint64_t *scanned, const uint64_t *colbase, char *out,
+                           cudaStream_t stream) {
+  slip_status st = SLIP_OK;
+  scatter_kernel<I><<<pl.nchunks, kThreads, scatter_smem(nparts, kThreads * I, maxw), stream>>>(
+      b->keys, b->rows, pl.chunk_rows, nparts, pl.nchunks, bits, cols, maxw, scanned, colbase, out);
+  SLIP_LAUNCH_CHECK();
+done:
+  return st;
+}
 
 }  // namespace
 
@@ -231,31 +408,29 @@ extern "C" uint64_t slip_partition_out_bound(const slip_batch *b, uint32_t npart
   return b->rows * row + (uint64_t)nparts * (b->ncols + 1) * 15;
 }
 
-static uint64_t scan_temp_bytes(uint64_t n) {
-  size_t t = 0;
-  // Size query only: no device work.
-  cub::DeviceScan::ExclusiveSum(nullptr, t, (const uint32_t *)nullptr, (uint64_t *)nullptr, (int64_t)n);
-  return t;
-}
-
 extern "C" uint64_t slip_partition_scratch_bytes(uint64_t rows, uint32_t nparts) {
-  const uint64_t ntiles = (rows + kTile - 1) / kTile;
-  const uint64_t n = ntiles * nparts;
-  return align16(n * 4) + align16(n * 8) + align16((uint64_t)nparts * sizeof(PartMeta)) + align16(scan_temp_bytes(n));
+  const uint64_t n = max_chunks(rows) * nparts;
+  return align16(n * 4) + align16(n * 8) + align16((uint64_t)(SLIP_PARTITION_MAX_COLS + 1) * nparts * 8) +
+         align16(scan_temp_bytes(n));
 }
 
-extern "C" slip_status slip_partition(const slip_batch *b, uint32_t nparts, void *d_out, uint64_t out_cap,
-                                      uint64_t *d_offsets, uint64_t *d_counts, void *d_scratch,
-                                      uint64_t scratch_bytes, cudaStream_t stream) {
+extern "C" slip_status slip_partition_tuned(const slip_batch *b, uint32_t nparts, void *d_out, uint64_t out_cap,
+                                            uint64_t *d_offsets, uint64_t *d_counts, void *d_scratch,
+                                            uint64_t scratch_bytes, const slip_partition_tuning *tuning,
+                                            cudaStream_t stream) {
   slip_status st = SLIP_OK;
-  uint64_t ntiles = 0, n = 0, need = 0;
+  uint64_t n = 0, need = 0;
   size_t temp = 0;
   char *s = (char *)d_scratch;
-  uint32_t *tile_counts = nullptr;
-  uint64_t *scanned = nullptr;
-  PartMeta *meta = nullptr;
+  uint32_t *chunk_counts = nullptr, maxw = 8, items = kDefaultItems, waves = kDefaultWaves;
+  uint64_t *scanned = nullptr, *colbase = nullptr;
+  int bits = 0;
+  Plan pl;
   Cols cols;
   if (!b || !d_offsets || !d_counts) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_partition: null argument");
+  if (tuning && tuning->items) items = tuning->items;
+  if (tuning && tuning->waves) waves = tuning->waves;
+  if (items != 8 && items != 16) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u items per thread, expected 8 or 16", items);
   if (nparts == 0 || nparts > SLIP_PARTITION_MAX_PARTS)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u partitions, expected 1..%d", nparts, SLIP_PARTITION_MAX_PARTS);
   if (b->ncols > SLIP_PARTITION_MAX_COLS)
@@ -272,38 +447,50 @@ extern "C" slip_status slip_partition(const slip_batch *b, uint32_t nparts, void
       SLIP_FAIL(SLIP_ERR_INVALID_ARG, "column %u: null or not aligned to its width %u", c, w);
     cols.p[c] = (const char *)b->cols[c];
     cols.w[c] = w;
+    if (w > maxw) maxw = w;
   }
-  if (b->rows && !b->keys) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_partition: null key column");
+  if (b->rows && (!b->keys || ((uintptr_t)b->keys % 8) != 0))
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_partition: key column null or not 8-byte aligned");
   if (slip_partition_out_bound(b, nparts) > out_cap)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "output capacity %llu, expected at least %llu", (unsigned long long)out_cap,
               (unsigned long long)slip_partition_out_bound(b, nparts));
+  if (b->rows && (!d_out || ((uintptr_t)d_out % 16) != 0))  // sections are 16-byte aligned offsets
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_partition: output null or not 16-byte aligned");
   need = slip_partition_scratch_bytes(b->rows, nparts);
   if (scratch_bytes < need)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "scratch of %llu bytes, expected at least %llu", (unsigned long long)scratch_bytes,
               (unsigned long long)need);
-  ntiles = (b->rows + kTile - 1) / kTile;
-  if (ntiles == 0) ntiles = 1;  // zero rows: one empty tile keeps the layout code uniform
-  n = ntiles * nparts;
-  tile_counts = (uint32_t *)s;
-  s += align16(n * 4);
+  if (items == 8) SLIP_CHECK(plan_scatter<8>(b->rows, nparts, maxw, waves, &pl));
+  else SLIP_CHECK(plan_scatter<16>(b->rows, nparts, maxw, waves, &pl));
+  bits = ballot_bits(nparts);
+  n = (uint64_t)pl.nchunks * nparts;
+  chunk_counts = (uint32_t *)s;
+  s += align16(max_chunks(b->rows) * nparts * 4);
   scanned = (uint64_t *)s;
-  s += align16(n * 8);
-  meta = (PartMeta *)s;
-  s += align16((uint64_t)nparts * sizeof(PartMeta));
+  s += align16(max_chunks(b->rows) * nparts * 8);
+  colbase = (uint64_t *)s;
+  s += align16((uint64_t)(SLIP_PARTITION_MAX_COLS + 1) * nparts * 8);
   temp = (size_t)scan_temp_bytes(n);
-  hist_kernel<<<(unsigned)ntiles, kThreads, nparts * sizeof(uint32_t), stream>>>(b->keys, b->rows, nparts,
-                                                                                 (uint32_t)ntiles, tile_counts);
+  hist_kernel<<<pl.nchunks, kHistThreads, nparts * sizeof(uint32_t), stream>>>(b->keys, b->rows, pl.chunk_rows, nparts,
+                                                                               pl.nchunks, bits, chunk_counts);
   SLIP_LAUNCH_CHECK();
-  SLIP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(s, temp, tile_counts, scanned, (int64_t)n, stream));
-  layout_kernel<<<1, 1024, 0, stream>>>(scanned, b->rows, nparts, (uint32_t)ntiles, cols, meta, d_offsets, d_counts);
+  SLIP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(s, temp, chunk_counts, scanned, (int64_t)n, stream));
+  layout_kernel<<<1, kLayoutThreads, 0, stream>>>(scanned, b->rows, nparts, pl.nchunks, cols, d_offsets, d_counts,
+                                                  colbase);
   SLIP_LAUNCH_CHECK();
   if (b->rows > 0) {
-    SLIP_CUDA_CHECK(cudaFuncSetAttribute(scatter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)scatter_smem(SLIP_PARTITION_MAX_PARTS)));
-    scatter_kernel<<<(unsigned)ntiles, kThreads, scatter_smem(nparts), stream>>>(
-        b->keys, b->rows, nparts, (uint32_t)ntiles, cols, scanned, meta, d_offsets, (char *)d_out);
-    SLIP_LAUNCH_CHECK();
+    if (items == 8)
+      SLIP_CHECK(launch_scatter<8>(b, nparts, pl, bits, cols, maxw, scanned, colbase, (char *)d_out, stream));
+    else
+      SLIP_CHECK(launch_scatter<16>(b, nparts, pl, bits, cols, maxw, scanned, colbase, (char *)d_out, stream));
   }
 done:
   return st;
+}
+
+extern "C" slip_status slip_partition(const slip_batch *b, uint32_t nparts, void *d_out, uint64_t out_cap,
+                                      uint64_t *d_offsets, uint64_t *d_counts, void *d_scratch,
+                                      uint64_t scratch_bytes, cudaStream_t stream) {
+  return slip_partition_tuned(b, nparts, d_out, out_cap, d_offsets, d_counts, d_scratch, scratch_bytes, nullptr,
+                              stream);
 }
