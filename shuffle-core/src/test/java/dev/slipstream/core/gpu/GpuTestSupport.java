@@ -1,0 +1,33 @@
+package dev.slipstream.core.gpu;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/** Shared by the GPU tests: the skip with the probe's reason, and a byte pattern both JVMs compute. */
+final class GpuTestSupport {
+  private GpuTestSupport() {}
+
+  /** Skips the calling test, with the reason, unless a GPU is usable. */
+  static GpuProbe assumeGpu() {
+    GpuProbe p = GpuRuntime.probe();
+    assumeTrue(p.available(), p.reason());
+    return p;
+  }
+
+  /** The source byte at offset {@code i}: deterministic, and different for nearby offsets. */
+  static byte pattern(long i) {
+    return (byte) (i * 131 + 7 ^ (i >>> 11));
+  }
+
+  static byte[] pattern(long from, int len) {
+    byte[] b = new byte[len];
+    for (int i = 0; i < len; i++) {
+      b[i] = pattern(from + i);
+    }
+    return b;
+  }
+
+  /** SLIP_SIGNAL_PACK(blocks, bytes): 24-bit block count above a 40-bit byte count. */
+  static long signal(long blocks, long bytes) {
+    return (blocks << 40) | (bytes & ((1L << 40) - 1));
+  }
+}
