@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: build, test (incl. compute-sanitizer memcheck and racecheck on small cases),
 # run the baselines and the benchmark, and write everything under $OUT (or ./gpu-out).
-#   native/gpu-run.sh [stages...]   stages: env build test sanitize baselines bench ncu (default: all)
+#   native/gpu-run.sh [stages...]   stages: env build test sanitize baselines bench ncu gpunetio
+#                                   (default: all)
 # The baselines are read from .baselines/ (a copy of shared/baselines: ../shared does not travel).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -11,7 +12,7 @@ mkdir -p "$out"
 build="${SLIP_GPU_BUILD:-/tmp/slip-build}"
 bin="$build/cuda"
 stages=("$@")
-[[ ${#stages[@]} -eq 0 ]] && stages=(env build test sanitize baselines bench ncu)
+[[ ${#stages[@]} -eq 0 ]] && stages=(env build test sanitize baselines bench ncu gpunetio)
 # NVLink multicast stays off on these machines (a program using it can take the host's GPUs down).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -75,6 +76,17 @@ if want ncu; then
   ncu_cmd=(ncu --clock-control none --target-processes all --section SpeedOfLight --section MemoryWorkloadAnalysis)
   step ncu.log 120 "${ncu_cmd[@]}" -k regex:'hist_kernel|scatter_kernel' -c 4 "$bin/slip_bench" partition --quick
   step ncu.log 120 "${ncu_cmd[@]}" -k regex:push_kernel -c 3 "$bin/slip_bench" pair --quick
+fi
+if want gpunetio; then
+  # gpunetio backend (issue 4): DOCA GPUNetIO device code against the software NIC. The build finds
+  # the device headers in the nvidia-nccl Python package (see the build log's "GPUNetIO" line).
+  grep -h 'GPUNetIO device headers' "$out/build_test.log" 2>/dev/null | tail -1 | tee -a "$out/gpunetio.log"
+  step gpunetio.log 60 ctest --test-dir "$build" -R 'cpu_test|softnic_test' --output-on-failure
+  step gpunetio.log 240 "$bin/slip_pair_test" gpunetio
+  step gpunetio.log 240 compute-sanitizer --target-processes all --error-exitcode 9 --tool memcheck \
+    "$bin/slip_pair_test" gpunetio --small
+  step gpunetio.log 240 "$bin/slip_bench" gpunetio ${SLIP_GPUNETIO_BENCH_ARGS:-}
+  grep -h '^csv,' "$out/gpunetio.log" >"$out/gpunetio.csv" || true
 fi
 echo "gpu-run.sh: done, status $status; results in $out"
 exit $status

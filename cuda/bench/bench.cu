@@ -2,6 +2,8 @@
 //   slip_bench pair [--quick]   two processes, one GPU each: link ceiling, host-issued copies per
 //                               block, GPU-initiated push (nvlink, proxy) one way and both ways,
 //                               and the 2-rank exchange measured like NCCL all-to-all
+//   slip_bench gpunetio [--quick]  two processes: push through the gpunetio backend (DOCA GPUNetIO
+//                               device code, software NIC) against the nvlink backend, one way
 //   slip_bench partition [--quick] [--variants] [--parts N] [--shape NAME]
 //                               the partition kernel against measured device-memory bandwidth, for
 //                               several partition counts, payload widths and row counts; --variants
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "../tests/pair_common.cuh"
+#include "host/slip_softnic.h"
 #include "slipstream/kernels.h"
 #include "slipstream/partition_tuning.h"
 
@@ -30,6 +33,7 @@ constexpr uint32_t T_SRC = 0, T_PEER = 1, T_PEER_SIG = 2, T_SELF = 3, T_SELF_SIG
 struct Bench {
   Pair p;
   bool quick = false;
+  bool gpunetio_only = false;  // slip_bench gpunetio
   slip_ctx *ctx = nullptr;
   slip_region *src = nullptr, *landing = nullptr, *sig = nullptr;
   slip_remote *peer_landing = nullptr, *peer_sig = nullptr, *self_landing = nullptr, *self_sig = nullptr;
@@ -161,6 +165,12 @@ double time_push(Bench &b, slip_queueset *qs, PushPlan &pl, int reps) {
   return ms / reps;
 }
 
+void print_sweeps(const char *what, const char *items, uint64_t block, uint64_t n, uint64_t sweeps, uint64_t issue_ns,
+                  uint64_t flush_ns) {
+  printf("%s block %" PRIu64 ": %" PRIu64 " %s in %" PRIu64 " sweeps, issue %.1f us/sweep, flush %.1f us/sweep\n", what,
+         block, n, items, sweeps, sweeps ? issue_ns / 1e3 / sweeps : 0.0, sweeps ? flush_ns / 1e3 / sweeps : 0.0);
+}
+
 // One push experiment. dir: 0 one way (rank 0 -> rank 1), 1 both ways at once.
 void push_experiment(Bench &b, slip_queueset *qs, const char *backend, uint32_t nq, uint64_t block, uint64_t total,
                      int both, int reps) {
@@ -180,12 +190,16 @@ void push_experiment(Bench &b, slip_queueset *qs, const char *backend, uint32_t 
     ok = verify_landing(b, total, 0, b.peer_seed(), launches * pl.items_per_launch, launches * total, nq);
   const double other_ms = exchange(b, ms);
   const bool other_ok = exchange(b, ok);
+  // Executor-thread counters (cumulative over the queue set's life).
   if (sending && strcmp(backend, "proxy") == 0) {
     slip_proxy_stats ps;
     slip_queueset_proxy_stats(qs, &ps);
-    printf("proxy-stats block %" PRIu64 ": %" PRIu64 " descriptors in %" PRIu64 " sweeps, issue %.1f us/sweep, flush %.1f us/sweep\n",
-           block, ps.descriptors, ps.sweeps, ps.sweeps ? ps.issue_ns / 1e3 / ps.sweeps : 0.0,
-           ps.sweeps ? ps.flush_ns / 1e3 / ps.sweeps : 0.0);
+    print_sweeps("proxy-stats", "descriptors", block, ps.descriptors, ps.sweeps, ps.issue_ns, ps.flush_ns);
+  }
+  if (sending && strcmp(backend, "gpunetio") == 0) {
+    slip_softnic_stats ns;
+    slip_queueset_nic_stats(qs, &ns);
+    print_sweeps("softnic-stats", "WQEs", block, ns.wqes, ns.sweeps, ns.issue_ns, ns.flush_ns);
   }
   if (b.p.rank == 0) {
     const char *v = ok && other_ok ? "yes" : "NO";
@@ -257,6 +271,39 @@ void exchange_experiment(Bench &b, slip_queueset *qs, uint32_t nq, uint64_t per_
   plan_free(pl);
 }
 
+// The full table: ceiling, nvlink one way and both ways, host copies, proxy and gpunetio (when
+// built), and the exchange against NCCL.
+void pair_rows(Bench &b, slip_queueset *qs_nv, slip_queueset *qs_px, slip_queueset *qs_gn, uint32_t nq,
+               uint32_t nq_proxy) {
+  const uint64_t total = b.quick ? (64ull << 20) : (256ull << 20);
+  const int reps = b.quick ? 3 : 10;
+  // (c) link ceiling: one large copy, one way and both ways.
+  host_copies(b, kLanding, kLanding, 0);
+  host_copies(b, kLanding, kLanding, 1);
+  const uint64_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20};
+  for (uint64_t bs : sizes) {
+    push_experiment(b, qs_nv, "nvlink", nq, bs, total, 0, reps);
+    push_experiment(b, qs_nv, "nvlink", nq, bs, total, 1, reps);
+    // (a) the CPU-controlled path: one host-issued copy per block (at most 16384 blocks).
+    host_copies(b, bs, std::min<uint64_t>(total, bs * 16384), 0);
+    push_experiment(b, qs_px, "proxy", nq_proxy, bs, std::min<uint64_t>(total, bs * 8192), 0, b.quick ? 1 : 3);
+    if (qs_gn) push_experiment(b, qs_gn, "gpunetio", nq_proxy, bs, std::min<uint64_t>(total, bs * 8192), 0, b.quick ? 1 : 3);
+  }
+  // (b) against NCCL all-to-all at the same bytes per GPU.
+  for (uint64_t per_gpu : {64ull << 20, 256ull << 20, 1ull << 30}) exchange_experiment(b, qs_nv, nq, per_gpu, 1 << 20, reps);
+}
+
+// slip_bench gpunetio: the gpunetio backend (DOCA GPUNetIO device code, software NIC) against
+// nvlink, one way, with the same queues as the proxy rows. At most 4096 blocks per launch for
+// gpunetio: each block is one WQE that the software NIC turns into one copy.
+void gpunetio_rows(Bench &b, slip_queueset *qs_nv, slip_queueset *qs_gn, uint32_t nq, uint32_t nq_gn) {
+  const uint64_t total = b.quick ? (64ull << 20) : (256ull << 20);
+  for (uint64_t bs : {4096ull, 65536ull, 1ull << 20, 16ull << 20}) {
+    push_experiment(b, qs_nv, "nvlink", nq, bs, total, 0, b.quick ? 3 : 10);
+    push_experiment(b, qs_gn, "gpunetio", nq_gn, bs, std::min<uint64_t>(total, bs * 4096), 0, 3);
+  }
+}
+
 int run_pair(Bench &b) {
   T_SLIP(slip_ctx_create(b.p.device, &b.ctx));
   T_CUDA(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, b.p.device));
@@ -283,25 +330,19 @@ int run_pair(Bench &b) {
   slip_queueset *qs_nv, *qs_px;
   T_SLIP(slip_queueset_create(b.ctx, SLIP_BACKEND_NVLINK, nq, 0, locals, 1, remotes, 4, &qs_nv));
   T_SLIP(slip_queueset_create(b.ctx, SLIP_BACKEND_PROXY, nq_proxy, 1024, locals, 1, remotes, 4, &qs_px));
+  // gpunetio queues (DOCA GPUNetIO device code against the software NIC), where built.
+  slip_queueset *qs_gn = nullptr;
+  if (slip_gpunetio_probe() == SLIP_OK)
+    T_SLIP(slip_queueset_create(b.ctx, SLIP_BACKEND_GPUNETIO, nq_proxy, 1024, locals, 1, remotes, 4, &qs_gn));
+  else if (b.p.rank == 0)
+    printf("gpunetio rows skipped: %s\n", slip_last_error());
   T_CUDA(cudaDeviceSynchronize());
   if (b.p.rank == 0)
     printf("pair: GPUs %d and %d of %d, %d SMs, nvlink queues %u x %u threads, proxy queues %u\n", 0,
            b.p.ngpus > 1 ? 1 : 0, b.p.ngpus, b.sms, nq, kThreads, nq_proxy);
-  const uint64_t total = b.quick ? (64ull << 20) : (256ull << 20);
-  const int reps = b.quick ? 3 : 10;
-  // (c) link ceiling: one large copy, one way and both ways.
-  host_copies(b, kLanding, kLanding, 0);
-  host_copies(b, kLanding, kLanding, 1);
-  const uint64_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20};
-  for (uint64_t bs : sizes) {
-    push_experiment(b, qs_nv, "nvlink", nq, bs, total, 0, reps);
-    push_experiment(b, qs_nv, "nvlink", nq, bs, total, 1, reps);
-    // (a) the CPU-controlled path: one host-issued copy per block (at most 16384 blocks).
-    host_copies(b, bs, std::min<uint64_t>(total, bs * 16384), 0);
-    push_experiment(b, qs_px, "proxy", nq_proxy, bs, std::min<uint64_t>(total, bs * 8192), 0, b.quick ? 1 : 3);
-  }
-  // (b) against NCCL all-to-all at the same bytes per GPU.
-  for (uint64_t per_gpu : {64ull << 20, 256ull << 20, 1ull << 30}) exchange_experiment(b, qs_nv, nq, per_gpu, 1 << 20, reps);
+  if (!b.gpunetio_only) pair_rows(b, qs_nv, qs_px, qs_gn, nq, nq_proxy);
+  else if (qs_gn) gpunetio_rows(b, qs_nv, qs_gn, nq, nq_proxy);
+  slip_queueset_destroy(qs_gn);
   slip_queueset_destroy(qs_px);
   slip_queueset_destroy(qs_nv);
   for (slip_remote *r : {b.peer_landing, b.peer_sig, b.self_landing, b.self_sig}) slip_remote_destroy(r);
@@ -474,6 +515,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "partition")) return run_partition(quick, variants, only_parts, only_shape);
   Bench b;
   b.quick = quick;
+  b.gpunetio_only = !strcmp(argv[1], "gpunetio");
   const int rc = pair_start(&b.p, 300);
   if (rc != 0) return rc;
   run_pair(b);

@@ -1,4 +1,5 @@
-// Two-process GPU test of one backend (argument: nvlink | proxy; --small for sanitizer runs).
+// Two-process GPU test of one backend (argument: nvlink | proxy | gpunetio; --small for sanitizer
+// runs). gpunetio runs DOCA GPUNetIO's device functions against the software NIC.
 // Process 0 receives, process 1 sends; they exchange region descriptors over a socket and use one
 // GPU each (GPU 0 for both when the machine has one). Cases:
 //   1. byte-exact delivery of sizes 0, 1, 3, 15, 4 KiB, 4 KiB+1, 64 KiB+1, ~1 MB, 1 MiB, 64 MiB at
@@ -9,10 +10,13 @@
 //   3. many destinations at once: partition a batch into 16 blocks and push them to 16 regions;
 //   4. bad input: wrong key, out-of-range offsets (host check and device check), forged
 //      descriptors; each gives an error naming what was got and expected, and writes nothing.
+//      proxy and gpunetio: a forged key that only the executor or the NIC can catch; gpunetio also
+//      an out-of-range RDMA write posted with doca_gpu_dev_verbs_put directly (the NIC's range check).
 #include <inttypes.h>
 
 #include <vector>
 
+#include "host/slip_softnic.h"
 #include "pair_common.cuh"
 #include "slipstream/device/write_api.cuh"
 #include "slipstream/kernels.h"
@@ -73,7 +77,9 @@ std::vector<Case1> case1_list(const Config &c) {
   return v;
 }
 
-const char *backend_name(int b) { return b == SLIP_BACKEND_NVLINK ? "nvlink" : "proxy"; }
+const char *backend_name(int b) {
+  return b == SLIP_BACKEND_NVLINK ? "nvlink" : b == SLIP_BACKEND_PROXY ? "proxy" : "gpunetio";
+}
 
 // ---- kernels -------------------------------------------------------------------------------
 
@@ -139,6 +145,23 @@ __global__ void stress_check(const uint8_t *data, uint64_t *dsig, uint64_t *hsig
   }
   if (mine) atomicAdd(bad, mine);
 }
+
+#if SLIP_HAVE_GPUNETIO
+// An RDMA write posted with the GPUNetIO device function itself, past the device-side checks of the
+// write API: only the NIC's rkey and range check stands between it and the receiver's memory.
+__global__ void raw_put(slip_dev_queue *qs, uint32_t dst_id, uint64_t dst_key, uint64_t dst_off, uint32_t src_id,
+                        uint64_t src_key, uint64_t len, int *status) {
+  slip_dev_queue &q = qs[0];
+  doca_gpu_dev_verbs_addr r, l;
+  r.addr = SLIP_IOVA(dst_id, dst_off);
+  r.key = slip::dev::gpunetio::mkey(dst_key);
+  l.addr = SLIP_IOVA(src_id, 0);
+  l.key = slip::dev::gpunetio::mkey(src_key);
+  doca_gpu_dev_verbs_ticket_t t;
+  doca_gpu_dev_verbs_put<slip::dev::gpunetio::kShare>(slip::dev::gpunetio::qp(q), r, l, len, &t);
+  *status = slip::dev::gpunetio::wait(q, t + 1);
+}
+#endif
 
 __global__ void make_batch(int64_t *keys, int64_t *rowid, int32_t *val, uint64_t rows) {
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < rows; i += (uint64_t)gridDim.x * blockDim.x) {
@@ -481,8 +504,9 @@ void sender(const Pair &p, const Config &c) {
     st = launch_one(1, dq, Addr{T_DATA, 0}, Addr{T_SRC, 0}, 8, Addr{T_DSIG, 201 * 8 + 4}, 1);
     CHECK(st == SLIP_ERR_INVALID_ARG, "misaligned signal: status %d", st);
     CHECK(slip_queueset_check(qs, 1) == SLIP_ERR_INVALID_ARG, "%s", slip_last_error());
-    if (c.backend == SLIP_BACKEND_PROXY) {
-      // A forged key reaches the executor, which rejects it: error completion, nothing written.
+    if (c.backend != SLIP_BACKEND_NVLINK) {
+      // A forged key reaches the executor (or the NIC), which rejects it: error completion,
+      // nothing written.
       T_SLIP(slip_queueset_set_key(qs, T_DATA, key ^ 0x40));
       st = launch_one(2, dq, Addr{T_DATA, 0}, Addr{T_SRC, 0}, 4096, Addr{T_DSIG, 201 * 8}, SLIP_SIGNAL_PACK(1, 4096));
       CHECK(st == SLIP_ERR_BAD_KEY, "executor key check: status %d", st);
@@ -491,6 +515,24 @@ void sender(const Pair &p, const Config &c) {
             "got '%s'", slip_last_error());
       T_SLIP(slip_queueset_set_key(qs, T_DATA, key));
     }
+#if SLIP_HAVE_GPUNETIO
+    if (c.backend == SLIP_BACKEND_GPUNETIO) {
+      int *d_st;
+      T_CUDA(cudaMalloc(&d_st, sizeof(int)));
+      raw_put<<<1, 1>>>(dq, ID_DATA, key, len - 10, ID_SRC, slip_region_key(src), 64, d_st);
+      T_LAUNCH();
+      wait_stream(0);
+      T_CUDA(cudaMemcpy(&st, d_st, sizeof st, cudaMemcpyDeviceToHost));
+      T_CUDA(cudaFree(d_st));
+      CHECK(st == SLIP_ERR_PEER, "NIC range check: wait gave %d, expected an error completion (%d)", st, SLIP_ERR_PEER);
+      CHECK(slip_queueset_check(qs, 1) == SLIP_ERR_OUT_OF_RANGE, "NIC range check: %s", slip_last_error());
+      CHECK(strstr(slip_last_error(), want) != nullptr, "got '%s', expected '%s'", slip_last_error(), want);
+      slip_softnic_stats ns;
+      slip_queueset_nic_stats(qs, &ns);
+      CHECK(ns.errors >= 2, "software NIC counted %llu errors, expected the forged key and the range",
+            (unsigned long long)ns.errors);
+    }
+#endif
     // Forged descriptors never map.
     slip_region_desc forged = descs[0];
     slip_remote *r = nullptr;
@@ -522,11 +564,16 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "nvlink")) c.backend = SLIP_BACKEND_NVLINK;
     else if (!strcmp(argv[i], "proxy")) c.backend = SLIP_BACKEND_PROXY;
+    else if (!strcmp(argv[i], "gpunetio")) c.backend = SLIP_BACKEND_GPUNETIO;
     else if (!strcmp(argv[i], "--small")) c.small = true;
   }
   if (c.backend < 0) {
-    fprintf(stderr, "usage: %s nvlink|proxy [--small]\n", argv[0]);
+    fprintf(stderr, "usage: %s nvlink|proxy|gpunetio [--small]\n", argv[0]);
     return 2;
+  }
+  if (c.backend == SLIP_BACKEND_GPUNETIO && slip_gpunetio_probe() != SLIP_OK) {
+    printf("SKIP: %s\n", slip_last_error());
+    return 77;
   }
   c.data_len = c.small ? (16ull << 20) : (96ull << 20);
   c.rows = c.small ? 100000 : 2000000;

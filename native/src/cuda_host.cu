@@ -1,6 +1,7 @@
 // Host side of the GPU backends: device contexts, registered regions (device memory exported
 // through CUDA IPC, host memory through POSIX shared memory pinned in each process), imported
-// peer regions, and the queue sets handed to push kernels (nvlink and proxy backends).
+// peer regions, and the queue sets handed to push kernels (nvlink, proxy and gpunetio backends;
+// gpunetio's queue pairs are built in gpunetio_host.cu).
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "check.h"
+#include "cuda_exec.h"
+#include "gpunetio.h"
 #include "device/slip_sync.cuh"
 #include "host/slip_native.h"
 
@@ -291,36 +294,10 @@ __global__ void signal_add_kernel(uint64_t *sig, uint64_t add, int host_slot) {
   }
 }
 
-struct CudaExec {
-  int device;
-  cudaStream_t stream;
-  cudaEvent_t done;  // recorded at each flush and polled: no blocking synchronisation
-  std::atomic<bool> bound{false};
-};
-
-slip_status exec_bind(CudaExec *x) {
-  slip_status st = SLIP_OK;
-  if (!x->bound.load(std::memory_order_relaxed)) {
-    SLIP_CUDA_CHECK(cudaSetDevice(x->device));  // the executor thread's first CUDA call
-    x->bound.store(true, std::memory_order_relaxed);
-  }
-done:
-  return st;
-}
-
-slip_status exec_copy(void *state, void *dst, const void *src, uint64_t len) {
-  slip_status st = SLIP_OK;
-  CudaExec *x = (CudaExec *)state;
-  SLIP_CHECK(exec_bind(x));
-  SLIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, x->stream));
-done:
-  return st;
-}
-
 slip_status exec_signal(void *state, uint64_t *sig, uint64_t add, uint32_t flags) {
   slip_status st = SLIP_OK;
   CudaExec *x = (CudaExec *)state;
-  SLIP_CHECK(exec_bind(x));
+  SLIP_CHECK(cuda_exec_bind(x));
   // Stream order puts the signal after every copy issued before it on this executor.
   signal_add_kernel<<<1, 1, 0, x->stream>>>(sig, add, (flags & SLIP_DEV_REGION_HOST) ? 1 : 0);
   SLIP_LAUNCH_CHECK();
@@ -328,19 +305,6 @@ done:
   return st;
 }
 
-slip_status exec_flush(void *state) {
-  slip_status st = SLIP_OK;
-  CudaExec *x = (CudaExec *)state;
-  SLIP_CHECK(exec_bind(x));
-  SLIP_CUDA_CHECK(cudaEventRecord(x->done, x->stream));
-  for (;;) {
-    cudaError_t e = cudaEventQuery(x->done);
-    if (e == cudaSuccess) break;
-    if (e != cudaErrorNotReady) SLIP_CUDA_CHECK(e);
-  }
-done:
-  return st;
-}
 }  // namespace
 
 struct slip_queueset {
@@ -352,22 +316,20 @@ struct slip_queueset {
   slip_dev_region *d_table = nullptr;
   slip_dev_queue *d_queues = nullptr;
   slip_dev_error *d_error = nullptr;   // device-found errors
-  slip_dev_error *h_perror = nullptr;  // proxy-found errors (pinned, mapped)
+  slip_dev_error *h_perror = nullptr;  // errors found by the proxy or the software NIC (pinned, mapped)
   slip_proxy_desc *h_rings = nullptr;  // pinned, mapped
   slip_proxy_ctrl *h_ctrls = nullptr;  // pinned, mapped
   CudaExec *exec = nullptr;
   slip_proxy *proxy = nullptr;
+  slip_gpunetio *nic = nullptr;        // gpunetio: queue pairs and the software NIC
 };
 
 extern "C" void slip_queueset_destroy(slip_queueset *qs) {
   if (!qs) return;
   slip_proxy_destroy(qs->proxy);  // joins the executor before its memory goes away
+  slip_gpunetio_destroy(qs->nic);
   (void)cudaSetDevice(qs->ctx->device);
-  if (qs->exec) {
-    if (qs->exec->done) (void)cudaEventDestroy(qs->exec->done);
-    if (qs->exec->stream) (void)cudaStreamDestroy(qs->exec->stream);
-    delete qs->exec;
-  }
+  cuda_exec_destroy(qs->exec);
   (void)cudaFree(qs->d_table);
   (void)cudaFree(qs->d_queues);
   (void)cudaFree(qs->d_error);
@@ -389,18 +351,16 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
   if (!ctx || !out || (nlocals && !locals) || (nremotes && !remotes))
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_create: null argument");
   if (nqueues == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_create: nqueues is 0");
-  if (backend == SLIP_BACKEND_GPUNETIO)
-    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "backend gpunetio is not built yet (issue 4, next slice)");
-  if (backend != SLIP_BACKEND_NVLINK && backend != SLIP_BACKEND_PROXY)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "backend %d, expected %d (nvlink) or %d (proxy)", backend, SLIP_BACKEND_NVLINK,
-              SLIP_BACKEND_PROXY);
+  if (backend != SLIP_BACKEND_NVLINK && backend != SLIP_BACKEND_PROXY && backend != SLIP_BACKEND_GPUNETIO)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "backend %d, expected %d (nvlink), %d (proxy) or %d (gpunetio)", backend,
+              SLIP_BACKEND_NVLINK, SLIP_BACKEND_PROXY, SLIP_BACKEND_GPUNETIO);
   if (backend == SLIP_BACKEND_PROXY && (depth < 2 || (depth & (depth - 1)) != 0))
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "proxy ring depth %u, expected a power of two >= 2", depth);
   qs = new slip_queueset();
   qs->ctx = ctx;
   qs->backend = backend;
   qs->nqueues = nqueues;
-  qs->depth = backend == SLIP_BACKEND_PROXY ? depth : 0;
+  qs->depth = backend == SLIP_BACKEND_NVLINK ? 0 : depth;
   for (uint32_t i = 0; i < nlocals; i++) {
     const slip_region *r = locals[i];
     if (!r) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "local region %u is null", i);
@@ -437,6 +397,9 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
                                   cudaHostAllocMapped | cudaHostAllocPortable));
     memset(qs->h_ctrls, 0, (size_t)nqueues * sizeof(slip_proxy_ctrl));
   }
+  if (backend == SLIP_BACKEND_GPUNETIO)
+    SLIP_CHECK(slip_gpunetio_create(ctx->device, nqueues, depth, src.data(), (uint32_t)src.size(), dst.data(),
+                                    (uint32_t)dst.size(), qs->h_perror, &qs->nic));
   queues.resize(nqueues);
   for (uint32_t q = 0; q < nqueues; q++) {
     slip_dev_queue &dq = queues[q];
@@ -456,6 +419,10 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
       SLIP_CUDA_CHECK(cudaHostGetDevicePointer(&p, qs->h_ctrls + q, 0));
       dq.ctrl = (slip_proxy_ctrl *)p;
     }
+    if (backend == SLIP_BACKEND_GPUNETIO) {
+      dq.nic_qp = slip_gpunetio_qp(qs->nic, q);
+      dq.nic_sink_key = slip_gpunetio_sink_key(qs->nic);
+    }
   }
   SLIP_CUDA_CHECK(cudaMalloc(&qs->d_queues, nqueues * sizeof(slip_dev_queue)));
   SLIP_CUDA_CHECK(cudaMemcpy(qs->d_queues, queues.data(), nqueues * sizeof(slip_dev_queue), cudaMemcpyHostToDevice));
@@ -466,17 +433,14 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
       rings[q] = qs->h_rings + (size_t)q * depth;
       ctrls[q] = qs->h_ctrls + q;
     }
-    qs->exec = new CudaExec();
-    qs->exec->device = ctx->device;
-    SLIP_CUDA_CHECK(cudaStreamCreateWithFlags(&qs->exec->stream, cudaStreamNonBlocking));
-    SLIP_CUDA_CHECK(cudaEventCreateWithFlags(&qs->exec->done, cudaEventDisableTiming));
+    SLIP_CHECK(cuda_exec_create(ctx->device, &qs->exec));
     // Load the signal kernel now. With lazy module loading (the CUDA 12+ default) its first launch
     // would load the module while a push kernel spins waiting for that very signal: a deadlock.
     SLIP_CUDA_CHECK(cudaMalloc(&warm, sizeof(uint64_t)));
     signal_add_kernel<<<1, 1, 0, qs->exec->stream>>>(warm, 0, 0);
     SLIP_LAUNCH_CHECK();
     SLIP_CUDA_CHECK(cudaStreamSynchronize(qs->exec->stream));
-    slip_proxy_exec_ops ops = {exec_copy, exec_signal, exec_flush, qs->exec};
+    slip_proxy_exec_ops ops = {cuda_exec_copy, exec_signal, cuda_exec_flush, qs->exec};
     SLIP_CHECK(slip_proxy_create(&ops, nqueues, depth, rings.data(), ctrls.data(), qs->h_perror, src.data(),
                                  (uint32_t)src.size(), dst.data(), (uint32_t)dst.size(), &qs->proxy));
   }
@@ -493,6 +457,10 @@ extern "C" uint32_t slip_queueset_size(const slip_queueset *qs) { return qs ? qs
 
 extern "C" void slip_queueset_proxy_stats(const slip_queueset *qs, slip_proxy_stats *out) {
   slip_proxy_get_stats(qs ? qs->proxy : nullptr, out);
+}
+
+extern "C" void slip_queueset_nic_stats(const slip_queueset *qs, slip_softnic_stats *out) {
+  slip_gpunetio_stats(qs ? qs->nic : nullptr, out);
 }
 
 extern "C" slip_status slip_queueset_set_key(slip_queueset *qs, uint32_t index, uint64_t key) {
@@ -522,6 +490,7 @@ extern "C" slip_status slip_queueset_check(slip_queueset *qs, int clear) {
   if (clear) {
     SLIP_CUDA_CHECK(cudaMemset(qs->d_error, 0, sizeof e));
     memset(qs->h_perror, 0, sizeof e);
+    slip_gpunetio_clear(qs->nic);  // its queue pairs leave the error state
   }
   if (e.code != 0) {
     slip_dev_error_format(&e, text, sizeof text);

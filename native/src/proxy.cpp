@@ -44,19 +44,7 @@ static uint64_t mono_ns() {
 static uint64_t load_acquire(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static void store_release(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
-static void publish_error(slip_proxy *p, const slip_dev_error &e, uint32_t q) {
-  uint32_t expected = 0;
-  if (!__atomic_compare_exchange_n(&p->err->claimed, &expected, 1u, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE))
-    return;  // an earlier error is already recorded
-  p->err->region_id = e.region_id;
-  p->err->offset = e.offset;
-  p->err->length = e.length;
-  p->err->limit = e.limit;
-  p->err->got_key = e.got_key;
-  p->err->queue = q;
-  __atomic_store_n(&p->err->code, e.code, __ATOMIC_RELEASE);
-}
+static void publish_error(slip_proxy *p, const slip_dev_error &e, uint32_t q) { slip_dev_error_publish(p->err, &e, q); }
 
 // Checks and executes one descriptor. Returns the executor's status (a failing executor stops the
 // proxy); a descriptor rejected by the checks returns SLIP_OK after recording the error.

@@ -41,6 +41,19 @@ extern "C" slip_status slip_region_validate(const slip_region_entry *table, uint
   return SLIP_OK;
 }
 
+extern "C" void slip_dev_error_publish(slip_dev_error *rec, const slip_dev_error *e, uint32_t queue) {
+  uint32_t expected = 0;
+  if (!__atomic_compare_exchange_n(&rec->claimed, &expected, 1u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return;  // an earlier error is already recorded
+  rec->region_id = e->region_id;
+  rec->offset = e->offset;
+  rec->length = e->length;
+  rec->limit = e->limit;
+  rec->got_key = e->got_key;
+  rec->queue = queue;
+  __atomic_store_n(&rec->code, e->code, __ATOMIC_RELEASE);
+}
+
 extern "C" void slip_dev_error_format(const slip_dev_error *e, char *buf, size_t n) {
   switch (e->code) {
     case SLIP_OK:

@@ -135,12 +135,28 @@ typedef struct slip_dev_queue {
   uint32_t depth;               /* proxy ring slots (power of two); 0 for nvlink */
   const slip_dev_region *regions; /* device memory, nregions entries */
   slip_dev_error *error;        /* device memory: first error found by device code; shared by the set */
-  const slip_dev_error *proxy_error; /* proxy: host-pinned record written by the executor thread */
+  const slip_dev_error *proxy_error; /* proxy, gpunetio: host-pinned record written by the executor
+                                       * thread or the software NIC */
   slip_proxy_desc *ring;        /* proxy: host-pinned ring, device-mapped */
   slip_proxy_ctrl *ctrl;        /* proxy: host-pinned control words, device-mapped */
   uint64_t head;                /* proxy: descriptors written; owned by the queue's leader */
-  uint64_t pad[1];
+  void *nic_qp;                 /* gpunetio: struct doca_gpu_dev_verbs_qp, device memory */
+  uint32_t nic_sink_key;        /* gpunetio: memory key of the set's atomic-result buffer */
+  uint32_t pad0;
 } slip_dev_queue;
+
+/* ---- gpunetio addressing ----
+ * A region's memory key (lkey, rkey) is the low 32 bits of its key; addresses are zero-based per
+ * region: iova = id << 40 | offset (ibv_reg_mr_iova2 with iova = id << 40 on a real NIC). Region
+ * ids of a gpunetio queue set stay below SLIP_NIC_SINK_ID; that id names the set's own buffer for
+ * the values atomics fetch (8 bytes per queue, device memory). */
+#define SLIP_IOVA_SHIFT 40
+#define SLIP_IOVA(id, offset) ((((uint64_t)(id)) << SLIP_IOVA_SHIFT) | (uint64_t)(offset))
+#define SLIP_IOVA_ID(iova) ((uint32_t)(((uint64_t)(iova)) >> SLIP_IOVA_SHIFT))
+#define SLIP_IOVA_OFFSET(iova) (((uint64_t)(iova)) & ((1ull << SLIP_IOVA_SHIFT) - 1))
+#define SLIP_IOVA_MAX_ID ((1u << 24) - 1)
+#define SLIP_NIC_SINK_ID SLIP_IOVA_MAX_ID
+#define SLIP_MKEY(key64) ((uint32_t)(key64))
 
 /* Partition function shared by the GPU kernel and CPU references: murmur3 finaliser, then a
  * multiply-shift range reduction (no division). */

@@ -91,6 +91,10 @@ const slip_region_entry *slip_region_find(const slip_region_entry *table, uint32
 slip_status slip_region_validate(const slip_region_entry *table, uint32_t n, uint32_t id, int key_check,
                                  uint64_t key, uint64_t offset, uint64_t length, int need_flag,
                                  slip_dev_error *err);
+/* Records `e` as the first error of queue `queue` in a shared record (proxy executor, software
+ * NIC): the first reporter claims it, fills it, and publishes `code` last with release; later
+ * reports are dropped. */
+void slip_dev_error_publish(slip_dev_error *rec, const slip_dev_error *e, uint32_t queue);
 /* Formats a queue error record as text ("offset 4096 + length 512 outside region 7 (length 4096)"). */
 void slip_dev_error_format(const slip_dev_error *e, char *buf, size_t n);
 
@@ -129,7 +133,10 @@ void slip_proxy_publish(slip_proxy_ctrl *ctrl, uint64_t head);
 typedef struct slip_queueset slip_queueset;
 /* Builds `nqueues` device queues of `backend` over the given local (source) and remote
  * (destination) regions. Proxy: also pins the rings and starts the executor thread (CUDA copies
- * on a private stream). depth: proxy ring slots (power of two), ignored for nvlink. */
+ * on a private stream). gpunetio: builds one DOCA GPUNetIO queue pair per queue in CPU-proxy mode
+ * and starts the software NIC thread (host/slip_softnic.h); SLIP_ERR_UNSUPPORTED with the reason
+ * when the library was built without the GPUNetIO device headers; region ids below 2^24 - 1.
+ * depth: proxy ring slots or gpunetio send-queue WQEs (power of two), ignored for nvlink. */
 slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t nqueues, uint32_t depth,
                                  const slip_region *const *locals, uint32_t nlocals,
                                  const slip_remote *const *remotes, uint32_t nremotes,

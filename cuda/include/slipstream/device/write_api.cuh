@@ -1,11 +1,13 @@
 /*
  * Slipstream device write API: the one set of calls every shuffle kernel uses, whatever moves the
- * bytes (NVLink stores into CUDA-IPC-mapped peer memory, or descriptors for the CPU proxy).
+ * bytes (NVLink stores into CUDA-IPC-mapped peer memory, descriptors for the CPU proxy, or WQEs
+ * posted by DOCA GPUNetIO's device functions to a queue pair: gpunetio.cuh).
  *
  *   write        copy len bytes from (src region, offset) to (dst region, offset)
  *   write_signal write, then add to a signal word; a receiver that sees the add sees the data
  *   signal_add   add to a signal word after every earlier write of this group on this queue
- *   commit       make posted work visible to the executor (proxy: publish the producer index)
+ *   commit       make posted work visible to the executor (proxy: publish the producer index;
+ *                gpunetio: each post already published it)
  *   wait/wait_all local completion: sources may be reused (not remote visibility: use signals)
  *   wait_signal_ge  receiver side: wait until a local signal word reaches a value
  *
@@ -17,7 +19,8 @@
  *
  * Ordering: NVLink: all threads store, the group synchronises, the leader issues a system-scope
  * fence and then a release add on the signal word. Proxy: the executor issues the signal only after
- * the copies posted before it on the same queue have completed. Nothing is ordered across queues.
+ * the copies posted before it on the same queue have completed. gpunetio: the signal is an atomic
+ * fetch-add WQE after the write WQEs on the same queue pair. Nothing is ordered across queues.
  * Signals in host memory (SLIP_DEV_REGION_HOST) must have a single writer queue: GPU atomics on
  * host memory are not atomic for the CPU over PCIe, so the add is a released read-modify-write.
  */
@@ -195,6 +198,34 @@ __device__ inline int proxy_post(slip_dev_queue &q, uint16_t op, Addr dst, Addr 
 }
 
 }  // namespace detail
+}  // namespace dev
+}  // namespace slip
+
+#if SLIP_HAVE_GPUNETIO
+#include "slipstream/device/gpunetio.cuh"
+#endif
+
+namespace slip {
+namespace dev {
+namespace detail {
+/* gpunetio without its headers: the host never builds such a queue (slip_queueset_create answers
+ * SLIP_ERR_UNSUPPORTED), so this is only reached through a forged queue. */
+__device__ inline int no_gpunetio(const slip_dev_queue &q) {
+  report(q, SLIP_ERR_UNSUPPORTED, 0, 0, 0, 0);
+  return SLIP_ERR_UNSUPPORTED;
+}
+/* The leader posts a gpunetio operation; the whole group returns its status. */
+#if SLIP_HAVE_GPUNETIO
+#define SLIP_GPUNETIO_POST(g, q, call)   \
+  do {                                   \
+    g.sync();                            \
+    if (g.rank() == 0) call;             \
+    return SLIP_OK;                      \
+  } while (0)
+#else
+#define SLIP_GPUNETIO_POST(g, q, call) return detail::no_gpunetio(q)
+#endif
+}  // namespace detail
 
 template <class G>
 __device__ inline int write(G g, slip_dev_queue &q, Addr dst, Addr src, uint64_t len) {
@@ -205,6 +236,7 @@ __device__ inline int write(G g, slip_dev_queue &q, Addr dst, Addr src, uint64_t
     detail::copy(g, detail::ptr(q, dst), detail::ptr(q, src), len);
     return SLIP_OK;
   }
+  if (q.backend == SLIP_BACKEND_GPUNETIO) SLIP_GPUNETIO_POST(g, q, gpunetio::write(q, dst, src, len));
   if (g.rank() == 0) st = detail::proxy_post(q, SLIP_OP_WRITE, dst, src, len, Addr{0, 0}, 0);
   return g.broadcast(st);
 }
@@ -222,6 +254,7 @@ __device__ inline int signal_add(G g, slip_dev_queue &q, Addr sig, uint64_t add)
     if (g.rank() == 0) detail::nvlink_signal(q, sig, add);
     return SLIP_OK;
   }
+  if (q.backend == SLIP_BACKEND_GPUNETIO) SLIP_GPUNETIO_POST(g, q, gpunetio::signal_add(q, sig, add));
   if (g.rank() == 0) st = detail::proxy_post(q, SLIP_OP_SIGNAL_ADD, Addr{0, 0}, Addr{0, 0}, 0, sig, add);
   return g.broadcast(st);
 }
@@ -243,6 +276,8 @@ __device__ inline int write_signal(G g, slip_dev_queue &q, Addr dst, Addr src, u
     if (g.rank() == 0) detail::nvlink_signal(q, sig, add);
     return SLIP_OK;
   }
+  if (q.backend == SLIP_BACKEND_GPUNETIO)
+    SLIP_GPUNETIO_POST(g, q, gpunetio::write_signal(q, dst, src, len, sig, add));
   if (g.rank() == 0) st = detail::proxy_post(q, SLIP_OP_WRITE_SIGNAL, dst, src, len, sig, add);
   return g.broadcast(st);
 }
@@ -259,7 +294,12 @@ __device__ inline void commit(G g, slip_dev_queue &q) {
 }
 
 /* Ticket of the last post: wait(g, q, ticket(q)) waits for everything posted so far. */
-__device__ inline uint64_t ticket(const slip_dev_queue &q) { return *(const volatile uint64_t *)&q.head; }
+__device__ inline uint64_t ticket(const slip_dev_queue &q) {
+#if SLIP_HAVE_GPUNETIO
+  if (q.backend == SLIP_BACKEND_GPUNETIO) return gpunetio::ticket(q);
+#endif
+  return *(const volatile uint64_t *)&q.head;
+}
 
 /* Local completion of everything up to `ticket`; SLIP_OK or the set's first error. */
 template <class G>
@@ -279,6 +319,16 @@ __device__ inline int wait(G g, slip_dev_queue &q, uint64_t tk) {
         }
       }
       st = (int)slip::sync::ld_acquire_sys(&q.proxy_error->code);
+    } else if (q.backend == SLIP_BACKEND_GPUNETIO) {
+#if SLIP_HAVE_GPUNETIO
+      const int w = gpunetio::wait(q, tk);
+      if (w == SLIP_ERR_TIMEOUT) detail::report(q, SLIP_ERR_TIMEOUT, 0, tk, 0, 0);
+      // The software NIC records why a WQE failed before it writes the error CQE.
+      st = (int)slip::sync::ld_acquire_sys(&q.proxy_error->code);
+      if (st == SLIP_OK && w != SLIP_ERR_TIMEOUT) st = w;
+#else
+      st = detail::no_gpunetio(q);
+#endif
     }
     if (st == SLIP_OK) st = (int)*(volatile uint32_t *)&q.error->code;
   }

@@ -1,0 +1,24 @@
+// Internal: host side of the gpunetio backend, used by slip_queueset_create. Two builds:
+//   gpunetio_host.cu  (GPUNetIO device headers found): hand-built CPU-proxy queue pairs in pinned
+//                     host memory, served by the software NIC (host/slip_softnic.h);
+//   gpunetio_none.cpp (headers not found): every entry answers SLIP_ERR_UNSUPPORTED with the reason.
+#ifndef SLIP_GPUNETIO_H
+#define SLIP_GPUNETIO_H
+
+#include "host/slip_softnic.h"
+
+struct slip_gpunetio;
+
+// nq queue pairs of `depth` WQEs (a power of two, 2..32768) on `device`. local: the set's source
+// regions, remote: its destinations; keys are the regions' 64-bit keys (the memory keys are their
+// low 32 bits). err: the set's host-pinned error record, written by the NIC.
+slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const slip_region_entry *local,
+                                 uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
+                                 slip_dev_error *err, slip_gpunetio **out);
+void slip_gpunetio_destroy(slip_gpunetio *g);
+void *slip_gpunetio_qp(const slip_gpunetio *g, uint32_t q);  // device address of queue pair q
+uint32_t slip_gpunetio_sink_key(const slip_gpunetio *g);
+void slip_gpunetio_clear(slip_gpunetio *g);  // queue pairs leave the error state
+void slip_gpunetio_stats(const slip_gpunetio *g, slip_softnic_stats *out);
+
+#endif

@@ -1,0 +1,227 @@
+// Host side of the gpunetio backend, built when the GPUNetIO device headers are found (gpunetio.h).
+//
+// Each queue gets a doca_gpu_dev_verbs_qp filled by hand in CPU-proxy mode, exactly as the
+// device functions read it: send queue, completion queue and doorbell words in pinned host memory
+// mapped into the GPU, the struct itself in device memory (the device code updates its indices
+// with atomics). The software NIC thread (softnic.cpp) serves the queue pairs; its copies and
+// atomics run on a private CUDA stream. The struct layouts come from the headers found at build
+// time; the mlx5 wire formats the NIC decodes are checked against the same headers below.
+#include <cuda.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <vector>
+
+#include "common/doca_gpunetio_verbs_def.h"
+#include "common/doca_gpunetio_verbs_dev.h"
+
+#include "check.h"
+#include "cuda_exec.h"
+#include "device/slip_sync.cuh"
+#include "gpunetio.h"
+
+// ---- the NIC's wire formats against the GPUNetIO headers found at build time ----
+static_assert(sizeof(struct doca_gpu_dev_verbs_wqe) == SLIP_MLX5_WQE_BYTES, "WQE size");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe_ctrl_seg, opmod_idx_opcode) == SLIP_WQE_CTRL_OPMOD_IDX_OPCODE, "ctrl");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe_ctrl_seg, qpn_ds) == SLIP_WQE_CTRL_QPN_DS, "ctrl qpn_ds");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe_ctrl_seg, fm_ce_se) == SLIP_WQE_CTRL_FM_CE_SE, "ctrl fm_ce_se");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe_ctrl_seg, imm) == SLIP_WQE_CTRL_IMM, "ctrl imm");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe, rw_rseg) == SLIP_WQE_RADDR, "raddr segment");
+static_assert(SLIP_WQE_RADDR + offsetof(struct doca_gpunetio_ib_mlx5_wqe_raddr_seg, rkey) == SLIP_WQE_RKEY, "rkey");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe, rw_dseg0) == SLIP_WQE_DSEG0, "data segment 0");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe, rw_dseg1) == SLIP_WQE_DSEG1, "data segment 1");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_wqe_data_seg, byte_count) == SLIP_DSEG_BYTE_COUNT, "byte_count");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_wqe_data_seg, lkey) == SLIP_DSEG_LKEY, "lkey");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_wqe_data_seg, addr) == SLIP_DSEG_ADDR, "addr");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe, at_seg) == SLIP_WQE_ATOMIC_SWAP_ADD, "atomic segment");
+static_assert(SLIP_WQE_ATOMIC_SWAP_ADD + offsetof(struct doca_gpunetio_ib_mlx5_wqe_atomic_seg, compare) ==
+                  SLIP_WQE_ATOMIC_COMPARE, "atomic compare");
+static_assert(offsetof(struct doca_gpu_dev_verbs_wqe, at_dseg) == SLIP_WQE_ATOMIC_DSEG, "atomic data segment");
+static_assert(sizeof(struct doca_gpunetio_ib_mlx5_cqe64) == SLIP_MLX5_CQE_BYTES, "CQE size");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_cqe64, byte_cnt) == SLIP_CQE_BYTE_CNT, "CQE byte_cnt");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_cqe64, sop_drop_qpn) == SLIP_CQE_SOP_DROP_QPN, "CQE qpn");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_cqe64, wqe_counter) == SLIP_CQE_WQE_COUNTER, "CQE wqe_counter");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_cqe64, op_own) == SLIP_CQE_OP_OWN, "CQE op_own");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_err_cqe_ex, syndrome) == SLIP_CQE_SYNDROME, "CQE syndrome");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_err_cqe_ex, vendor_err_synd) == SLIP_CQE_VENDOR_ERR_SYND, "vendor");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_err_cqe_ex, hw_err_synd) == SLIP_CQE_HW_ERR_SYND, "hw syndrome");
+static_assert(offsetof(struct doca_gpunetio_ib_mlx5_err_cqe_ex, s_wqe_opcode_qpn) == SLIP_CQE_SOP_DROP_QPN, "opcode");
+static_assert((int)DOCA_GPUNETIO_IB_MLX5_OPCODE_NOP == SLIP_MLX5_OPCODE_NOP, "NOP");
+static_assert((int)DOCA_GPUNETIO_IB_MLX5_OPCODE_RDMA_WRITE == SLIP_MLX5_OPCODE_RDMA_WRITE, "RDMA_WRITE");
+static_assert((int)DOCA_GPUNETIO_IB_MLX5_OPCODE_ATOMIC_FA == SLIP_MLX5_OPCODE_ATOMIC_FA, "ATOMIC_FA");
+static_assert((int)DOCA_GPUNETIO_IB_MLX5_CQE_REQ == SLIP_MLX5_CQE_REQ, "CQE REQ");
+static_assert((int)DOCA_GPUNETIO_IB_MLX5_CQE_REQ_ERR == SLIP_MLX5_CQE_REQ_ERR, "CQE REQ_ERR");
+static_assert((int)DOCA_GPUNETIO_IB_MLX5_CQE_INVALID == SLIP_MLX5_CQE_INVALID, "CQE INVALID");
+static_assert((int)DOCA_GPUNETIO_IB_MLX5_CQE_OWNER_MASK == 1, "owner bit");
+static_assert((uint32_t)DOCA_GPUNETIO_IB_MLX5_INLINE_SEG == SLIP_MLX5_INLINE_SEG, "inline flag");
+static_assert(DOCA_GPUNETIO_VERBS_CQE_SIZE == SLIP_MLX5_CQE_BYTES, "CQE stride");
+static_assert((1 << DOCA_GPUNETIO_IB_MLX5_WQE_SQ_SHIFT) == SLIP_MLX5_WQE_BYTES, "WQE stride");
+static_assert(DOCA_GPUNETIO_VERBS_WQE_IDX_SHIFT == 8, "WQE index in opmod_idx_opcode");
+
+namespace {
+
+constexpr size_t kLine = 64;           // one doorbell word per cache line
+constexpr uint32_t kQpnBase = 0x100;  // queue pair numbers: kQpnBase + queue index
+
+uint32_t host_be32(uint32_t v) { return __builtin_bswap32(v); }
+
+__device__ __forceinline__ uint64_t bswap64(uint64_t v) {
+  return (uint64_t)__byte_perm((uint32_t)v, 0, 0x0123) << 32 | __byte_perm((uint32_t)(v >> 32), 0, 0x0123);
+}
+
+// The responder side of ATOMIC_FA, after every copy before it on the executor's stream.
+__global__ void nic_fetch_add_kernel(uint64_t *target, uint64_t add, int host_slot, uint64_t *result) {
+  uint64_t old;
+  if (host_slot) {
+    // Single-writer slot in host memory (see write_api.cuh): read-modify-write, released.
+    old = slip::sync::ld_volatile(target);
+    slip::sync::st_release_sys(target, old + add);
+  } else {
+    asm volatile("atom.add.release.sys.global.u64 %0, [%1], %2;" : "=l"(old) : "l"(target), "l"(add) : "memory");
+  }
+  *result = bswap64(old);  // a NIC returns the fetched value big-endian
+}
+
+slip_status nic_fetch_add(void *state, uint64_t *target, uint64_t add, uint32_t target_flags, uint64_t *result,
+                          uint32_t) {
+  slip_status st = SLIP_OK;
+  CudaExec *x = (CudaExec *)state;
+  SLIP_CHECK(cuda_exec_bind(x));
+  nic_fetch_add_kernel<<<1, 1, 0, x->stream>>>(target, add, (target_flags & SLIP_DEV_REGION_HOST) ? 1 : 0, result);
+  SLIP_LAUNCH_CHECK();
+done:
+  return st;
+}
+
+template <class T>
+slip_status mapped(T *host, T **dev) {
+  slip_status st = SLIP_OK;
+  void *p = nullptr;
+  SLIP_CUDA_CHECK(cudaHostGetDevicePointer(&p, (void *)host, 0));
+  *dev = (T *)p;
+done:
+  return st;
+}
+
+}  // namespace
+
+struct slip_gpunetio {
+  int device = 0;
+  uint32_t nq = 0, depth = 0;
+  uint8_t *h_sq = nullptr, *h_cq = nullptr;  // pinned, mapped: nq x depth x 64 bytes each
+  uint8_t *h_words = nullptr;                // pinned, mapped: per queue pair 3 lines (PI, SQ DBR, CQ DBR)
+  doca_gpu_dev_verbs_qp *d_qps = nullptr;
+  uint64_t *d_sink = nullptr;                // nq x 8 bytes: values fetched by atomics
+  uint32_t sink_key = 0;
+  CudaExec *exec = nullptr;
+  slip_softnic *nic = nullptr;
+};
+
+void slip_gpunetio_destroy(slip_gpunetio *g) {
+  if (!g) return;
+  slip_softnic_destroy(g->nic);  // joins the NIC before its memory goes away
+  cuda_exec_destroy(g->exec);
+  (void)cudaSetDevice(g->device);
+  (void)cudaFree(g->d_qps);
+  (void)cudaFree(g->d_sink);
+  (void)cudaFreeHost(g->h_sq);
+  (void)cudaFreeHost(g->h_cq);
+  (void)cudaFreeHost(g->h_words);
+  delete g;
+}
+
+slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const slip_region_entry *local,
+                                 uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
+                                 slip_dev_error *err, slip_gpunetio **out) {
+  slip_status st = SLIP_OK;
+  slip_gpunetio *g = nullptr;
+  std::vector<slip_region_entry> loc, rem;
+  std::vector<slip_softnic_qp> nqps(nq);
+  std::vector<doca_gpu_dev_verbs_qp> qps(nq);
+  uint64_t *warm = nullptr;
+  const size_t ring = (size_t)depth * SLIP_MLX5_WQE_BYTES;
+  if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "gpunetio queue depth %u, expected a power of two in 2..32768 (16-bit WQE mask)",
+              depth);
+  if (kQpnBase + nq > 0xffffffu) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u queue pairs, expected fewer than 2^24", nq);
+  for (uint32_t i = 0; i < nlocal + nremote; i++) {
+    slip_region_entry e = i < nlocal ? local[i] : remote[i - nlocal];
+    if (e.id >= SLIP_NIC_SINK_ID)
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "region id %u, expected below %u for the gpunetio backend (iova = id << %d)",
+                e.id, SLIP_NIC_SINK_ID, SLIP_IOVA_SHIFT);
+    e.key = SLIP_MKEY(e.key);
+    (i < nlocal ? loc : rem).push_back(e);
+  }
+  g = new slip_gpunetio();
+  g->device = device;
+  g->nq = nq;
+  g->depth = depth;
+  SLIP_SYS_CHECK(getrandom(&g->sink_key, sizeof g->sink_key, 0) == (ssize_t)sizeof g->sink_key, "getrandom");
+  SLIP_CUDA_CHECK(cudaSetDevice(device));
+  SLIP_CUDA_CHECK(cudaHostAlloc(&g->h_sq, nq * ring, cudaHostAllocMapped | cudaHostAllocPortable));
+  SLIP_CUDA_CHECK(cudaHostAlloc(&g->h_cq, nq * ring, cudaHostAllocMapped | cudaHostAllocPortable));
+  SLIP_CUDA_CHECK(cudaHostAlloc(&g->h_words, nq * 3 * kLine, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(g->h_words, 0, nq * 3 * kLine);
+  SLIP_CUDA_CHECK(cudaMalloc(&g->d_sink, nq * sizeof(uint64_t)));
+  SLIP_CUDA_CHECK(cudaMemset(g->d_sink, 0, nq * sizeof(uint64_t)));
+  SLIP_CUDA_CHECK(cudaMalloc(&g->d_qps, nq * sizeof(doca_gpu_dev_verbs_qp)));
+  loc.push_back({SLIP_NIC_SINK_ID, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE, g->sink_key,
+                 nq * sizeof(uint64_t), g->d_sink});
+  for (uint32_t q = 0; q < nq; q++) {
+    uint8_t *sq = g->h_sq + q * ring, *cq = g->h_cq + q * ring, *words = g->h_words + q * 3 * kLine;
+    const uint32_t qpn = kQpnBase + q;
+    doca_gpu_dev_verbs_qp &h = qps[q];
+    memset(&h, 0, sizeof h);
+    h.sq_num = qpn;
+    h.sq_num_shift8 = qpn << 8;
+    h.sq_num_shift8_be = host_be32(qpn << 8);
+    h.sq_num_shift8_be_1ds = host_be32(qpn << 8 | 1);
+    h.sq_num_shift8_be_2ds = host_be32(qpn << 8 | 2);
+    h.sq_num_shift8_be_3ds = host_be32(qpn << 8 | 3);
+    h.sq_num_shift8_be_4ds = host_be32(qpn << 8 | 4);
+    h.sq_wqe_num = (uint16_t)depth;
+    h.sq_wqe_mask = (uint16_t)(depth - 1);
+    SLIP_CHECK(mapped(sq, &h.sq_wqe_daddr));
+    SLIP_CHECK(mapped((__be32 *)(words + kLine), &h.sq_dbrec));
+    SLIP_CHECK(mapped((uint64_t *)words, &h.sq_db));  // CPU proxy: the device publishes its producer index here
+    SLIP_CHECK(mapped(cq, &h.cq_sq.cqe_daddr));
+    h.cq_sq.cq_num = qpn;
+    h.cq_sq.cqe_num = depth;
+    h.cq_sq.cqe_mask = depth - 1;
+    h.cq_sq.cqe_size = SLIP_MLX5_CQE_BYTES;
+    SLIP_CHECK(mapped((__be32 *)(words + 2 * kLine), &h.cq_sq.dbrec));
+    h.cq_sq.mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_HOST;
+    h.nic_handler = DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY;
+    h.mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_HOST;
+    nqps[q] = {sq, depth, qpn, (const uint64_t *)words, cq, depth};
+  }
+  SLIP_CUDA_CHECK(cudaMemcpy(g->d_qps, qps.data(), nq * sizeof(doca_gpu_dev_verbs_qp), cudaMemcpyHostToDevice));
+  SLIP_CHECK(cuda_exec_create(device, &g->exec));
+  // Load the atomic kernel now: with lazy loading its first launch would wait for the module while
+  // a push kernel spins on the completion that launch produces (see the proxy in cuda_host.cu).
+  SLIP_CUDA_CHECK(cudaMalloc(&warm, 2 * sizeof(uint64_t)));
+  nic_fetch_add_kernel<<<1, 1, 0, g->exec->stream>>>(warm, 0, 0, warm + 1);
+  SLIP_LAUNCH_CHECK();
+  SLIP_CUDA_CHECK(cudaStreamSynchronize(g->exec->stream));
+  {
+    slip_softnic_ops ops = {cuda_exec_copy, nic_fetch_add, cuda_exec_flush, g->exec};
+    SLIP_CHECK(slip_softnic_create(&ops, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), rem.data(),
+                                   (uint32_t)rem.size(), &g->nic));
+  }
+  *out = g;
+  g = nullptr;
+done:
+  if (warm) (void)cudaFree(warm);
+  slip_gpunetio_destroy(g);
+  return st;
+}
+
+extern "C" slip_status slip_gpunetio_probe(void) { return SLIP_OK; }
+
+void *slip_gpunetio_qp(const slip_gpunetio *g, uint32_t q) { return g && q < g->nq ? g->d_qps + q : nullptr; }
+uint32_t slip_gpunetio_sink_key(const slip_gpunetio *g) { return g ? g->sink_key : 0; }
+void slip_gpunetio_clear(slip_gpunetio *g) {
+  if (g) slip_softnic_clear(g->nic);
+}
+void slip_gpunetio_stats(const slip_gpunetio *g, slip_softnic_stats *out) { slip_softnic_get_stats(g ? g->nic : nullptr, out); }

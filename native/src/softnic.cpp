@@ -1,0 +1,462 @@
+// The software NIC of the gpunetio backend (see host/slip_softnic.h): mlx5 WQE decoding, CQE
+// writing, and the thread that executes GPUNetIO CPU-proxy queue pairs.
+//
+// Per sweep and queue pair: read the producer count the device published (acquire), decode and
+// check the new WQEs, issue their copies and atomics through the executor, flush it once, then
+// write the CQEs in WQE order. A CQE therefore means what it means on a NIC: the operation has
+// completed at the target, and the source may be reused.
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "check.h"
+#include "host/slip_softnic.h"
+
+namespace {
+
+uint32_t be32_at(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+uint64_t be64_at(const uint8_t *p) { return (uint64_t)be32_at(p) << 32 | be32_at(p + 4); }
+void put_be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+void put_be16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)(v >> 8);
+  p[1] = (uint8_t)v;
+}
+
+uint64_t mono_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint8_t owner_bit(uint64_t index, uint32_t cqe_num) { return (uint8_t)((index / cqe_num) & 1u); }
+
+}  // namespace
+
+extern "C" slip_status slip_wqe_decode(const void *wqe64, slip_wqe *w) {
+  const uint8_t *p = (const uint8_t *)wqe64;
+  memset(w, 0, sizeof *w);
+  const uint32_t oio = be32_at(p + SLIP_WQE_CTRL_OPMOD_IDX_OPCODE), qd = be32_at(p + SLIP_WQE_CTRL_QPN_DS);
+  w->opcode = (uint8_t)oio;
+  w->index = (uint16_t)(oio >> 8);
+  w->opmod = (uint8_t)(oio >> 24);
+  w->qpn = qd >> 8;
+  w->ds = (uint8_t)(qd & 0x3f);
+  w->fm_ce_se = p[SLIP_WQE_CTRL_FM_CE_SE];
+  switch (w->opcode) {
+    case SLIP_MLX5_OPCODE_NOP:
+      if (w->ds != 1)
+        return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "NOP WQE %u with %u segments, expected 1", w->index, w->ds);
+      return SLIP_OK;
+    case SLIP_MLX5_OPCODE_RDMA_WRITE: {
+      w->raddr = be64_at(p + SLIP_WQE_RADDR);
+      w->rkey = be32_at(p + SLIP_WQE_RKEY);
+      const uint32_t bc = be32_at(p + SLIP_WQE_DSEG0 + SLIP_DSEG_BYTE_COUNT);
+      if (bc & SLIP_MLX5_INLINE_SEG) {
+        // Inline data: 4-byte header, then the bytes, within the segments the DS count covers.
+        w->inline_bytes = bc & ~SLIP_MLX5_INLINE_SEG;
+        const uint32_t room = w->ds >= 2 ? (uint32_t)(w->ds - 2) * 16 - 4 : 0;
+        if (w->ds < 3 || w->ds > 4 || w->inline_bytes > room)
+          return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR,
+                                "inline RDMA write WQE %u: %u bytes in %u segments, expected at most %u bytes in 3 or 4",
+                                w->index, w->inline_bytes, w->ds, w->ds >= 3 && w->ds <= 4 ? room : 44u);
+        memcpy(w->inline_data, p + SLIP_WQE_DSEG0 + 4, w->inline_bytes);
+        return SLIP_OK;
+      }
+      if (w->ds != 3 && w->ds != 4)
+        return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "RDMA write WQE %u with %u segments, expected 3 or 4",
+                              w->index, w->ds);
+      w->nseg = w->ds - 2u;
+      for (uint32_t s = 0; s < w->nseg; s++) {
+        const uint8_t *d = p + SLIP_WQE_DSEG0 + 16 * s;
+        w->seg[s].bytes = be32_at(d + SLIP_DSEG_BYTE_COUNT);
+        w->seg[s].lkey = be32_at(d + SLIP_DSEG_LKEY);
+        w->seg[s].addr = be64_at(d + SLIP_DSEG_ADDR);
+      }
+      return SLIP_OK;
+    }
+    case SLIP_MLX5_OPCODE_ATOMIC_FA: {
+      if (w->ds != 4)
+        return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "atomic WQE %u with %u segments, expected 4", w->index, w->ds);
+      w->raddr = be64_at(p + SLIP_WQE_RADDR);
+      w->rkey = be32_at(p + SLIP_WQE_RKEY);
+      w->swap_add = be64_at(p + SLIP_WQE_ATOMIC_SWAP_ADD);
+      w->compare = be64_at(p + SLIP_WQE_ATOMIC_COMPARE);
+      w->nseg = 1;
+      w->seg[0].bytes = be32_at(p + SLIP_WQE_ATOMIC_DSEG + SLIP_DSEG_BYTE_COUNT);
+      w->seg[0].lkey = be32_at(p + SLIP_WQE_ATOMIC_DSEG + SLIP_DSEG_LKEY);
+      w->seg[0].addr = be64_at(p + SLIP_WQE_ATOMIC_DSEG + SLIP_DSEG_ADDR);
+      return SLIP_OK;
+    }
+    default:
+      return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR,
+                            "WQE %u: opcode 0x%02x, expected NOP (0x00), RDMA_WRITE (0x08) or ATOMIC_FA (0x12)",
+                            w->index, w->opcode);
+  }
+}
+
+extern "C" uint64_t slip_wqe_write_bytes(const slip_wqe *w) {
+  if (w->inline_bytes) return w->inline_bytes;
+  uint64_t n = 0;
+  for (uint32_t s = 0; s < w->nseg; s++) n += w->seg[s].bytes;
+  return n;
+}
+
+static void cqe_publish(uint8_t *c, uint8_t opcode, uint64_t index, uint32_t cqe_num) {
+  __atomic_store_n(&c[SLIP_CQE_OP_OWN], (uint8_t)(opcode << 4 | owner_bit(index, cqe_num)), __ATOMIC_RELEASE);
+}
+
+extern "C" void slip_cqe_write(void *cqe64, uint64_t index, uint32_t cqe_num, uint16_t wqe_counter, uint32_t qpn,
+                               uint32_t byte_cnt) {
+  uint8_t *c = (uint8_t *)cqe64;
+  memset(c, 0, SLIP_CQE_OP_OWN);
+  put_be32(c + SLIP_CQE_BYTE_CNT, byte_cnt);
+  put_be32(c + SLIP_CQE_SOP_DROP_QPN, qpn & 0xffffffu);
+  put_be16(c + SLIP_CQE_WQE_COUNTER, wqe_counter);
+  cqe_publish(c, SLIP_MLX5_CQE_REQ, index, cqe_num);
+}
+
+extern "C" void slip_cqe_write_error(void *cqe64, uint64_t index, uint32_t cqe_num, uint16_t wqe_counter,
+                                     uint32_t qpn, uint8_t wqe_opcode, uint8_t syndrome) {
+  uint8_t *c = (uint8_t *)cqe64;
+  memset(c, 0, SLIP_CQE_OP_OWN);
+  c[SLIP_CQE_SYNDROME] = syndrome;
+  put_be32(c + SLIP_CQE_SOP_DROP_QPN, (uint32_t)wqe_opcode << 24 | (qpn & 0xffffffu));
+  put_be16(c + SLIP_CQE_WQE_COUNTER, wqe_counter);
+  cqe_publish(c, SLIP_MLX5_CQE_REQ_ERR, index, cqe_num);
+}
+
+extern "C" void slip_cq_init(void *cq, uint32_t cqe_num) {
+  uint8_t *c = (uint8_t *)cq;
+  memset(c, 0, (size_t)cqe_num * SLIP_MLX5_CQE_BYTES);
+  for (uint32_t i = 0; i < cqe_num; i++) c[(size_t)i * SLIP_MLX5_CQE_BYTES + SLIP_CQE_OP_OWN] = SLIP_MLX5_CQE_INVALID << 4 | 1;
+}
+
+extern "C" void slip_cqe_read(const void *cqe64, uint8_t *owner, uint8_t *opcode, uint16_t *wqe_counter,
+                              uint8_t *syndrome) {
+  const uint8_t *c = (const uint8_t *)cqe64;
+  const uint8_t op_own = __atomic_load_n(&c[SLIP_CQE_OP_OWN], __ATOMIC_ACQUIRE);
+  if (owner) *owner = op_own & 1u;
+  if (opcode) *opcode = op_own >> 4;
+  if (wqe_counter) *wqe_counter = (uint16_t)(c[SLIP_CQE_WQE_COUNTER] << 8 | c[SLIP_CQE_WQE_COUNTER + 1]);
+  if (syndrome) *syndrome = c[SLIP_CQE_SYNDROME];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The NIC thread
+
+struct slip_softnic {
+  slip_softnic_ops ops;
+  std::vector<slip_softnic_qp> qps;
+  std::vector<uint64_t> ci;        // WQEs consumed per queue pair (owned by the thread)
+  std::vector<uint8_t> in_error;   // per queue pair (owned by the thread)
+  slip_dev_error *err = nullptr;
+  std::vector<slip_region_entry> local, remote;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> clear_requests{0}, clears_done{0};
+  std::atomic<uint64_t> wqes{0}, errors{0}, sweeps{0}, issue_ns{0}, flush_ns{0};
+  std::thread thread;
+};
+
+namespace {
+
+// One completion to write after the sweep's flush.
+struct Pending {
+  uint32_t qp;
+  uint64_t index;
+  uint16_t counter;
+  uint8_t wqe_opcode;
+  uint8_t syndrome;  // 0: success
+  uint32_t bytes;
+};
+
+void publish_error(slip_softnic *n, const slip_dev_error &e, uint32_t qp) {
+  n->errors.fetch_add(1, std::memory_order_relaxed);
+  slip_dev_error_publish(n->err, &e, qp);
+}
+
+// Checks a remote (rkey) range and a local (lkey) range; fills e and the syndrome on failure.
+bool check_remote(const slip_softnic *n, uint64_t raddr, uint32_t rkey, uint64_t len, slip_dev_error *e,
+                  uint8_t *synd) {
+  if (slip_region_validate(n->remote.data(), (uint32_t)n->remote.size(), SLIP_IOVA_ID(raddr), 1, rkey,
+                           SLIP_IOVA_OFFSET(raddr), len, SLIP_DEV_REGION_WRITABLE, e) == SLIP_OK)
+    return true;
+  *synd = SLIP_MLX5_SYND_REMOTE_ACCESS_ERR;
+  return false;
+}
+bool check_local(const slip_softnic *n, uint64_t laddr, uint32_t lkey, uint64_t len, int need, slip_dev_error *e,
+                 uint8_t *synd) {
+  if (slip_region_validate(n->local.data(), (uint32_t)n->local.size(), SLIP_IOVA_ID(laddr), 1, lkey,
+                           SLIP_IOVA_OFFSET(laddr), len, need, e) == SLIP_OK)
+    return true;
+  *synd = SLIP_MLX5_SYND_LOCAL_PROT_ERR;
+  return false;
+}
+char *remote_ptr(const slip_softnic *n, uint64_t iova) {
+  const slip_region_entry *r = slip_region_find(n->remote.data(), (uint32_t)n->remote.size(), SLIP_IOVA_ID(iova));
+  return (char *)r->ptr + SLIP_IOVA_OFFSET(iova);
+}
+char *local_ptr(const slip_softnic *n, uint64_t iova) {
+  const slip_region_entry *r = slip_region_find(n->local.data(), (uint32_t)n->local.size(), SLIP_IOVA_ID(iova));
+  return (char *)r->ptr + SLIP_IOVA_OFFSET(iova);
+}
+uint32_t flags_of(const std::vector<slip_region_entry> &t, uint64_t iova) {
+  const slip_region_entry *r = slip_region_find(t.data(), (uint32_t)t.size(), SLIP_IOVA_ID(iova));
+  return r ? r->flags : 0u;
+}
+
+// Checks every address of one decoded WQE before anything is issued, then issues it. Returns the
+// executor's status; a WQE that fails its checks returns SLIP_OK with *synd set and e filled.
+slip_status execute(slip_softnic *n, const slip_wqe &w, const uint8_t *slot, slip_dev_error *e, uint8_t *synd) {
+  switch (w.opcode) {
+    case SLIP_MLX5_OPCODE_NOP:
+      return SLIP_OK;
+    case SLIP_MLX5_OPCODE_RDMA_WRITE: {
+      const uint64_t total = slip_wqe_write_bytes(&w);
+      if (!check_remote(n, w.raddr, w.rkey, total, e, synd)) return SLIP_OK;
+      for (uint32_t s = 0; s < w.nseg; s++)
+        if (!check_local(n, w.seg[s].addr, w.seg[s].lkey, w.seg[s].bytes, SLIP_DEV_REGION_READABLE, e, synd))
+          return SLIP_OK;
+      char *dst = remote_ptr(n, w.raddr);
+      if (w.inline_bytes)  // from the WQE slot itself: it stays valid until its CQE is written
+        return n->ops.copy(n->ops.state, dst, slot + SLIP_WQE_DSEG0 + 4, w.inline_bytes);
+      for (uint32_t s = 0; s < w.nseg; s++) {
+        if (w.seg[s].bytes == 0) continue;
+        slip_status st = n->ops.copy(n->ops.state, dst, local_ptr(n, w.seg[s].addr), w.seg[s].bytes);
+        if (st != SLIP_OK) return st;
+        dst += w.seg[s].bytes;
+      }
+      return SLIP_OK;
+    }
+    case SLIP_MLX5_OPCODE_ATOMIC_FA: {
+      if (w.seg[0].bytes != 8) {
+        e->code = SLIP_ERR_BAD_DESCRIPTOR;
+        e->length = w.seg[0].bytes;  // got
+        e->limit = 8;                // expected
+        *synd = SLIP_MLX5_SYND_LOCAL_LENGTH_ERR;
+        return SLIP_OK;
+      }
+      if (!check_remote(n, w.raddr, w.rkey, 8, e, synd)) return SLIP_OK;
+      if (!check_local(n, w.seg[0].addr, w.seg[0].lkey, 8, SLIP_DEV_REGION_WRITABLE, e, synd)) return SLIP_OK;
+      if (SLIP_IOVA_OFFSET(w.raddr) % 8 != 0 || SLIP_IOVA_OFFSET(w.seg[0].addr) % 8 != 0) {
+        e->code = SLIP_ERR_INVALID_ARG;
+        e->region_id = SLIP_IOVA_ID(w.raddr);
+        e->offset = SLIP_IOVA_OFFSET(w.raddr);
+        e->length = 8;
+        e->limit = 8;
+        *synd = SLIP_MLX5_SYND_REMOTE_ACCESS_ERR;
+        return SLIP_OK;
+      }
+      return n->ops.fetch_add(n->ops.state, (uint64_t *)remote_ptr(n, w.raddr), w.swap_add,
+                              flags_of(n->remote, w.raddr), (uint64_t *)local_ptr(n, w.seg[0].addr),
+                              flags_of(n->local, w.seg[0].addr));
+    }
+    default:
+      *synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;  // slip_wqe_decode admits no other opcode
+      e->code = SLIP_ERR_BAD_DESCRIPTOR;
+      return SLIP_OK;
+  }
+}
+
+// Reads slot `index` once its control segment carries that index: the device stores a WQE's
+// segments before it publishes the producer count, but a stale slot (from the previous lap) must
+// never be executed. Gives up after 1 s (a producer that broke the protocol).
+bool read_wqe(const slip_softnic_qp &qp, uint64_t index, uint8_t *out) {
+  const uint8_t *slot = (const uint8_t *)qp.sq + (index & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES;
+  const uint64_t t0 = mono_ns();
+  for (unsigned spin = 0;; spin++) {
+    const uint32_t raw = __atomic_load_n((const uint32_t *)slot, __ATOMIC_ACQUIRE);
+    memcpy(out, slot, SLIP_MLX5_WQE_BYTES);
+    memcpy(out, &raw, 4);
+    if ((uint16_t)(be32_at(out) >> 8) == (uint16_t)index) return true;
+    if ((spin & 1023) == 1023 && mono_ns() - t0 > 1000000000ull) return false;
+  }
+}
+
+void run(slip_softnic *n) {
+  const uint32_t nq = (uint32_t)n->qps.size();
+  std::vector<Pending> pending;
+  unsigned idle = 0;
+  bool fatal = false;  // the executor failed: every later WQE completes with a flush error
+  while (!n->stop.load(std::memory_order_acquire)) {
+    const uint64_t clears = n->clear_requests.load(std::memory_order_acquire);
+    if (clears != n->clears_done.load(std::memory_order_relaxed)) {
+      for (uint32_t q = 0; q < nq; q++) n->in_error[q] = 0;
+      n->clears_done.store(clears, std::memory_order_release);
+    }
+    pending.clear();
+    const uint64_t t0 = mono_ns();
+    bool issued = false;
+    for (uint32_t q = 0; q < nq; q++) {
+      const slip_softnic_qp &qp = n->qps[q];
+      const uint64_t pi = __atomic_load_n(qp.pi, __ATOMIC_ACQUIRE);
+      for (uint64_t i = n->ci[q]; i < pi; i++) {
+        uint8_t raw[SLIP_MLX5_WQE_BYTES];
+        slip_wqe w;
+        slip_dev_error e;
+        memset(&e, 0, sizeof e);
+        uint8_t synd = 0;
+        Pending pd = {q, i, (uint16_t)i, 0, 0, 0};
+        if (n->in_error[q] || fatal) {
+          pd.syndrome = SLIP_MLX5_SYND_WR_FLUSH_ERR;
+          pd.wqe_opcode = ((const uint8_t *)qp.sq)[(i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES + 3];
+          pending.push_back(pd);
+          continue;
+        }
+        if (!read_wqe(qp, i, raw)) {
+          e.code = SLIP_ERR_BAD_DESCRIPTOR;
+          e.offset = i;                     // the WQE index
+          e.limit = (uint16_t)i;            // the index expected in the slot
+          e.length = (uint16_t)(be32_at(raw) >> 8);  // the index found
+          synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+        } else if (slip_wqe_decode(raw, &w) != SLIP_OK) {
+          e.code = SLIP_ERR_BAD_DESCRIPTOR;
+          e.offset = i;
+          e.limit = raw[3];
+          synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+        } else if (w.qpn != qp.qpn) {
+          e.code = SLIP_ERR_BAD_DESCRIPTOR;
+          e.offset = i;
+          e.length = w.qpn;  // got
+          e.limit = qp.qpn;  // expected
+          synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+        } else {
+          pd.wqe_opcode = w.opcode;
+          const uint8_t *slot = (const uint8_t *)qp.sq + (i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES;
+          if (execute(n, w, slot, &e, &synd) != SLIP_OK) {
+            fatal = true;
+            e.code = SLIP_ERR_CUDA;
+            synd = SLIP_MLX5_SYND_WR_FLUSH_ERR;
+          } else if (synd == 0) {
+            issued |= w.opcode != SLIP_MLX5_OPCODE_NOP;
+            pd.bytes = w.opcode == SLIP_MLX5_OPCODE_RDMA_WRITE ? (uint32_t)slip_wqe_write_bytes(&w) : 8u;
+          }
+        }
+        if (synd != 0) {
+          pd.wqe_opcode = raw[3];
+          pd.syndrome = synd;
+          n->in_error[q] = 1;
+          publish_error(n, e, q);
+        }
+        pending.push_back(pd);
+      }
+    }
+    if (pending.empty() && !fatal) {
+      if (++idle > 1024) sched_yield();
+      continue;
+    }
+    idle = 0;
+    const uint64_t t1 = mono_ns();
+    if (issued && !fatal && n->ops.flush(n->ops.state) != SLIP_OK) {
+      slip_dev_error e;
+      memset(&e, 0, sizeof e);
+      e.code = SLIP_ERR_CUDA;
+      publish_error(n, e, 0);
+      fatal = true;
+    }
+    for (const Pending &pd : pending) {
+      const slip_softnic_qp &qp = n->qps[pd.qp];
+      void *cqe = (uint8_t *)qp.cq + (pd.index & (qp.cqe_num - 1)) * SLIP_MLX5_CQE_BYTES;
+      if (pd.syndrome == 0 && !fatal)
+        slip_cqe_write(cqe, pd.index, qp.cqe_num, pd.counter, qp.qpn, pd.bytes);
+      else
+        slip_cqe_write_error(cqe, pd.index, qp.cqe_num, pd.counter, qp.qpn, pd.wqe_opcode,
+                             pd.syndrome ? pd.syndrome : (uint8_t)SLIP_MLX5_SYND_WR_FLUSH_ERR);
+      n->ci[pd.qp] = pd.index + 1;
+    }
+    if (fatal)
+      for (uint32_t q = 0; q < nq; q++) n->in_error[q] = 1;
+    fatal = false;  // later WQEs see in_error and complete with flush errors
+    n->wqes.fetch_add(pending.size(), std::memory_order_relaxed);
+    n->sweeps.fetch_add(1, std::memory_order_relaxed);
+    n->issue_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+    n->flush_ns.fetch_add(mono_ns() - t1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace
+
+extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nqps, const slip_softnic_qp *qps,
+                                           slip_dev_error *err, const slip_region_entry *local, uint32_t nlocal,
+                                           const slip_region_entry *remote, uint32_t nremote, slip_softnic **out) {
+  slip_status st = SLIP_OK;
+  slip_softnic *n = nullptr;
+  if (!ops || !ops->copy || !ops->fetch_add || !ops->flush || !qps || !err || !out || (nlocal && !local) ||
+      (nremote && !remote))
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: null argument");
+  if (nqps == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: no queue pairs");
+  for (uint32_t q = 0; q < nqps; q++) {
+    const slip_softnic_qp &qp = qps[q];
+    if (!qp.sq || !qp.cq || !qp.pi) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue pair %u: null ring", q);
+    if (qp.wqe_num < 2 || (qp.wqe_num & (qp.wqe_num - 1)) != 0)
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue pair %u: %u WQEs, expected a power of two >= 2", q, qp.wqe_num);
+    if (qp.cqe_num < qp.wqe_num || (qp.cqe_num & (qp.cqe_num - 1)) != 0)
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue pair %u: %u CQEs, expected a power of two >= %u (one per WQE)", q,
+                qp.cqe_num, qp.wqe_num);
+  }
+  for (uint32_t i = 0; i < nlocal + nremote; i++) {
+    const slip_region_entry &r = i < nlocal ? local[i] : remote[i - nlocal];
+    if (r.id > SLIP_IOVA_MAX_ID)
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "region id %u, expected at most %u (iova = id << %d)", r.id, SLIP_IOVA_MAX_ID,
+                SLIP_IOVA_SHIFT);
+    if (r.length > (1ull << SLIP_IOVA_SHIFT))
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "region %u: length %llu, expected at most 2^%d", r.id,
+                (unsigned long long)r.length, SLIP_IOVA_SHIFT);
+  }
+  for (uint32_t q = 0; q < nqps; q++) {
+    // No slot may read as written before the device writes it: stamp each with the index it had
+    // one lap earlier, and hand every CQE to the NIC.
+    for (uint32_t s = 0; s < qps[q].wqe_num; s++)
+      put_be32((uint8_t *)qps[q].sq + (size_t)s * SLIP_MLX5_WQE_BYTES, ((s + qps[q].wqe_num) & 0xffffu) << 8);
+    slip_cq_init(qps[q].cq, qps[q].cqe_num);
+  }
+  n = new slip_softnic();
+  n->ops = *ops;
+  n->qps.assign(qps, qps + nqps);
+  n->ci.assign(nqps, 0);
+  n->in_error.assign(nqps, 0);
+  n->err = err;
+  n->local.assign(local, local + nlocal);
+  n->remote.assign(remote, remote + nremote);
+  n->thread = std::thread(run, n);
+  *out = n;
+  n = nullptr;
+done:
+  delete n;
+  return st;
+}
+
+extern "C" void slip_softnic_destroy(slip_softnic *n) {
+  if (!n) return;
+  n->stop.store(true, std::memory_order_release);
+  if (n->thread.joinable()) n->thread.join();
+  delete n;
+}
+
+extern "C" void slip_softnic_clear(slip_softnic *n) {
+  if (!n) return;
+  // Synchronous: a WQE posted after this returns is read by a sweep that started after the clear.
+  const uint64_t want = n->clear_requests.fetch_add(1, std::memory_order_acq_rel) + 1;
+  while (n->clears_done.load(std::memory_order_acquire) < want && !n->stop.load(std::memory_order_acquire))
+    std::this_thread::yield();
+}
+
+extern "C" void slip_softnic_get_stats(const slip_softnic *n, slip_softnic_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!n) return;
+  out->wqes = n->wqes.load(std::memory_order_relaxed);
+  out->errors = n->errors.load(std::memory_order_relaxed);
+  out->sweeps = n->sweeps.load(std::memory_order_relaxed);
+  out->issue_ns = n->issue_ns.load(std::memory_order_relaxed);
+  out->flush_ns = n->flush_ns.load(std::memory_order_relaxed);
+}

@@ -1,0 +1,397 @@
+// CPU-only tests of the gpunetio software NIC: the mlx5 WQE decoder and CQE writer, and the NIC
+// thread driven by a host producer that writes WQEs the way DOCA GPUNetIO's device code does
+// (its own big-endian encoder, written from the mlx5 layout, not from the decoder). Covers
+// delivery, inline writes, fetch-add with the fetched value returned big-endian, owner bits over
+// several laps, signal-after-data ordering, and the error paths: wrong rkey or lkey, out-of-range,
+// unknown opcode, wrong QP number, a stale slot; each gives an error CQE with its syndrome, writes
+// nothing, and flushes the rest of the queue pair until it is cleared.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "host/slip_softnic.h"
+
+static int g_failures = 0;
+#define EXPECT(cond, ...)                                              \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      g_failures++;                                                    \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+      fprintf(stderr, __VA_ARGS__);                                    \
+      fprintf(stderr, "\n");                                           \
+    }                                                                  \
+  } while (0)
+
+namespace {
+
+// ---- a producer's encoder (the PRM layout, as DOCA's wqe_prepare_* writes it) ----
+void be32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+void be64(uint8_t *p, uint64_t v) {
+  be32(p, (uint32_t)(v >> 32));
+  be32(p + 4, (uint32_t)v);
+}
+void ctrl(uint8_t *w, uint16_t idx, uint8_t opcode, uint32_t qpn, uint8_t ds) {
+  memset(w, 0, 64);
+  be32(w, (uint32_t)idx << 8 | opcode);
+  be32(w + 4, qpn << 8 | ds);
+  w[11] = 0x8;  // CQ update
+}
+void enc_write(uint8_t *w, uint16_t idx, uint32_t qpn, uint64_t raddr, uint32_t rkey, uint64_t laddr, uint32_t lkey,
+               uint32_t bytes) {
+  ctrl(w, idx, 0x08, qpn, 3);
+  be64(w + 16, raddr);
+  be32(w + 24, rkey);
+  be32(w + 32, bytes);
+  be32(w + 36, lkey);
+  be64(w + 40, laddr);
+}
+void enc_inline(uint8_t *w, uint16_t idx, uint32_t qpn, uint64_t raddr, uint32_t rkey, const void *data,
+                uint32_t bytes) {
+  ctrl(w, idx, 0x08, qpn, bytes > 12 ? 4 : 3);
+  be64(w + 16, raddr);
+  be32(w + 24, rkey);
+  be32(w + 32, bytes | 0x80000000u);
+  memcpy(w + 36, data, bytes);
+}
+void enc_fadd(uint8_t *w, uint16_t idx, uint32_t qpn, uint64_t raddr, uint32_t rkey, uint64_t laddr, uint32_t lkey,
+              uint64_t add) {
+  ctrl(w, idx, 0x12, qpn, 4);
+  be64(w + 16, raddr);
+  be32(w + 24, rkey);
+  be64(w + 32, add);
+  be64(w + 40, add);
+  be32(w + 48, 8);
+  be32(w + 52, lkey);
+  be64(w + 56, laddr);
+}
+void enc_nop(uint8_t *w, uint16_t idx, uint32_t qpn) { ctrl(w, idx, 0x00, qpn, 1); }
+
+// ---- executor: memcpy and CPU atomics ----
+slip_status h_copy(void *, void *dst, const void *src, uint64_t len) {
+  memcpy(dst, src, len);
+  return SLIP_OK;
+}
+slip_status h_fadd(void *, uint64_t *t, uint64_t add, uint32_t, uint64_t *result, uint32_t) {
+  const uint64_t old = __atomic_fetch_add(t, add, __ATOMIC_RELEASE);
+  be64((uint8_t *)result, old);
+  return SLIP_OK;
+}
+slip_status h_flush(void *) { return SLIP_OK; }
+
+constexpr uint32_t kQpn = 0x1234, kSrcId = 1, kSinkId = 2, kDstId = 7, kSigId = 8;
+constexpr uint32_t kSrcKey = 0x11110001, kSinkKey = 0x22220002, kDstKey = 0xA5A5F00D, kSigKey = 0x5151C0DE;
+
+struct Rig {
+  uint32_t wqes;
+  std::vector<uint8_t> sq, cq, src, dst;
+  uint64_t sink[4] = {0, 0, 0, 0};
+  uint64_t sig[4] = {0, 0, 0, 0};
+  uint64_t pi = 0;
+  uint64_t posted = 0;
+  slip_dev_error err;
+  slip_softnic *nic = nullptr;
+  Rig(uint32_t nwqe, size_t src_len, size_t dst_len)
+      : wqes(nwqe), sq(nwqe * 64), cq(nwqe * 64), src(src_len), dst(dst_len, 0xEE) {
+    memset(&err, 0, sizeof err);
+    for (size_t i = 0; i < src.size(); i++) src[i] = (uint8_t)(i * 131 + 7);
+    slip_cq_init(cq.data(), nwqe);
+    slip_region_entry local[2] = {{kSrcId, SLIP_DEV_REGION_READABLE, kSrcKey, src.size(), src.data()},
+                                  {kSinkId, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE, kSinkKey, sizeof sink,
+                                   sink}};
+    slip_region_entry remote[2] = {{kDstId, SLIP_DEV_REGION_WRITABLE, kDstKey, dst.size(), dst.data()},
+                                   {kSigId, SLIP_DEV_REGION_WRITABLE | SLIP_DEV_REGION_HOST, kSigKey, sizeof sig, sig}};
+    slip_softnic_ops ops = {h_copy, h_fadd, h_flush, nullptr};
+    slip_softnic_qp qp = {sq.data(), nwqe, kQpn, &pi, cq.data(), nwqe};
+    EXPECT(slip_softnic_create(&ops, 1, &qp, &err, local, 2, remote, 2, &nic) == SLIP_OK, "%s", slip_last_error());
+  }
+  ~Rig() { slip_softnic_destroy(nic); }
+  bool completed(uint64_t idx) const {
+    uint8_t owner, op;
+    slip_cqe_read(&cq[(idx % wqes) * 64], &owner, &op, nullptr, nullptr);
+    return op != SLIP_MLX5_CQE_INVALID && owner == ((idx / wqes) & 1);
+  }
+  // Waits for completion of WQE idx, as doca_gpu_dev_verbs_poll_cq_at does on sm_90 (owner bit).
+  void wait(uint64_t idx) {
+    for (long spins = 0; !completed(idx); spins++)
+      if (spins > 2000000000L) {
+        fprintf(stderr, "no CQE for WQE %llu\n", (unsigned long long)idx);
+        abort();
+      }
+  }
+  // Reserves a slot (waiting for the CQE of the WQE one lap earlier, as the device does).
+  uint8_t *slot(uint64_t *idx) {
+    *idx = posted++;
+    if (*idx >= wqes) wait(*idx - wqes);
+    return &sq[(*idx % wqes) * 64];
+  }
+  void publish() { __atomic_store_n(&pi, posted, __ATOMIC_RELEASE); }
+  uint64_t write(uint64_t dst_off, uint64_t src_off, uint32_t len, uint32_t rkey = kDstKey, uint32_t lkey = kSrcKey,
+                 uint32_t dst_id = kDstId) {
+    uint64_t i;
+    uint8_t *w = slot(&i);
+    enc_write(w, (uint16_t)i, kQpn, SLIP_IOVA(dst_id, dst_off), rkey, SLIP_IOVA(kSrcId, src_off), lkey, len);
+    return i;
+  }
+  uint64_t fadd(uint64_t add, uint32_t rkey = kSigKey, uint64_t sig_off = 0) {
+    uint64_t i;
+    uint8_t *w = slot(&i);
+    enc_fadd(w, (uint16_t)i, kQpn, SLIP_IOVA(kSigId, sig_off), rkey, SLIP_IOVA(kSinkId, 8), kSinkKey, add);
+    return i;
+  }
+  void expect_cqe(uint64_t idx, uint8_t opcode, uint8_t synd, const char *what) {
+    wait(idx);
+    uint8_t owner, op, s;
+    uint16_t counter;
+    slip_cqe_read(&cq[(idx % wqes) * 64], &owner, &op, &counter, &s);
+    EXPECT(op == opcode && counter == (uint16_t)idx && owner == ((idx / wqes) & 1) && (opcode == 0 || s == synd),
+           "%s: CQE %llu: opcode 0x%x counter %u owner %u syndrome 0x%x, expected opcode 0x%x syndrome 0x%x", what,
+           (unsigned long long)idx, op, counter, owner, s, opcode, synd);
+  }
+  size_t dst_written() const {
+    size_t n = 0;
+    for (uint8_t c : dst) n += c != 0xEE;
+    return n;
+  }
+};
+
+void test_codec() {
+  uint8_t w[64];
+  slip_wqe d;
+  enc_write(w, 0xBEEF, kQpn, SLIP_IOVA(kDstId, 4097), kDstKey, SLIP_IOVA(kSrcId, 3), kSrcKey, 1000003);
+  EXPECT(slip_wqe_decode(w, &d) == SLIP_OK, "%s", slip_last_error());
+  EXPECT(d.opcode == 0x08 && d.index == 0xBEEF && d.qpn == kQpn && d.ds == 3 && d.nseg == 1, "ctrl decoded wrong");
+  EXPECT(d.raddr == SLIP_IOVA(kDstId, 4097) && d.rkey == kDstKey, "raddr 0x%llx rkey 0x%x",
+         (unsigned long long)d.raddr, d.rkey);
+  EXPECT(d.seg[0].bytes == 1000003 && d.seg[0].lkey == kSrcKey && d.seg[0].addr == SLIP_IOVA(kSrcId, 3), "dseg");
+  enc_fadd(w, 7, kQpn, SLIP_IOVA(kSigId, 16), kSigKey, SLIP_IOVA(kSinkId, 0), kSinkKey, 0x0000010000000040ull);
+  EXPECT(slip_wqe_decode(w, &d) == SLIP_OK && d.opcode == 0x12 && d.swap_add == 0x0000010000000040ull &&
+             d.seg[0].bytes == 8 && d.seg[0].lkey == kSinkKey,
+         "atomic decoded wrong");
+  const char msg[] = "0123456789abcdefXYZ";
+  enc_inline(w, 9, kQpn, SLIP_IOVA(kDstId, 0), kDstKey, msg, 19);
+  EXPECT(slip_wqe_decode(w, &d) == SLIP_OK && d.inline_bytes == 19 && memcmp(d.inline_data, msg, 19) == 0,
+         "inline decoded wrong: %s", slip_last_error());
+  enc_nop(w, 1, kQpn);
+  EXPECT(slip_wqe_decode(w, &d) == SLIP_OK && d.opcode == 0, "nop");
+  // Bad input: names what was got and what was expected.
+  enc_write(w, 5, kQpn, 0, 0, 0, 0, 1);
+  w[7] = (uint8_t)(w[7] & ~0x3f) | 2;
+  EXPECT(slip_wqe_decode(w, &d) == SLIP_ERR_BAD_DESCRIPTOR, "ds 2 accepted");
+  EXPECT(strstr(slip_last_error(), "RDMA write WQE 5 with 2 segments, expected 3 or 4") != nullptr, "got '%s'",
+         slip_last_error());
+  ctrl(w, 6, 0x10, kQpn, 3);  // RDMA read: not executed by this NIC
+  EXPECT(slip_wqe_decode(w, &d) == SLIP_ERR_BAD_DESCRIPTOR, "read accepted");
+  EXPECT(strstr(slip_last_error(), "opcode 0x10, expected NOP (0x00), RDMA_WRITE (0x08) or ATOMIC_FA (0x12)") != nullptr,
+         "got '%s'", slip_last_error());
+  enc_inline(w, 9, kQpn, 0, 0, msg, 19);
+  w[7] = (uint8_t)(w[7] & ~0x3f) | 3;  // 19 inline bytes do not fit 3 segments
+  EXPECT(slip_wqe_decode(w, &d) == SLIP_ERR_BAD_DESCRIPTOR, "inline overflow accepted");
+  // CQE writer: owner bit per lap, opcode, counter, error syndrome; op_own last.
+  uint8_t cq[4 * 64];
+  slip_cq_init(cq, 4);
+  uint8_t owner, op, s;
+  uint16_t counter;
+  slip_cqe_read(cq, &owner, &op, &counter, &s);
+  EXPECT(owner == 1 && op == 0xf, "fresh CQE: owner %u opcode 0x%x", owner, op);
+  slip_cqe_write(cq + 64, 5, 4, 5, kQpn, 4096);  // index 5: slot 1, lap 1
+  slip_cqe_read(cq + 64, &owner, &op, &counter, &s);
+  EXPECT(owner == 1 && op == 0 && counter == 5, "lap-1 CQE: owner %u opcode 0x%x counter %u", owner, op, counter);
+  EXPECT(cq[64 + 44] == 0 && cq[64 + 45] == 0 && cq[64 + 46] == 0x10 && cq[64 + 47] == 0, "byte_cnt not big-endian");
+  slip_cqe_write_error(cq + 128, 10, 4, 10, kQpn, 0x08, SLIP_MLX5_SYND_REMOTE_ACCESS_ERR);  // slot 2, lap 2
+  slip_cqe_read(cq + 128, &owner, &op, &counter, &s);
+  EXPECT(owner == 0 && op == 0xd && counter == 10 && s == 0x13, "error CQE: owner %u opcode 0x%x syndrome 0x%x", owner,
+         op, s);
+  EXPECT(cq[128 + 56] == 0x08, "error CQE: WQE opcode 0x%x in s_wqe_opcode_qpn", cq[128 + 56]);
+}
+
+void test_delivery_and_laps() {
+  // 8 WQEs, 3000 writes of odd sizes with a fetch-add after each: 750 laps of the rings.
+  const uint32_t kMax = 97, kBlocks = 3000;
+  Rig rig(8, kMax * kBlocks, kMax * kBlocks);
+  std::atomic<uint64_t> order_errors{0};
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    uint64_t checked = 0;
+    while (checked < kBlocks) {
+      const uint64_t k = SLIP_SIGNAL_BLOCKS(__atomic_load_n(&rig.sig[0], __ATOMIC_ACQUIRE));
+      for (; checked < k; checked++)
+        if (memcmp(&rig.dst[checked * kMax], &rig.src[checked * kMax], checked % kMax) != 0) order_errors++;
+      if (done.load() && SLIP_SIGNAL_BLOCKS(__atomic_load_n(&rig.sig[0], __ATOMIC_ACQUIRE)) == checked) break;
+    }
+  });
+  uint64_t bytes = 0, last = 0;
+  for (uint32_t b = 0; b < kBlocks; b++) {
+    const uint32_t len = b % kMax;
+    rig.write((uint64_t)b * kMax, (uint64_t)b * kMax, len);
+    last = rig.fadd(SLIP_SIGNAL_PACK(1, len));
+    bytes += len;
+    if (b % 3 == 0) rig.publish();  // publish in uneven batches
+  }
+  rig.publish();
+  rig.expect_cqe(last, SLIP_MLX5_CQE_REQ, 0, "last fetch-add");
+  done.store(true);
+  reader.join();
+  EXPECT(order_errors.load() == 0, "%llu blocks signalled before their data", (unsigned long long)order_errors.load());
+  EXPECT(rig.sig[0] == SLIP_SIGNAL_PACK(kBlocks, bytes), "signal 0x%llx", (unsigned long long)rig.sig[0]);
+  uint64_t fetched = 0;
+  for (int i = 0; i < 8; i++) fetched = fetched << 8 | ((uint8_t *)&rig.sink[1])[i];
+  EXPECT(fetched == rig.sig[0] - SLIP_SIGNAL_PACK(1, (kBlocks - 1) % kMax),
+         "fetched value 0x%llx (big-endian) is not the value before the last add", (unsigned long long)fetched);
+  EXPECT(rig.err.code == 0, "unexpected error %u", rig.err.code);
+  size_t untouched = 0, expect_untouched = 0;
+  for (uint32_t b = 0; b < kBlocks; b++) {
+    for (uint32_t i = b % kMax; i < kMax; i++) untouched += rig.dst[(size_t)b * kMax + i] == 0xEE;
+    expect_untouched += kMax - b % kMax;
+  }
+  EXPECT(untouched == expect_untouched, "%zu of %zu gap bytes kept", untouched, expect_untouched);
+  // Inline write and NOP.
+  uint64_t i;
+  uint8_t *w = rig.slot(&i);
+  enc_inline(w, (uint16_t)i, kQpn, SLIP_IOVA(kDstId, 5), kDstKey, "inline!", 7);
+  w = rig.slot(&i);
+  enc_nop(w, (uint16_t)i, kQpn);
+  rig.publish();
+  rig.expect_cqe(i, SLIP_MLX5_CQE_REQ, 0, "nop");
+  EXPECT(memcmp(&rig.dst[5], "inline!", 7) == 0, "inline data did not land");
+  slip_softnic_stats s;
+  slip_softnic_get_stats(rig.nic, &s);
+  EXPECT(s.wqes == 2ull * kBlocks + 2 && s.errors == 0, "stats: %llu WQEs, %llu errors", (unsigned long long)s.wqes,
+         (unsigned long long)s.errors);
+}
+
+void test_rejects() {
+  char text[256];
+  {
+    // Wrong rkey on the data write of a put_signal pair: error CQE, the signal is flushed, nothing
+    // written; later WQEs flush until the error is cleared, then the queue pair works again.
+    Rig rig(8, 4096, 4096);
+    const uint64_t a = rig.write(0, 0, 64, kDstKey ^ 0x40);
+    const uint64_t b = rig.fadd(SLIP_SIGNAL_PACK(1, 64));
+    const uint64_t c = rig.write(128, 0, 16);
+    rig.publish();
+    rig.expect_cqe(a, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_REMOTE_ACCESS_ERR, "wrong rkey");
+    rig.expect_cqe(b, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_WR_FLUSH_ERR, "signal after the rejected write");
+    rig.expect_cqe(c, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_WR_FLUSH_ERR, "write after the rejected write");
+    EXPECT(rig.dst_written() == 0 && rig.sig[0] == 0, "rejected: %zu bytes written, signal 0x%llx", rig.dst_written(),
+           (unsigned long long)rig.sig[0]);
+    EXPECT(rig.err.code == SLIP_ERR_BAD_KEY && rig.err.region_id == kDstId, "code %u region %u", rig.err.code,
+           rig.err.region_id);
+    slip_dev_error_format(&rig.err, text, sizeof text);
+    EXPECT(strstr(text, "key 0x00000000a5a5f04d presented for region 7 does not match its registered key"), "got '%s'",
+           text);
+    memset(&rig.err, 0, sizeof rig.err);
+    slip_softnic_clear(rig.nic);
+    const uint64_t d = rig.write(256, 0, 16);
+    rig.publish();
+    rig.expect_cqe(d, SLIP_MLX5_CQE_REQ, 0, "after clear");
+    EXPECT(memcmp(&rig.dst[256], &rig.src[0], 16) == 0 && rig.err.code == 0, "write after clear did not land");
+  }
+  {
+    Rig rig(8, 8192, 4096);
+    const uint64_t a = rig.write(4000, 0, 512);
+    rig.publish();
+    rig.expect_cqe(a, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_REMOTE_ACCESS_ERR, "out of range");
+    slip_dev_error_format(&rig.err, text, sizeof text);
+    EXPECT(strcmp(text, "queue 0: offset 4000 + length 512 outside region 7 (length 4096)") == 0, "got '%s'", text);
+    EXPECT(rig.dst_written() == 0, "out of range: %zu bytes written", rig.dst_written());
+  }
+  {
+    Rig rig(8, 4096, 4096);
+    const uint64_t a = rig.write(0, 4090, 16);  // source range outside its region
+    rig.publish();
+    rig.expect_cqe(a, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_LOCAL_PROT_ERR, "local out of range");
+    EXPECT(rig.err.code == SLIP_ERR_OUT_OF_RANGE && rig.err.region_id == kSrcId, "code %u region %u", rig.err.code,
+           rig.err.region_id);
+  }
+  {
+    Rig rig(8, 4096, 4096);
+    const uint64_t a = rig.write(0, 0, 16, kDstKey, kSrcKey + 1);
+    rig.publish();
+    rig.expect_cqe(a, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_LOCAL_PROT_ERR, "wrong lkey");
+    EXPECT(rig.err.code == SLIP_ERR_BAD_KEY && rig.dst_written() == 0, "code %u", rig.err.code);
+  }
+  {
+    Rig rig(8, 4096, 4096);
+    const uint64_t a = rig.write(0, 0, 16, kDstKey, kSrcKey, 99);
+    rig.publish();
+    rig.expect_cqe(a, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_REMOTE_ACCESS_ERR, "unknown region");
+    EXPECT(rig.err.code == SLIP_ERR_BAD_REGION && rig.err.region_id == 99, "code %u region %u", rig.err.code,
+           rig.err.region_id);
+  }
+  {
+    Rig rig(8, 4096, 4096);
+    const uint64_t a = rig.fadd(1, kSigKey, 4);  // misaligned atomic
+    rig.publish();
+    rig.expect_cqe(a, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_REMOTE_ACCESS_ERR, "misaligned atomic");
+    EXPECT(rig.err.code == SLIP_ERR_INVALID_ARG && rig.sig[0] == 0 && rig.sig[1] == 0, "code %u", rig.err.code);
+  }
+  {
+    Rig rig(8, 4096, 4096);
+    uint64_t i;
+    uint8_t *w = rig.slot(&i);
+    ctrl(w, (uint16_t)i, 0x10, kQpn, 3);  // RDMA read
+    rig.publish();
+    rig.expect_cqe(i, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_LOCAL_QP_OP_ERR, "unsupported opcode");
+    EXPECT(rig.err.code == SLIP_ERR_BAD_DESCRIPTOR && rig.err.limit == 0x10, "code %u limit %llu", rig.err.code,
+           (unsigned long long)rig.err.limit);
+  }
+  {
+    Rig rig(8, 4096, 4096);
+    uint64_t i;
+    uint8_t *w = rig.slot(&i);
+    enc_write(w, (uint16_t)i, kQpn + 1, SLIP_IOVA(kDstId, 0), kDstKey, SLIP_IOVA(kSrcId, 0), kSrcKey, 16);
+    rig.publish();
+    rig.expect_cqe(i, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_LOCAL_QP_OP_ERR, "wrong QP number");
+    EXPECT(rig.err.code == SLIP_ERR_BAD_DESCRIPTOR && rig.err.length == kQpn + 1 && rig.err.limit == kQpn,
+           "got qpn %llu, expected %llu", (unsigned long long)rig.err.length, (unsigned long long)rig.err.limit);
+    EXPECT(rig.dst_written() == 0, "wrong QP number: %zu bytes written", rig.dst_written());
+  }
+  {
+    // A published slot that still holds the previous lap's index is never executed.
+    Rig rig(8, 4096, 4096);
+    uint64_t i;
+    uint8_t *w = rig.slot(&i);
+    enc_write(w, (uint16_t)(i + 8), kQpn, SLIP_IOVA(kDstId, 0), kDstKey, SLIP_IOVA(kSrcId, 0), kSrcKey, 16);
+    rig.publish();
+    rig.expect_cqe(i, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_LOCAL_QP_OP_ERR, "stale slot");
+    EXPECT(rig.err.code == SLIP_ERR_BAD_DESCRIPTOR && rig.dst_written() == 0, "code %u", rig.err.code);
+  }
+}
+
+void test_create_checks() {
+  uint8_t sq[128], cq[128];
+  uint64_t pi = 0;
+  slip_dev_error err;
+  slip_softnic *nic = nullptr;
+  slip_softnic_ops ops = {h_copy, h_fadd, h_flush, nullptr};
+  slip_softnic_qp qp = {sq, 3, 1, &pi, cq, 4};
+  EXPECT(slip_softnic_create(&ops, 1, &qp, &err, nullptr, 0, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
+  EXPECT(strstr(slip_last_error(), "3 WQEs, expected a power of two") != nullptr, "got '%s'", slip_last_error());
+  qp.wqe_num = 2;
+  slip_region_entry big = {1u << 24, SLIP_DEV_REGION_WRITABLE, 1, 8, sq};
+  EXPECT(slip_softnic_create(&ops, 1, &qp, &err, nullptr, 0, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
+  EXPECT(strstr(slip_last_error(), "region id 16777216, expected at most 16777215") != nullptr, "got '%s'",
+         slip_last_error());
+  EXPECT(nic == nullptr, "nothing created");
+}
+
+}  // namespace
+
+int main() {
+  test_codec();
+  test_create_checks();
+  test_delivery_and_laps();
+  test_rejects();
+  if (g_failures) {
+    fprintf(stderr, "softnic_test: %d failures\n", g_failures);
+    return 1;
+  }
+  printf("softnic_test: all passed\n");
+  return 0;
+}
