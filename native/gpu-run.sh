@@ -82,10 +82,10 @@ if want gpunetio; then
   # the device headers in the nvidia-nccl Python package (see the build log's "GPUNetIO" line).
   grep -h 'GPUNetIO device headers' "$out/build_test.log" 2>/dev/null | tail -1 | tee -a "$out/gpunetio.log"
   step gpunetio.log 60 ctest --test-dir "$build" -R 'cpu_test|softnic_test' --output-on-failure
-  step gpunetio.log 240 "$bin/slip_pair_test" gpunetio
-  step gpunetio.log 240 compute-sanitizer --target-processes all --error-exitcode 9 --tool memcheck \
+  step gpunetio.log 150 "$bin/slip_pair_test" gpunetio
+  step gpunetio.log 180 compute-sanitizer --target-processes all --error-exitcode 9 --tool memcheck \
     "$bin/slip_pair_test" gpunetio --small
-  step gpunetio.log 240 "$bin/slip_bench" gpunetio ${SLIP_GPUNETIO_BENCH_ARGS:-}
+  step gpunetio.log 150 "$bin/slip_bench" gpunetio ${SLIP_GPUNETIO_BENCH_ARGS:-}
   grep -h '^csv,' "$out/gpunetio.log" >"$out/gpunetio.csv" || true
 fi
 echo "gpu-run.sh: done, status $status; results in $out"
