@@ -415,8 +415,7 @@ int run_partition(bool quick, bool variants, uint32_t only_parts, const char *on
   };
   std::vector<Tuning> tunings = {{"default", {0, 0}}};
   if (variants)
-    tunings = {{"i8w1", {8, 1}}, {"i8w2", {8, 2}}, {"i8w4", {8, 4}},
-               {"i16w1", {16, 1}}, {"i16w2", {16, 2}}, {"i16w4", {16, 4}}};
+    tunings = {{"i8w1", {8, 1}}, {"i8w2", {8, 2}}, {"i16w1", {16, 1}}, {"i16w2", {16, 2}}};
   std::vector<uint64_t> row_counts = {max_rows};
   if (!quick && !variants) row_counts = {1ull << 24, max_rows};
   std::vector<std::string> table;

@@ -1,18 +1,19 @@
 // Hash partition of a device-resident columnar batch into per-destination contiguous blocks.
 //
-// The rows are cut into chunks, one CUDA block each, and every chunk into tiles of 256 x items rows.
-//   1. hist_kernel: per chunk and partition, the number of rows (reads the keys once).
-//   2. CUB exclusive scan of those counts in partition-major order: where each chunk's rows of
+// The rows are cut into tiles of 256 x items rows.
+//   1. hist_kernel: per tile and partition, the number of rows (reads the keys once).
+//   2. CUB exclusive scan of those counts in partition-major order: where each tile's rows of
 //      each partition start.
-//   3. layout_kernel: block sizes, byte offsets and, per column and partition, the address of the
-//      column's section.
-//   4. scatter_kernel: each block walks its chunk tile by tile. It ranks the tile's rows by
-//      partition in shared memory, so that consecutive slots hold rows of one partition, then
-//      writes the keys and each column in slot order: neighbouring threads store to neighbouring
-//      addresses of one block. The partition and slot of a row are computed once per tile and
-//      reused for every column; while one column is written out, the next is being loaded.
-// The block of a chunk keeps a cursor per partition, so a chunk's rows of one partition land
-// back to back, tile after tile, and the counts matrix is only partitions x chunks.
+//   3. layout_kernel: block sizes, byte offsets and, per column and partition, the byte offset of
+//      the column's section.
+//   4. scatter_kernel: a grid of as many CUDA blocks as the device holds at once walks the tiles
+//      (block b takes tiles b, b + grid, ...), so the tiles in flight are neighbours and so are
+//      their stores within each section. A block ranks a tile's rows by partition in shared
+//      memory, so that consecutive slots hold rows of one partition, then writes the keys and each
+//      column in slot order: neighbouring threads store to neighbouring addresses of one section.
+//      The partition and slot of a row are computed once per tile and reused for every column;
+//      while one column is written out, the next is being loaded, and during the last column the
+//      next tile's keys.
 // Within a block the order of rows is unspecified (it depends on the order of shared atomics).
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
@@ -23,14 +24,11 @@
 
 namespace {
 
-constexpr int kThreads = 256;        // scatter block
-constexpr int kHistThreads = 512;    // histogram block
-constexpr int kHistUnroll = 8;       // keys in flight per histogram thread
+constexpr int kThreads = 256;  // histogram and scatter blocks
 constexpr int kLayoutThreads = 1024;
-constexpr uint32_t kMaxChunks = 2048;  // bounds the scratch: partitions x chunks counts
 constexpr uint32_t kMinTile = kThreads * 8;
-constexpr uint32_t kDefaultItems = 8;
-constexpr uint32_t kDefaultWaves = 2;
+constexpr uint32_t kDefaultWaves = 1;
+constexpr size_t kColbaseSmem = 48 * 1024;  // the scatter keeps the section offsets in shared memory up to this
 constexpr uint32_t kBallotMaxParts = 32;  // up to here, warps aggregate their shared atomics by ballots
 
 struct Cols {
@@ -72,43 +70,55 @@ __device__ inline uint32_t claim(uint32_t *counter, uint32_t part, bool valid, i
   return first + (uint32_t)__popc(peers & ((1u << lane) - 1u));
 }
 
-template <bool kChecked>
-__device__ inline void hist_rows(const int64_t *__restrict__ keys, uint64_t base, uint64_t end, uint32_t nparts,
-                                 int bits, uint32_t *hist, uint32_t &mine) {
-  int64_t k[kHistUnroll];
+// Loads rows [0, n) of a tile, row k * kThreads + threadIdx.x into v[k] (zero beyond n).
+template <typename V, int I>
+__device__ inline void load_tile(V (&v)[I], const V *__restrict__ src, uint32_t n) {
 #pragma unroll
-  for (int u = 0; u < kHistUnroll; u++) {
-    const uint64_t i = base + (uint64_t)u * kHistThreads + threadIdx.x;
-    k[u] = (!kChecked || i < end) ? keys[i] : 0;
-  }
-  const uint32_t lane = threadIdx.x & 31u;
-#pragma unroll
-  for (int u = 0; u < kHistUnroll; u++) {
-    const bool valid = !kChecked || base + (uint64_t)u * kHistThreads + threadIdx.x < end;
-    const uint32_t part = slip_partition_of(k[u], nparts);
-    if (bits >= 0) mine += (uint32_t)__popc(lanes_of(lane, part, valid, bits));
-    else if (valid) atomicAdd(&hist[part], 1u);
+  for (int k = 0; k < I; k++) {
+    const uint32_t r = (uint32_t)k * kThreads + threadIdx.x;
+    v[k] = r < n ? src[r] : V{};
   }
 }
 
-// Rows of each partition in chunk blockIdx.x: counts[p * nchunks + chunk].
-__global__ void __launch_bounds__(kHistThreads) hist_kernel(const int64_t *__restrict__ keys, uint64_t rows,
-                                                            uint64_t chunk_rows, uint32_t nparts, uint32_t nchunks,
-                                                            int bits, uint32_t *__restrict__ counts) {
+__device__ inline uint32_t tile_rows(uint32_t tile, uint64_t left) { return left < tile ? (uint32_t)left : tile; }
+
+// Rows of each partition in each tile: counts[p * ntiles + tile]. Block b counts tiles b, b + grid, ...
+template <int I>
+__global__ void __launch_bounds__(kThreads) hist_kernel(const int64_t *__restrict__ keys, uint64_t rows,
+                                                        uint32_t nparts, uint32_t ntiles, int bits,
+                                                        uint16_t *__restrict__ counts) {
+  constexpr uint32_t T = kThreads * I;
   extern __shared__ uint32_t hist[];
-  for (uint32_t p = threadIdx.x; p < nparts; p += kHistThreads) hist[p] = 0;
-  __syncthreads();
-  const uint64_t c0 = (uint64_t)blockIdx.x * chunk_rows;
-  const uint64_t c1 = min(rows, c0 + chunk_rows);
-  constexpr uint64_t kStep = (uint64_t)kHistThreads * kHistUnroll;
-  uint32_t mine = 0;  // ballot path: this warp's rows of partition `lane`
-  uint64_t base = c0;
-  for (; base + kStep <= c1; base += kStep) hist_rows<false>(keys, base, c1, nparts, bits, hist, mine);
-  if (base < c1) hist_rows<true>(keys, base, c1, nparts, bits, hist, mine);
+  for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) hist[p] = 0;
   const uint32_t lane = threadIdx.x & 31u;
-  if (bits >= 0 && lane < nparts && mine) atomicAdd(&hist[lane], mine);
+  uint64_t key[I];
+  uint32_t tile = blockIdx.x;
+  if (tile < ntiles) load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)tile * T, tile_rows(T, rows - (uint64_t)tile * T));
   __syncthreads();
-  for (uint32_t p = threadIdx.x; p < nparts; p += kHistThreads) counts[(uint64_t)p * nchunks + blockIdx.x] = hist[p];
+  for (; tile < ntiles; tile += gridDim.x) {
+    const uint32_t n = tile_rows(T, rows - (uint64_t)tile * T);
+    uint32_t part[I];
+#pragma unroll
+    for (int k = 0; k < I; k++) part[k] = slip_partition_of((int64_t)key[k], nparts);
+    const uint32_t next = tile + gridDim.x;  // its keys are in flight while this tile is counted
+    if (next < ntiles) load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)next * T, tile_rows(T, rows - (uint64_t)next * T));
+    if (bits >= 0) {
+      uint32_t mine = 0;  // this warp's rows of partition `lane`
+#pragma unroll
+      for (int k = 0; k < I; k++) mine += (uint32_t)__popc(lanes_of(lane, part[k], (uint32_t)k * kThreads + threadIdx.x < n, bits));
+      if (lane < nparts && mine) atomicAdd(&hist[lane], mine);
+    } else {
+#pragma unroll
+      for (int k = 0; k < I; k++)
+        if ((uint32_t)k * kThreads + threadIdx.x < n) atomicAdd(&hist[part[k]], 1u);
+    }
+    __syncthreads();
+    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) {
+      counts[(uint64_t)p * ntiles + tile] = (uint16_t)hist[p];
+      hist[p] = 0;
+    }
+    __syncthreads();
+  }
 }
 
 __host__ __device__ inline uint64_t block_bytes(const Cols &cols, uint64_t n) {
@@ -119,8 +129,8 @@ __host__ __device__ inline uint64_t block_bytes(const Cols &cols, uint64_t n) {
 
 // One block: rows per partition, block offsets, and colbase[j * nparts + p], the byte offset in
 // the output of column j (0: keys) of partition p.
-__global__ void __launch_bounds__(kLayoutThreads) layout_kernel(const uint64_t *__restrict__ scanned, uint64_t rows,
-                                                                uint32_t nparts, uint32_t nchunks, Cols cols,
+__global__ void __launch_bounds__(kLayoutThreads) layout_kernel(const uint32_t *__restrict__ scanned, uint64_t rows,
+                                                                uint32_t nparts, uint32_t ntiles, Cols cols,
                                                                 uint64_t *__restrict__ offsets,
                                                                 uint64_t *__restrict__ counts,
                                                                 uint64_t *__restrict__ colbase) {
@@ -133,8 +143,8 @@ __global__ void __launch_bounds__(kLayoutThreads) layout_kernel(const uint64_t *
     const uint32_t p = threadIdx.x * kPer + q;
     n[q] = 0;
     if (p < nparts) {
-      const uint64_t first = scanned[(uint64_t)p * nchunks];
-      const uint64_t next = p + 1 < nparts ? scanned[(uint64_t)(p + 1) * nchunks] : rows;
+      const uint64_t first = scanned[(uint64_t)p * ntiles];
+      const uint64_t next = p + 1 < nparts ? scanned[(uint64_t)(p + 1) * ntiles] : rows;
       n[q] = next - first;
     }
     off[q] = p < nparts ? block_bytes(cols, n[q]) : 0;
@@ -193,16 +203,6 @@ __device__ inline void block_exclusive_scan(uint32_t *v, uint32_t n) {
   __syncthreads();
 }
 
-// Loads rows [0, n) of a tile, row k * kThreads + threadIdx.x into v[k] (zero beyond n).
-template <typename V, int I>
-__device__ inline void load_tile(V (&v)[I], const V *__restrict__ src, uint32_t n) {
-#pragma unroll
-  for (int k = 0; k < I; k++) {
-    const uint32_t r = (uint32_t)k * kThreads + threadIdx.x;
-    v[k] = r < n ? src[r] : V{};
-  }
-}
-
 template <typename V, int I>
 __device__ inline void stage_tile(const V (&v)[I], const uint32_t (&slot)[I], V *stage, uint32_t n) {
 #pragma unroll
@@ -214,21 +214,21 @@ __device__ inline void stage_tile(const V (&v)[I], const uint32_t (&slot)[I], V 
 // section, which starts at byte colbase[p] of the output.
 template <typename V, int I>
 __device__ inline void out_tile(const V *stage, const uint16_t *slot_part, const uint32_t *base,
-                                const uint64_t *__restrict__ colbase, uint32_t n, char *__restrict__ out) {
-#pragma unroll
+                                const uint64_t *colbase, uint32_t n, char *__restrict__ out) {
+#pragma unroll 4  // everything read here is in shared memory: a deeper unroll only adds registers
   for (int k = 0; k < I; k++) {
     const uint32_t s = (uint32_t)k * kThreads + threadIdx.x;
     if (s < n) {
       const uint32_t p = slot_part[s];
       const uint32_t pos = base[p] + s;  // modulo 2^32: base may be "negative", pos is not
-      *(V *)(out + __ldg(&colbase[p]) + (uint64_t)pos * sizeof(V)) = stage[s];
+      *(V *)(out + colbase[p] + (uint64_t)pos * sizeof(V)) = stage[s];
     }
   }
 }
 
 template <int I>
 __device__ inline void out_width(uint32_t w, const char *stage, const uint16_t *slot_part, const uint32_t *base,
-                                 const uint64_t *__restrict__ colbase, uint32_t n, char *__restrict__ out) {
+                                 const uint64_t *colbase, uint32_t n, char *__restrict__ out) {
   switch (w) {
     case 1: out_tile<uint8_t, I>((const uint8_t *)stage, slot_part, base, colbase, n, out); break;
     case 2: out_tile<uint16_t, I>((const uint16_t *)stage, slot_part, base, colbase, n, out); break;
@@ -242,46 +242,58 @@ __device__ inline void out_width(uint32_t w, const char *stage, const uint16_t *
 template <typename V, int I>
 __device__ inline void column_step(const char *src, const uint32_t (&slot)[I], char *next, uint32_t wcur,
                                    const char *cur, const uint16_t *slot_part, const uint32_t *base,
-                                   const uint64_t *__restrict__ colbase, uint32_t n, char *__restrict__ out) {
+                                   const uint64_t *colbase, uint32_t n, char *__restrict__ out) {
   V v[I];
   load_tile<V, I>(v, (const V *)src, n);
   out_width<I>(wcur, cur, slot_part, base, colbase, n, out);
   stage_tile<V, I>(v, slot, (V *)next, n);
 }
 
-__device__ inline uint32_t tile_rows(uint32_t tile, uint64_t left) { return left < tile ? (uint32_t)left : tile; }
-
+// Shared memory of the scatter: per partition its tile count/first slot, base and first row;
+// per slot its partition; two staging buffers; then, if they fit, the section offsets.
 size_t scatter_smem(uint32_t nparts, uint32_t tile, uint32_t maxw) {
   return align16((size_t)nparts * 12 + (size_t)tile * 2) + 2 * (size_t)tile * maxw;
 }
 
-// 2 blocks per SM at 16 rows per thread, 3 at 8 (registers cap; shared memory allows this for P <= 1024).
+size_t colbase_bytes(uint32_t nparts, uint32_t ncols) { return (size_t)(ncols + 1) * nparts * 8; }
+
+// 2 blocks per SM at 16 rows per thread, 3 at 8 (the register cap; shared memory may allow fewer).
 template <int I>
 __global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(const int64_t *__restrict__ keys, uint64_t rows,
-                                                           uint64_t chunk_rows, uint32_t nparts, uint32_t nchunks,
-                                                           int bits, const Cols cols_arg, uint32_t maxw,
-                                                           const uint64_t *__restrict__ scanned,
-                                                           const uint64_t *__restrict__ colbase,
+                                                           uint32_t nparts, uint32_t ntiles, int bits,
+                                                           const Cols cols_arg, uint32_t maxw, bool colbase_shared,
+                                                           const uint32_t *__restrict__ scanned,
+                                                           const uint64_t *__restrict__ colbase_global,
                                                            char *__restrict__ out) {
   constexpr uint32_t T = kThreads * I;
   extern __shared__ __align__(16) unsigned char smem[];
-  uint32_t *cnt = (uint32_t *)smem;        // per partition: rows in this tile, then their first slot
-  uint32_t *base = cnt + nparts;           // per partition: row in its section of slot 0
-  uint32_t *cursor = base + nparts;        // per partition: next row of this chunk in its section
-  uint16_t *slot_part = (uint16_t *)(cursor + nparts);  // per slot: partition
+  uint32_t *cnt = (uint32_t *)smem;    // per partition: rows in this tile, then their first slot
+  uint32_t *base = cnt + nparts;       // per partition: row in its section of slot 0
+  uint32_t *first = base + nparts;     // per partition: scanned position of its first row
+  uint16_t *slot_part = (uint16_t *)(first + nparts);  // per slot: partition
   char *stage0 = (char *)smem + align16((uint64_t)nparts * 12 + (uint64_t)T * 2);
   char *stage1 = stage0 + (uint64_t)T * maxw;
   __shared__ Cols cols;  // indexed by column below: from shared memory rather than a local copy
   if (threadIdx.x == 0) cols = cols_arg;
-  const uint64_t c0 = (uint64_t)blockIdx.x * chunk_rows;
-  const uint64_t c1 = min(rows, c0 + chunk_rows);
-  for (uint32_t p = threadIdx.x; p < nparts; p += kThreads)
-    cursor[p] = (uint32_t)(scanned[(uint64_t)p * nchunks + blockIdx.x] - scanned[(uint64_t)p * nchunks]);
+  // Section offsets, the same for every tile: copied once into shared memory where they fit.
+  const uint64_t *colbase = colbase_global;
+  if (colbase_shared) {
+    uint64_t *cb = (uint64_t *)(stage1 + (uint64_t)T * maxw);
+    for (uint32_t i = threadIdx.x; i < (cols_arg.n + 1) * nparts; i += kThreads) cb[i] = colbase_global[i];
+    colbase = cb;
+  }
+  for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) first[p] = scanned[(uint64_t)p * ntiles];
   uint64_t key[I];
-  load_tile<uint64_t, I>(key, (const uint64_t *)keys + c0, (uint32_t)tile_rows(T, c1 - c0));
-  for (uint64_t t0 = c0; t0 < c1; t0 += T) {
-    const uint32_t n = (uint32_t)tile_rows(T, c1 - t0);
-    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) cnt[p] = 0;
+  uint32_t tile = blockIdx.x;
+  if (tile < ntiles) load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)tile * T, tile_rows(T, rows - (uint64_t)tile * T));
+  __syncthreads();
+  for (; tile < ntiles; tile += gridDim.x) {
+    const uint64_t t0 = (uint64_t)tile * T;
+    const uint32_t n = tile_rows(T, rows - t0);
+    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) {
+      cnt[p] = 0;
+      base[p] = scanned[(uint64_t)p * ntiles + tile] - first[p];  // row in p's section of the tile's first row of p
+    }
     __syncthreads();
     uint32_t part[I], slot[I];
 #pragma unroll
@@ -292,11 +304,7 @@ __global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(cons
     }
     __syncthreads();
     block_exclusive_scan(cnt, nparts);
-    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) {
-      const uint32_t start = cnt[p], next = p + 1 < nparts ? cnt[p + 1] : n;
-      base[p] = cursor[p] - start;
-      cursor[p] += next - start;
-    }
+    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) base[p] -= cnt[p];
 #pragma unroll
     for (int k = 0; k < I; k++) {
       if ((uint32_t)k * kThreads + threadIdx.x < n) {
@@ -324,9 +332,10 @@ __global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(cons
           default: column_step<uint4, I>(src, slot, next, wcur, cur, slot_part, base, cb, n, out); break;
         }
       } else {
-        // Last column: the next tile's keys are loaded while it is written out.
-        if (t0 + T < c1)
-          load_tile<uint64_t, I>(key, (const uint64_t *)keys + t0 + T, (uint32_t)tile_rows(T, c1 - t0 - T));
+        // Last column: the block's next tile's keys are loaded while it is written out.
+        const uint32_t nt = tile + gridDim.x;
+        if (nt < ntiles)
+          load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)nt * T, tile_rows(T, rows - (uint64_t)nt * T));
         out_width<I>(wcur, cur, slot_part, base, cb, n, out);
       }
       __syncthreads();
@@ -334,65 +343,84 @@ __global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(cons
   }
 }
 
-struct Plan {
-  uint32_t nchunks;
-  uint64_t chunk_rows;
-};
-
-// Chunks: whole tiles, as even as possible, at most `target` of them.
-Plan make_plan(uint64_t rows, uint32_t items, uint64_t target) {
-  Plan pl;
-  const uint64_t tile = (uint64_t)kThreads * items;
-  uint64_t ntiles = (rows + tile - 1) / tile;
-  if (ntiles == 0) ntiles = 1;
-  if (target > kMaxChunks) target = kMaxChunks;
-  if (target == 0) target = 1;
-  const uint64_t per = (ntiles + target - 1) / target;
-  pl.nchunks = (uint32_t)((ntiles + per - 1) / per);
-  pl.chunk_rows = per * tile;
-  return pl;
-}
-
-uint64_t max_chunks(uint64_t rows) {
-  const uint64_t t = (rows + kMinTile - 1) / kMinTile;
-  return t == 0 ? 1 : (t < kMaxChunks ? t : kMaxChunks);
+uint64_t tiles_of(uint64_t rows, uint32_t tile) {
+  const uint64_t t = (rows + tile - 1) / tile;
+  return t ? t : 1;
 }
 
 uint64_t scan_temp_bytes(uint64_t n) {
   size_t t = 0;
   // Size query only: no device work.
-  cub::DeviceScan::ExclusiveSum(nullptr, t, (const uint32_t *)nullptr, (uint64_t *)nullptr, (int64_t)n);
+  cub::DeviceScan::ExclusiveScan(nullptr, t, (const uint16_t *)nullptr, (uint32_t *)nullptr, cuda::std::plus<uint32_t>{},
+                                 (uint32_t)0, (int64_t)n);
   return t;
 }
 
-// The scatter's chunk count: `waves` times the blocks the device holds at once, so that every
-// block of a wave has the same number of tiles to do.
-template <int I>
-slip_status plan_scatter(uint64_t rows, uint32_t nparts, uint32_t maxw, uint32_t waves, Plan *pl) {
+// Grid of a persistent kernel: `waves` times the blocks of it the device holds at once, at most one per tile.
+template <typename K>
+slip_status grid_of(K kernel, size_t smem, uint32_t waves, uint64_t ntiles, uint32_t *grid) {
   slip_status st = SLIP_OK;
   int dev = 0, sms = 0, per_sm = 0;
-  const size_t smem = scatter_smem(nparts, kThreads * I, maxw);
-  SLIP_CUDA_CHECK(cudaFuncSetAttribute(scatter_kernel<I>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  SLIP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   SLIP_CUDA_CHECK(cudaGetDevice(&dev));
   SLIP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  SLIP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, scatter_kernel<I>, kThreads, smem));
+  SLIP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
   if (per_sm < 1) per_sm = 1;
-  *pl = make_plan(rows, I, (uint64_t)waves * sms * per_sm);
+  {
+    const uint64_t g = (uint64_t)waves * sms * per_sm;
+    *grid = (uint32_t)(g < ntiles ? g : ntiles);
+  }
 done:
   return st;
 }
 
+struct Launch {
+  const slip_batch *b;
+  uint32_t nparts, ntiles, maxw;
+  int bits;
+  Cols cols;
+  uint16_t *counts;
+  uint32_t *scanned;
+  uint64_t *colbase;
+  uint64_t *offsets, *out_counts;
+  char *scan_temp;
+  size_t scan_temp_bytes;
+  char *out;
+  uint32_t waves;
+  cudaStream_t stream;
+};
+
 template <int I>
-slip_status launch_scatter(const slip_batch *b, uint32_t nparts, const Plan &pl, int bits, const Cols &cols,
-                           uint32_t maxw, const uint64_t *scanned, const uint64_t *colbase, char *out,
-                           cudaStream_t stream) {
+slip_status run_partition(const Launch &l) {
   slip_status st = SLIP_OK;
-  scatter_kernel<I><<<pl.nchunks, kThreads, scatter_smem(nparts, kThreads * I, maxw), stream>>>(
-      b->keys, b->rows, pl.chunk_rows, nparts, pl.nchunks, bits, cols, maxw, scanned, colbase, out);
+  const uint64_t n = (uint64_t)l.ntiles * l.nparts;
+  uint32_t hist_grid = 0, scatter_grid = 0;
+  const bool cb_shared = colbase_bytes(l.nparts, l.cols.n) <= kColbaseSmem;
+  const size_t smem = scatter_smem(l.nparts, kThreads * I, l.maxw) + (cb_shared ? colbase_bytes(l.nparts, l.cols.n) : 0);
+  size_t temp = l.scan_temp_bytes;
+  SLIP_CHECK(grid_of(hist_kernel<I>, l.nparts * sizeof(uint32_t), l.waves, l.ntiles, &hist_grid));
+  hist_kernel<I><<<hist_grid, kThreads, l.nparts * sizeof(uint32_t), l.stream>>>(l.b->keys, l.b->rows, l.nparts,
+                                                                                 l.ntiles, l.bits, l.counts);
   SLIP_LAUNCH_CHECK();
+  SLIP_CUDA_CHECK(cub::DeviceScan::ExclusiveScan(l.scan_temp, temp, l.counts, l.scanned, cuda::std::plus<uint32_t>{},
+                                                 (uint32_t)0, (int64_t)n, l.stream));
+  layout_kernel<<<1, kLayoutThreads, 0, l.stream>>>(l.scanned, l.b->rows, l.nparts, l.ntiles, l.cols, l.offsets,
+                                                    l.out_counts, l.colbase);
+  SLIP_LAUNCH_CHECK();
+  if (l.b->rows > 0) {
+    SLIP_CHECK(grid_of(scatter_kernel<I>, smem, l.waves, l.ntiles, &scatter_grid));
+    scatter_kernel<I><<<scatter_grid, kThreads, smem, l.stream>>>(l.b->keys, l.b->rows, l.nparts, l.ntiles, l.bits,
+                                                                  l.cols, l.maxw, cb_shared, l.scanned, l.colbase,
+                                                                  l.out);
+    SLIP_LAUNCH_CHECK();
+  }
 done:
   return st;
 }
+
+// Rows per thread: short tiles keep 3 blocks per SM, which pays with few partitions; long tiles
+// give longer runs per partition, which pays with many.
+uint32_t default_items(uint32_t nparts) { return nparts <= 32 ? 8 : 16; }
 
 }  // namespace
 
@@ -409,8 +437,8 @@ extern "C" uint64_t slip_partition_out_bound(const slip_batch *b, uint32_t npart
 }
 
 extern "C" uint64_t slip_partition_scratch_bytes(uint64_t rows, uint32_t nparts) {
-  const uint64_t n = max_chunks(rows) * nparts;
-  return align16(n * 4) + align16(n * 8) + align16((uint64_t)(SLIP_PARTITION_MAX_COLS + 1) * nparts * 8) +
+  const uint64_t n = tiles_of(rows, kMinTile) * nparts;
+  return align16(n * 2) + align16(n * 4) + align16((uint64_t)(SLIP_PARTITION_MAX_COLS + 1) * nparts * 8) +
          align16(scan_temp_bytes(n));
 }
 
@@ -419,35 +447,31 @@ extern "C" slip_status slip_partition_tuned(const slip_batch *b, uint32_t nparts
                                             uint64_t scratch_bytes, const slip_partition_tuning *tuning,
                                             cudaStream_t stream) {
   slip_status st = SLIP_OK;
-  uint64_t n = 0, need = 0;
-  size_t temp = 0;
+  uint64_t need = 0, ntiles_max = 0;
   char *s = (char *)d_scratch;
-  uint32_t *chunk_counts = nullptr, maxw = 8, items = kDefaultItems, waves = kDefaultWaves;
-  uint64_t *scanned = nullptr, *colbase = nullptr;
-  int bits = 0;
-  Plan pl;
-  Cols cols;
+  uint32_t items = 0;
+  Launch l;
+  memset(&l, 0, sizeof l);
   if (!b || !d_offsets || !d_counts) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_partition: null argument");
-  if (tuning && tuning->items) items = tuning->items;
-  if (tuning && tuning->waves) waves = tuning->waves;
-  if (items != 8 && items != 16) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u items per thread, expected 8 or 16", items);
   if (nparts == 0 || nparts > SLIP_PARTITION_MAX_PARTS)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u partitions, expected 1..%d", nparts, SLIP_PARTITION_MAX_PARTS);
+  items = tuning && tuning->items ? tuning->items : default_items(nparts);
+  if (items != 8 && items != 16) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u items per thread, expected 8 or 16", items);
   if (b->ncols > SLIP_PARTITION_MAX_COLS)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u payload columns, expected at most %d", b->ncols, SLIP_PARTITION_MAX_COLS);
-  if (b->rows >= (1ull << 32))  // row cursors within a partition are 32-bit
+  if (b->rows >= (1ull << 32))  // row positions within a partition are 32-bit
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%llu rows, too many for one batch", (unsigned long long)b->rows);
-  memset(&cols, 0, sizeof cols);
-  cols.n = b->ncols;
+  l.maxw = 8;
+  l.cols.n = b->ncols;
   for (uint32_t c = 0; c < b->ncols; c++) {
     const uint32_t w = b->widths[c];
     if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
       SLIP_FAIL(SLIP_ERR_INVALID_ARG, "column %u: width %u, expected 1, 2, 4, 8 or 16", c, w);
     if (b->rows && (!b->cols[c] || ((uintptr_t)b->cols[c] % w) != 0))
       SLIP_FAIL(SLIP_ERR_INVALID_ARG, "column %u: null or not aligned to its width %u", c, w);
-    cols.p[c] = (const char *)b->cols[c];
-    cols.w[c] = w;
-    if (w > maxw) maxw = w;
+    l.cols.p[c] = (const char *)b->cols[c];
+    l.cols.w[c] = w;
+    if (w > l.maxw) l.maxw = w;
   }
   if (b->rows && (!b->keys || ((uintptr_t)b->keys % 8) != 0))
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_partition: key column null or not 8-byte aligned");
@@ -460,30 +484,27 @@ extern "C" slip_status slip_partition_tuned(const slip_batch *b, uint32_t nparts
   if (scratch_bytes < need)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "scratch of %llu bytes, expected at least %llu", (unsigned long long)scratch_bytes,
               (unsigned long long)need);
-  if (items == 8) SLIP_CHECK(plan_scatter<8>(b->rows, nparts, maxw, waves, &pl));
-  else SLIP_CHECK(plan_scatter<16>(b->rows, nparts, maxw, waves, &pl));
-  bits = ballot_bits(nparts);
-  n = (uint64_t)pl.nchunks * nparts;
-  chunk_counts = (uint32_t *)s;
-  s += align16(max_chunks(b->rows) * nparts * 4);
-  scanned = (uint64_t *)s;
-  s += align16(max_chunks(b->rows) * nparts * 8);
-  colbase = (uint64_t *)s;
+  // The scratch is laid out for the smallest tile, whatever the tile of this call.
+  ntiles_max = tiles_of(b->rows, kMinTile);
+  l.b = b;
+  l.nparts = nparts;
+  l.ntiles = (uint32_t)tiles_of(b->rows, kThreads * items);
+  l.bits = ballot_bits(nparts);
+  l.counts = (uint16_t *)s;
+  s += align16(ntiles_max * nparts * 2);
+  l.scanned = (uint32_t *)s;
+  s += align16(ntiles_max * nparts * 4);
+  l.colbase = (uint64_t *)s;
   s += align16((uint64_t)(SLIP_PARTITION_MAX_COLS + 1) * nparts * 8);
-  temp = (size_t)scan_temp_bytes(n);
-  hist_kernel<<<pl.nchunks, kHistThreads, nparts * sizeof(uint32_t), stream>>>(b->keys, b->rows, pl.chunk_rows, nparts,
-                                                                               pl.nchunks, bits, chunk_counts);
-  SLIP_LAUNCH_CHECK();
-  SLIP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(s, temp, chunk_counts, scanned, (int64_t)n, stream));
-  layout_kernel<<<1, kLayoutThreads, 0, stream>>>(scanned, b->rows, nparts, pl.nchunks, cols, d_offsets, d_counts,
-                                                  colbase);
-  SLIP_LAUNCH_CHECK();
-  if (b->rows > 0) {
-    if (items == 8)
-      SLIP_CHECK(launch_scatter<8>(b, nparts, pl, bits, cols, maxw, scanned, colbase, (char *)d_out, stream));
-    else
-      SLIP_CHECK(launch_scatter<16>(b, nparts, pl, bits, cols, maxw, scanned, colbase, (char *)d_out, stream));
-  }
+  l.scan_temp = s;
+  l.scan_temp_bytes = (size_t)scan_temp_bytes((uint64_t)l.ntiles * nparts);
+  l.offsets = d_offsets;
+  l.out_counts = d_counts;
+  l.out = (char *)d_out;
+  l.waves = tuning && tuning->waves ? tuning->waves : kDefaultWaves;
+  l.stream = stream;
+  if (items == 8) SLIP_CHECK(run_partition<8>(l));
+  else SLIP_CHECK(run_partition<16>(l));
 done:
   return st;
 }

@@ -13,8 +13,8 @@ extern "C" {
 #endif
 
 typedef struct slip_partition_tuning {
-  uint32_t items;   /* rows per thread in a tile of 256 threads: 8 or 16 (0: default) */
-  uint32_t waves;   /* chunks (one CUDA block each) = waves x the blocks the device holds at once (0: default) */
+  uint32_t items;  /* rows per thread in a tile of 256 threads: 8 or 16 (0: the default for the partition count) */
+  uint32_t waves;  /* CUDA blocks = waves x the blocks the device holds at once; they walk the tiles (0: 1) */
 } slip_partition_tuning;
 
 /* As slip_partition; a zero field takes the default. The scratch size does not depend on the tuning. */
