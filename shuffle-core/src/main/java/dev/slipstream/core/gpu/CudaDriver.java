@@ -1,5 +1,6 @@
 package dev.slipstream.core.gpu;
 
+import java.nio.ByteBuffer;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUresult;
@@ -34,14 +35,22 @@ final class CudaDriver {
     return new CUdeviceptr().withByteOffset(address);
   }
 
+  // Host staging goes through direct buffers, not Java arrays: JCuda pins arrays with
+  // GetPrimitiveArrayCritical, and under -Xcheck:jni (the GPU tests' setting) a device-to-host
+  // copy into a pinned array was seen to come back as zeros on the GPU machine.
+
   static void copyToDevice(long address, byte[] src, int off, int len) {
     checkArray(src, off, len);
-    check(JCudaDriver.cuMemcpyHtoD(at(address), Pointer.to(src).withByteOffset(off), len), "cuMemcpyHtoD");
+    ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));
+    staging.put(0, src, off, len);
+    check(JCudaDriver.cuMemcpyHtoD(at(address), Pointer.to(staging), len), "cuMemcpyHtoD(" + len + " bytes)");
   }
 
   static void copyFromDevice(long address, byte[] dst, int off, int len) {
     checkArray(dst, off, len);
-    check(JCudaDriver.cuMemcpyDtoH(Pointer.to(dst).withByteOffset(off), at(address), len), "cuMemcpyDtoH");
+    ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));
+    check(JCudaDriver.cuMemcpyDtoH(Pointer.to(staging), at(address), len), "cuMemcpyDtoH(" + len + " bytes)");
+    staging.get(0, dst, off, len);
   }
 
   static void fill(long address, byte value, long len) {

@@ -40,8 +40,7 @@ class PeerPushGpuTest {
         .redirectError(ProcessBuilder.Redirect.INHERIT).start();
     try (BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.US_ASCII));
         Writer toChild = new OutputStreamWriter(child.getOutputStream(), StandardCharsets.US_ASCII)) {
-      String line = out.readLine();
-      assertTrue(line != null && line.startsWith("DESC "), "child's first line: " + line);
+      String line = protocolLine(out, "DESC ");
       byte[] wire = HexFormat.of().parseHex(line.substring(5));
       RegionDescriptor desc = RegionDescriptor.decode(wire);
       assertEquals(MemoryKind.DEVICE, desc.kind());
@@ -97,8 +96,8 @@ class PeerPushGpuTest {
           }
           toChild.write(String.join(" ", verify) + "\n");
           toChild.flush();
-          String verdict = out.readLine();
-          assertTrue(verdict != null && verdict.startsWith("OK "), "child: " + verdict);
+          String verdict = protocolLine(out, "OK ", "FAIL ");
+          assertTrue(verdict.startsWith("OK "), "child: " + verdict);
         }
       }
     } finally {
@@ -107,5 +106,21 @@ class PeerPushGpuTest {
       }
     }
     assertEquals(0, child.exitValue(), "child exit status");
+  }
+
+  /**
+   * The child's next line that starts with one of {@code prefixes}; other lines (-Xcheck:jni
+   * writes its warnings to standard output) are echoed to standard error and skipped.
+   */
+  private static String protocolLine(BufferedReader out, String... prefixes) throws java.io.IOException {
+    for (String line; (line = out.readLine()) != null; ) {
+      for (String p : prefixes) {
+        if (line.startsWith(p)) {
+          return line;
+        }
+      }
+      System.err.println("child: " + line);
+    }
+    throw new AssertionError("child exited before a line starting with " + String.join(" or ", prefixes));
   }
 }
