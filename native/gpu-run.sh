@@ -85,6 +85,8 @@ if want gpunetio; then
   step gpunetio.log 150 "$bin/slip_pair_test" gpunetio
   step gpunetio.log 180 compute-sanitizer --target-processes all --error-exitcode 9 --tool memcheck \
     "$bin/slip_pair_test" gpunetio --small
+  step gpunetio.log 180 compute-sanitizer --target-processes all --error-exitcode 9 --tool racecheck \
+    "$bin/slip_pair_test" gpunetio --small
   step gpunetio.log 150 "$bin/slip_bench" gpunetio ${SLIP_GPUNETIO_BENCH_ARGS:-}
   grep -h '^csv,' "$out/gpunetio.log" >"$out/gpunetio.csv" || true
 fi

@@ -158,7 +158,10 @@ __global__ void raw_put(slip_dev_queue *qs, uint32_t dst_id, uint64_t dst_key, u
   l.addr = SLIP_IOVA(src_id, 0);
   l.key = slip::dev::gpunetio::mkey(src_key);
   doca_gpu_dev_verbs_ticket_t t;
-  doca_gpu_dev_verbs_put<slip::dev::gpunetio::kShare>(slip::dev::gpunetio::qp(q), r, l, len, &t);
+  {
+    slip::dev::gpunetio::Lock lock(q);
+    doca_gpu_dev_verbs_put<slip::dev::gpunetio::kShare>(slip::dev::gpunetio::qp(q), r, l, len, &t);
+  }
   *status = slip::dev::gpunetio::wait(q, t + 1);
 }
 #endif

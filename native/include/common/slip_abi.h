@@ -142,7 +142,7 @@ typedef struct slip_dev_queue {
   uint64_t head;                /* proxy: descriptors written; owned by the queue's leader */
   void *nic_qp;                 /* gpunetio: struct doca_gpu_dev_verbs_qp, device memory */
   uint32_t nic_sink_key;        /* gpunetio: memory key of the set's atomic-result buffer */
-  uint32_t pad0;
+  uint32_t nic_lock;            /* gpunetio: serialises the queue's posts and polls (0 = free) */
 } slip_dev_queue;
 
 /* ---- gpunetio addressing ----

@@ -6,8 +6,15 @@
  *
  * The queue's CUDA block owns its queue pair: one leader thread posts one WQE per write (two for a
  * write with signal: RDMA write, then an atomic fetch-add on the same queue pair, which the
- * responder executes after the write). In CPU-proxy mode each post publishes the producer index
- * itself (an atomic max on the word sq_db points at), so commit only synchronises the group.
+ * responder executes after the write). Each post publishes the producer index itself, so commit
+ * only synchronises the group.
+ *
+ * Sharing mode EXCLUSIVE, under a per-queue lock (slip_dev_queue.nic_lock): several warps of the
+ * owning block post to one queue pair (the push kernel's small items), and the lock makes them take
+ * turns. In the CPU-proxy mode the shared modes (CTA, GPU) publish the producer index with a
+ * system-scope atomic max on the doorbell word in pinned host memory, which needs native host
+ * atomics that PCIe hosts lack (compute-sanitizer memcheck rejects it on the H200 machine);
+ * EXCLUSIVE publishes it with a plain system-scope store.
  * Local completion: the CQE of the last WQE posted; the NIC completes WQEs of a queue pair in order.
  */
 #ifndef SLIPSTREAM_DEVICE_GPUNETIO_CUH
@@ -22,11 +29,23 @@ namespace slip {
 namespace dev {
 namespace gpunetio {
 
-// Several warps of the owning block post to one queue pair at once (the push kernel's small
-// items), so slots are reserved with device-scope atomics.
-constexpr doca_gpu_dev_verbs_resource_sharing_mode kShare = DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_GPU;
+constexpr doca_gpu_dev_verbs_resource_sharing_mode kShare = DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_EXCLUSIVE;
 
 __device__ inline doca_gpu_dev_verbs_qp *qp(const slip_dev_queue &q) { return (doca_gpu_dev_verbs_qp *)q.nic_qp; }
+
+// Held by one thread around every DOCA call on the queue's queue pair (device-scope acquire and
+// release: the queue pair's indices live in device memory).
+struct Lock {
+  slip_dev_queue &q;
+  __device__ explicit Lock(slip_dev_queue &queue) : q(queue) {
+    while (atomicCAS(&q.nic_lock, 0u, 1u) != 0u) __nanosleep(64);
+    __threadfence();
+  }
+  __device__ ~Lock() {
+    __threadfence();
+    atomicExch(&q.nic_lock, 0u);
+  }
+};
 
 // Memory keys as the GPUNetIO version found expects them in its WQE builders.
 __device__ inline uint32_t mkey(uint64_t key) {
@@ -57,24 +76,30 @@ __device__ inline doca_gpu_dev_verbs_addr sink(const slip_dev_queue &q) {
 // wrote before) visible at system scope before the NIC is told to read it.
 __device__ inline void write(slip_dev_queue &q, Addr dst, Addr src, uint64_t len) {
   slip::sync::fence_sys();
+  Lock lock(q);
   doca_gpu_dev_verbs_ticket_t t;
   doca_gpu_dev_verbs_put<kShare>(qp(q), addr(q, dst), addr(q, src), (size_t)len, &t);
 }
 
 __device__ inline void write_signal(slip_dev_queue &q, Addr dst, Addr src, uint64_t len, Addr sig, uint64_t add) {
   slip::sync::fence_sys();
+  Lock lock(q);
   doca_gpu_dev_verbs_ticket_t t;
   doca_gpu_dev_verbs_put_signal<DOCA_GPUNETIO_VERBS_SIGNAL_OP_ADD, kShare>(qp(q), addr(q, dst), addr(q, src),
                                                                            (size_t)len, addr(q, sig), sink(q), add, &t);
 }
 
 __device__ inline void signal_add(slip_dev_queue &q, Addr sig, uint64_t add) {
+  Lock lock(q);
   doca_gpu_dev_verbs_ticket_t t;
   doca_gpu_dev_verbs_signal<DOCA_GPUNETIO_VERBS_SIGNAL_OP_ADD, kShare>(qp(q), addr(q, sig), sink(q), add, &t);
 }
 
 // WQEs reserved so far: waiting for ticket(q) waits for every post made before.
-__device__ inline uint64_t ticket(const slip_dev_queue &q) { return *(volatile uint64_t *)&qp(q)->sq_rsvd_index; }
+__device__ inline uint64_t ticket(slip_dev_queue &q) {
+  Lock lock(q);
+  return *(volatile uint64_t *)&qp(q)->sq_rsvd_index;
+}
 
 // Leader only: waits for the CQE of WQE tk - 1. SLIP_OK, SLIP_ERR_PEER for an error CQE (the
 // software NIC also records why in the set's error record), or SLIP_ERR_TIMEOUT.
@@ -83,7 +108,11 @@ __device__ inline int wait(slip_dev_queue &q, uint64_t tk) {
   const uint64_t t0 = slip::sync::globaltimer_ns();
   slip::sync::Backoff backoff;
   for (;;) {
-    const int r = doca_gpu_dev_verbs_poll_one_cq_at<kShare>(&qp(q)->cq_sq, tk - 1);
+    int r;
+    {
+      Lock lock(q);
+      r = doca_gpu_dev_verbs_poll_one_cq_at<kShare>(&qp(q)->cq_sq, tk - 1);
+    }
     if (r == 0) return SLIP_OK;
     if (r != EBUSY) return SLIP_ERR_PEER;  // -EIO: error completion
     if (slip::sync::globaltimer_ns() - t0 > SLIP_DEVICE_WAIT_NS) return SLIP_ERR_TIMEOUT;

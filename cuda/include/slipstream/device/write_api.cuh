@@ -294,7 +294,7 @@ __device__ inline void commit(G g, slip_dev_queue &q) {
 }
 
 /* Ticket of the last post: wait(g, q, ticket(q)) waits for everything posted so far. */
-__device__ inline uint64_t ticket(const slip_dev_queue &q) {
+__device__ inline uint64_t ticket(slip_dev_queue &q) {
 #if SLIP_HAVE_GPUNETIO
   if (q.backend == SLIP_BACKEND_GPUNETIO) return gpunetio::ticket(q);
 #endif
