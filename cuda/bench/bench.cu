@@ -413,9 +413,9 @@ int run_partition(bool quick, bool variants, uint32_t only_parts, const char *on
     const char *name;
     slip_partition_tuning t;
   };
-  std::vector<Tuning> tunings = {{"default", {0, 0}}};
+  std::vector<Tuning> tunings = {{"default", {0, 0, 0}}};
   if (variants)
-    tunings = {{"i8w1", {8, 1}}, {"i8w2", {8, 2}}, {"i16w1", {16, 1}}, {"i16w2", {16, 2}}};
+    tunings = {{"i8w1", {8, 1, 0}}, {"i8w2", {8, 2, 0}}, {"i16b2", {16, 1, 2}}, {"i16b3", {16, 1, 3}}};
   std::vector<uint64_t> row_counts = {max_rows};
   if (!quick && !variants) row_counts = {1ull << 24, max_rows};
   std::vector<std::string> table;

@@ -84,7 +84,7 @@ __device__ inline uint32_t tile_rows(uint32_t tile, uint64_t left) { return left
 
 // Rows of each partition in each tile: counts[p * ntiles + tile]. Block b counts tiles b, b + grid, ...
 template <int I>
-__global__ void __launch_bounds__(kThreads) hist_kernel(const int64_t *__restrict__ keys, uint64_t rows,
+__global__ void __launch_bounds__(kThreads, I == 8 ? 4 : 3) hist_kernel(const int64_t *__restrict__ keys, uint64_t rows,
                                                         uint32_t nparts, uint32_t ntiles, int bits,
                                                         uint16_t *__restrict__ counts) {
   constexpr uint32_t T = kThreads * I;
@@ -239,14 +239,25 @@ __device__ inline void out_width(uint32_t w, const char *stage, const uint16_t *
 }
 
 // Loads the next column's tile, writes out the current staged column, then stages the next one.
+// At most 128 bytes of values per thread are held: a wider tile is loaded and staged in two
+// halves, the second after the write-out (registers, not latency, limit the blocks per SM).
 template <typename V, int I>
 __device__ inline void column_step(const char *src, const uint32_t (&slot)[I], char *next, uint32_t wcur,
                                    const char *cur, const uint16_t *slot_part, const uint32_t *base,
                                    const uint64_t *colbase, uint32_t n, char *__restrict__ out) {
-  V v[I];
-  load_tile<V, I>(v, (const V *)src, n);
-  out_width<I>(wcur, cur, slot_part, base, colbase, n, out);
-  stage_tile<V, I>(v, slot, (V *)next, n);
+  constexpr int H = sizeof(V) * I > 128 ? I / 2 : I;
+  V v[H];
+  for (int k0 = 0; k0 < I; k0 += H) {
+#pragma unroll
+    for (int k = 0; k < H; k++) {
+      const uint32_t r = (uint32_t)(k0 + k) * kThreads + threadIdx.x;
+      v[k] = r < n ? ((const V *)src)[r] : V{};
+    }
+    if (k0 == 0) out_width<I>(wcur, cur, slot_part, base, colbase, n, out);
+#pragma unroll
+    for (int k = 0; k < H; k++)
+      if ((uint32_t)(k0 + k) * kThreads + threadIdx.x < n) ((V *)next)[slot[k0 + k]] = v[k];
+  }
 }
 
 // Shared memory of the scatter: per partition its tile count/first slot, base and first row;
@@ -257,9 +268,12 @@ size_t scatter_smem(uint32_t nparts, uint32_t tile, uint32_t maxw) {
 
 size_t colbase_bytes(uint32_t nparts, uint32_t ncols) { return (size_t)(ncols + 1) * nparts * 8; }
 
-// 2 blocks per SM at 16 rows per thread, 3 at 8 (the register cap; shared memory may allow fewer).
-template <int I>
-__global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(const int64_t *__restrict__ keys, uint64_t rows,
+// kBlocks: blocks per SM the registers must allow (shared memory may allow fewer). At 16 rows per
+// thread, 2 fit without spills and 3 with a few.
+constexpr int kPrefetch = 1;  // per thread, the next tile's scanned counts of partitions tid + 256 j held in registers
+
+template <int I, int kBlocks>
+__global__ void __launch_bounds__(kThreads, kBlocks) scatter_kernel(const int64_t *__restrict__ keys, uint64_t rows,
                                                            uint32_t nparts, uint32_t ntiles, int bits,
                                                            const Cols cols_arg, uint32_t maxw, bool colbase_shared,
                                                            const uint32_t *__restrict__ scanned,
@@ -287,12 +301,27 @@ __global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(cons
   uint32_t tile = blockIdx.x;
   if (tile < ntiles) load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)tile * T, tile_rows(T, rows - (uint64_t)tile * T));
   __syncthreads();
+  uint32_t pre[kPrefetch];  // scanned[p * ntiles + tile] for p = threadIdx.x + j * kThreads
+#pragma unroll
+  for (int j = 0; j < kPrefetch; j++) {
+    const uint32_t p = threadIdx.x + j * kThreads;
+    pre[j] = p < nparts && tile < ntiles ? scanned[(uint64_t)p * ntiles + tile] : 0;
+  }
   for (; tile < ntiles; tile += gridDim.x) {
     const uint64_t t0 = (uint64_t)tile * T;
     const uint32_t n = tile_rows(T, rows - t0);
-    for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) {
+    // Row in p's section of the tile's first row of p (before its slot is subtracted).
+#pragma unroll
+    for (int j = 0; j < kPrefetch; j++) {
+      const uint32_t p = threadIdx.x + j * kThreads;
+      if (p < nparts) {
+        cnt[p] = 0;
+        base[p] = pre[j] - first[p];
+      }
+    }
+    for (uint32_t p = threadIdx.x + kPrefetch * kThreads; p < nparts; p += kThreads) {
       cnt[p] = 0;
-      base[p] = scanned[(uint64_t)p * ntiles + tile] - first[p];  // row in p's section of the tile's first row of p
+      base[p] = scanned[(uint64_t)p * ntiles + tile] - first[p];
     }
     __syncthreads();
     uint32_t part[I], slot[I];
@@ -332,10 +361,16 @@ __global__ void __launch_bounds__(kThreads, I == 16 ? 2 : 3) scatter_kernel(cons
           default: column_step<uint4, I>(src, slot, next, wcur, cur, slot_part, base, cb, n, out); break;
         }
       } else {
-        // Last column: the block's next tile's keys are loaded while it is written out.
+        // Last column: the block's next tile's keys and counts are loaded while it is written out.
         const uint32_t nt = tile + gridDim.x;
-        if (nt < ntiles)
+        if (nt < ntiles) {
           load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)nt * T, tile_rows(T, rows - (uint64_t)nt * T));
+#pragma unroll
+          for (int j = 0; j < kPrefetch; j++) {
+            const uint32_t p = threadIdx.x + j * kThreads;
+            if (p < nparts) pre[j] = scanned[(uint64_t)p * ntiles + nt];
+          }
+        }
         out_width<I>(wcur, cur, slot_part, base, cb, n, out);
       }
       __syncthreads();
@@ -390,7 +425,7 @@ struct Launch {
   cudaStream_t stream;
 };
 
-template <int I>
+template <int I, int kBlocks>
 slip_status run_partition(const Launch &l) {
   slip_status st = SLIP_OK;
   const uint64_t n = (uint64_t)l.ntiles * l.nparts;
@@ -408,8 +443,8 @@ slip_status run_partition(const Launch &l) {
                                                     l.out_counts, l.colbase);
   SLIP_LAUNCH_CHECK();
   if (l.b->rows > 0) {
-    SLIP_CHECK(grid_of(scatter_kernel<I>, smem, l.waves, l.ntiles, &scatter_grid));
-    scatter_kernel<I><<<scatter_grid, kThreads, smem, l.stream>>>(l.b->keys, l.b->rows, l.nparts, l.ntiles, l.bits,
+    SLIP_CHECK(grid_of(scatter_kernel<I, kBlocks>, smem, l.waves, l.ntiles, &scatter_grid));
+    scatter_kernel<I, kBlocks><<<scatter_grid, kThreads, smem, l.stream>>>(l.b->keys, l.b->rows, l.nparts, l.ntiles, l.bits,
                                                                   l.cols, l.maxw, cb_shared, l.scanned, l.colbase,
                                                                   l.out);
     SLIP_LAUNCH_CHECK();
@@ -421,6 +456,7 @@ done:
 // Rows per thread: short tiles keep 3 blocks per SM, which pays with few partitions; long tiles
 // give longer runs per partition, which pays with many.
 uint32_t default_items(uint32_t nparts) { return nparts <= 32 ? 8 : 16; }
+uint32_t default_blocks(uint32_t items) { return items == 8 ? 3 : 2; }
 
 }  // namespace
 
@@ -449,7 +485,7 @@ extern "C" slip_status slip_partition_tuned(const slip_batch *b, uint32_t nparts
   slip_status st = SLIP_OK;
   uint64_t need = 0, ntiles_max = 0;
   char *s = (char *)d_scratch;
-  uint32_t items = 0;
+  uint32_t items = 0, blocks = 0;
   Launch l;
   memset(&l, 0, sizeof l);
   if (!b || !d_offsets || !d_counts) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_partition: null argument");
@@ -457,6 +493,8 @@ extern "C" slip_status slip_partition_tuned(const slip_batch *b, uint32_t nparts
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u partitions, expected 1..%d", nparts, SLIP_PARTITION_MAX_PARTS);
   items = tuning && tuning->items ? tuning->items : default_items(nparts);
   if (items != 8 && items != 16) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u items per thread, expected 8 or 16", items);
+  blocks = tuning && tuning->blocks_per_sm ? tuning->blocks_per_sm : default_blocks(items);
+  if (blocks != 2 && blocks != 3) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u blocks per SM, expected 2 or 3", blocks);
   if (b->ncols > SLIP_PARTITION_MAX_COLS)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u payload columns, expected at most %d", b->ncols, SLIP_PARTITION_MAX_COLS);
   if (b->rows >= (1ull << 32))  // row positions within a partition are 32-bit
@@ -503,8 +541,9 @@ extern "C" slip_status slip_partition_tuned(const slip_batch *b, uint32_t nparts
   l.out = (char *)d_out;
   l.waves = tuning && tuning->waves ? tuning->waves : kDefaultWaves;
   l.stream = stream;
-  if (items == 8) SLIP_CHECK(run_partition<8>(l));
-  else SLIP_CHECK(run_partition<16>(l));
+  if (items == 8) SLIP_CHECK((run_partition<8, 3>(l)));
+  else if (blocks == 3) SLIP_CHECK((run_partition<16, 3>(l)));
+  else SLIP_CHECK((run_partition<16, 2>(l)));
 done:
   return st;
 }

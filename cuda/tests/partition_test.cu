@@ -138,8 +138,9 @@ void run(uint64_t rows, uint32_t nparts, uint64_t seed, uint32_t ncols = 5, cons
   CHECK(bad == 0 && dup == 0 && missing == 0,
         "rows %" PRIu64 " parts %u: %" PRIu64 " wrong, %" PRIu64 " duplicated, %" PRIu64 " missing", rows, nparts, bad,
         dup, missing);
-  printf("partition rows=%" PRIu64 " parts=%u cols=%u items=%u waves=%u: %s\n", rows, nparts, ncols,
-         tuning ? tuning->items : 0, tuning ? tuning->waves : 0, (bad || dup || missing || layout) ? "FAILED" : "ok");
+  printf("partition rows=%" PRIu64 " parts=%u cols=%u items=%u waves=%u blocks=%u: %s\n", rows, nparts, ncols,
+         tuning ? tuning->items : 0, tuning ? tuning->waves : 0, tuning ? tuning->blocks_per_sm : 0,
+         (bad || dup || missing || layout) ? "FAILED" : "ok");
   for (void *q : {(void *)keys, out, scratch, (void *)d_off, (void *)d_cnt}) T_CUDA(cudaFree(q));
   for (int c = 0; c < 5; c++) T_CUDA(cudaFree(cols[c]));
 }
@@ -162,15 +163,17 @@ int main(int argc, char **argv) {
   run(70001, 33, 9);  // the first with one shared atomic per row
   run(50000, 5, 10, 0);  // keys only
   // Tunings: several tiles per chunk (a block's cursors carry over from tile to tile), both tile sizes.
-  const slip_partition_tuning t16 = {16, 1}, t8 = {8, 4};
+  const slip_partition_tuning t16 = {16, 1, 2}, t16b3 = {16, 1, 3}, t8 = {8, 4, 0};
   run(300007, 7, 11, 5, &t16);
   run(300007, 300, 12, 5, &t8);
+  run(300007, 77, 16, 5, &t16b3);
   if (!small) {
     run(3000017, 64, 6);
     run(1 << 22, 4096, 7);
     run(5000011, 2, 13, 5, &t16);
     run(5000011, 256, 14, 2, &t8);
     run(4000037, 4096, 15, 0, &t16);
+    run(2000003, 1024, 17, 4, &t16b3);
   }
   // Bad arguments are rejected with the value got and the one expected.
   slip_batch b;

@@ -15,6 +15,7 @@ extern "C" {
 typedef struct slip_partition_tuning {
   uint32_t items;  /* rows per thread in a tile of 256 threads: 8 or 16 (0: the default for the partition count) */
   uint32_t waves;  /* CUDA blocks = waves x the blocks the device holds at once; they walk the tiles (0: 1) */
+  uint32_t blocks_per_sm;  /* scatter blocks per SM that its registers allow: 3 (8 items), 2 or 3 (16 items); 0: default */
 } slip_partition_tuning;
 
 /* As slip_partition; a zero field takes the default. The scratch size does not depend on the tuning. */
