@@ -285,7 +285,9 @@ bool read_wqe(const slip_softnic_qp &qp, uint64_t index, uint8_t *out) {
 
 void run(slip_softnic *n) {
   const uint32_t nq = (uint32_t)n->qps.size();
+  constexpr unsigned kPasses = 8;
   std::vector<Pending> pending;
+  std::vector<uint64_t> next;  // per queue pair: the next WQE this sweep reads
   unsigned idle = 0;
   bool fatal = false;  // the executor failed: every later WQE completes with a flush error
   while (!n->stop.load(std::memory_order_acquire)) {
@@ -297,59 +299,68 @@ void run(slip_softnic *n) {
     pending.clear();
     const uint64_t t0 = mono_ns();
     bool issued = false;
-    for (uint32_t q = 0; q < nq; q++) {
-      const slip_softnic_qp &qp = n->qps[q];
-      const uint64_t pi = __atomic_load_n(qp.pi, __ATOMIC_ACQUIRE);
-      for (uint64_t i = n->ci[q]; i < pi; i++) {
-        uint8_t raw[SLIP_MLX5_WQE_BYTES];
-        slip_wqe w;
-        slip_dev_error e;
-        memset(&e, 0, sizeof e);
-        uint8_t synd = 0;
-        Pending pd = {q, i, (uint16_t)i, 0, 0, 0};
-        if (n->in_error[q] || fatal) {
-          pd.syndrome = SLIP_MLX5_SYND_WR_FLUSH_ERR;
-          pd.wqe_opcode = ((const uint8_t *)qp.sq)[(i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES + 3];
-          pending.push_back(pd);
-          continue;
-        }
-        if (!read_wqe(qp, i, raw)) {
-          e.code = SLIP_ERR_BAD_DESCRIPTOR;
-          e.offset = i;                     // the WQE index
-          e.limit = (uint16_t)i;            // the index expected in the slot
-          e.length = (uint16_t)(be32_at(raw) >> 8);  // the index found
-          synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
-        } else if (slip_wqe_decode(raw, &w) != SLIP_OK) {
-          e.code = SLIP_ERR_BAD_DESCRIPTOR;
-          e.offset = i;
-          e.limit = raw[3];
-          synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
-        } else if (w.qpn != qp.qpn) {
-          e.code = SLIP_ERR_BAD_DESCRIPTOR;
-          e.offset = i;
-          e.length = w.qpn;  // got
-          e.limit = qp.qpn;  // expected
-          synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
-        } else {
-          pd.wqe_opcode = w.opcode;
-          const uint8_t *slot = (const uint8_t *)qp.sq + (i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES;
-          if (execute(n, w, slot, &e, &synd) != SLIP_OK) {
-            fatal = true;
-            e.code = SLIP_ERR_CUDA;
-            synd = SLIP_MLX5_SYND_WR_FLUSH_ERR;
-          } else if (synd == 0) {
-            issued |= w.opcode != SLIP_MLX5_OPCODE_NOP;
-            pd.bytes = w.opcode == SLIP_MLX5_OPCODE_RDMA_WRITE ? (uint32_t)slip_wqe_write_bytes(&w) : 8u;
+    next.assign(n->ci.begin(), n->ci.end());
+    // Passes over all queue pairs until one finds nothing new (at most kPasses): WQEs that other
+    // queues post while this sweep issues copies join the same flush, instead of each queue's
+    // batch waiting for the previous queue's flush.
+    for (unsigned pass = 0; pass < kPasses; pass++) {
+      const size_t found_before = pending.size();
+      for (uint32_t q = 0; q < nq; q++) {
+        const slip_softnic_qp &qp = n->qps[q];
+        const uint64_t pi = __atomic_load_n(qp.pi, __ATOMIC_ACQUIRE);
+        for (uint64_t i = next[q]; i < pi; i++) {
+          uint8_t raw[SLIP_MLX5_WQE_BYTES];
+          slip_wqe w;
+          slip_dev_error e;
+          memset(&e, 0, sizeof e);
+          uint8_t synd = 0;
+          Pending pd = {q, i, (uint16_t)i, 0, 0, 0};
+          if (n->in_error[q] || fatal) {
+            pd.syndrome = SLIP_MLX5_SYND_WR_FLUSH_ERR;
+            pd.wqe_opcode = ((const uint8_t *)qp.sq)[(i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES + 3];
+            pending.push_back(pd);
+            continue;
           }
+          if (!read_wqe(qp, i, raw)) {
+            e.code = SLIP_ERR_BAD_DESCRIPTOR;
+            e.offset = i;                     // the WQE index
+            e.limit = (uint16_t)i;            // the index expected in the slot
+            e.length = (uint16_t)(be32_at(raw) >> 8);  // the index found
+            synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+          } else if (slip_wqe_decode(raw, &w) != SLIP_OK) {
+            e.code = SLIP_ERR_BAD_DESCRIPTOR;
+            e.offset = i;
+            e.limit = raw[3];
+            synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+          } else if (w.qpn != qp.qpn) {
+            e.code = SLIP_ERR_BAD_DESCRIPTOR;
+            e.offset = i;
+            e.length = w.qpn;  // got
+            e.limit = qp.qpn;  // expected
+            synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+          } else {
+            pd.wqe_opcode = w.opcode;
+            const uint8_t *slot = (const uint8_t *)qp.sq + (i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES;
+            if (execute(n, w, slot, &e, &synd) != SLIP_OK) {
+              fatal = true;
+              e.code = SLIP_ERR_CUDA;
+              synd = SLIP_MLX5_SYND_WR_FLUSH_ERR;
+            } else if (synd == 0) {
+              issued |= w.opcode != SLIP_MLX5_OPCODE_NOP;
+              pd.bytes = w.opcode == SLIP_MLX5_OPCODE_RDMA_WRITE ? (uint32_t)slip_wqe_write_bytes(&w) : 8u;
+            }
+          }
+          if (synd != 0) {
+            pd.wqe_opcode = raw[3];
+            pd.syndrome = synd;
+            n->in_error[q] = 1;
+            publish_error(n, e, q);
+          }
+          pending.push_back(pd);
         }
-        if (synd != 0) {
-          pd.wqe_opcode = raw[3];
-          pd.syndrome = synd;
-          n->in_error[q] = 1;
-          publish_error(n, e, q);
-        }
-        pending.push_back(pd);
+        next[q] = pi > next[q] ? pi : next[q];
       }
+      if (pending.size() == found_before) break;
     }
     if (pending.empty() && !fatal) {
       if (++idle > 1024) sched_yield();

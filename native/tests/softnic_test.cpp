@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/slip_gpunetio_nic.h"
 #include "host/slip_softnic.h"
 
 static int g_failures = 0;
@@ -381,9 +382,41 @@ void test_create_checks() {
   EXPECT(nic == nullptr, "nothing created");
 }
 
+// The queue-pair connection record of the real-NIC path: a peer's bytes are checked before use.
+void test_qp_info() {
+  slip_nic_qp_info v, out;
+  memset(&v, 0, sizeof v);
+  v.magic = SLIP_NIC_QP_INFO_MAGIC;
+  v.version = SLIP_NIC_QP_INFO_VERSION;
+  v.addr_type = SLIP_NIC_ADDR_IB;
+  v.qpn = 0x1234;
+  v.lid = 7;
+  v.mtu = 5;
+  EXPECT(slip_nic_qp_info_parse(&v, sizeof v, &out) == SLIP_OK && out.qpn == 0x1234, "%s", slip_last_error());
+  EXPECT(slip_nic_qp_info_parse(&v, 63, &out) == SLIP_ERR_BAD_DESCRIPTOR &&
+             strstr(slip_last_error(), "of 63 bytes, expected 64"),
+         "got '%s'", slip_last_error());
+  slip_nic_qp_info b = v;
+  b.qpn = 1u << 24;
+  EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR &&
+             strstr(slip_last_error(), "queue-pair number 16777216, expected 1..0xffffff"),
+         "got '%s'", slip_last_error());
+  b = v;
+  b.mtu = 9;
+  EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR, "mtu 9 accepted");
+  b = v;
+  b.lid = 0;
+  EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR, "IB LID 0 accepted");
+  b = v;
+  b.magic ^= 1;
+  EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR && strstr(slip_last_error(), "magic"),
+         "got '%s'", slip_last_error());
+}
+
 }  // namespace
 
 int main() {
+  test_qp_info();
   test_codec();
   test_create_checks();
   test_delivery_and_laps();

@@ -1,0 +1,208 @@
+// gpunetio on a real ConnectX NIC through an installed open-source DOCA GPUNetIO host library
+// (host/slip_gpunetio_nic.h). Built only with -DSLIP_GPUNETIO_HOST_ROOT; compiled, never run here
+// (no RDMA device on the CI or GPU machines). The connection sequence follows the verbs state
+// machine (RST, INIT, RTR, RTS) with the attributes GPUNetIO's own users set.
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <vector>
+
+#include "host/doca_gpunetio_high_level.h"
+#include "host/doca_verbs.h"
+
+#include "check.h"
+#include "host/slip_gpunetio_nic.h"
+
+#define SLIP_DOCA_CHECK(call)                                                                                \
+  do {                                                                                                       \
+    doca_error_t e_ = (call);                                                                                \
+    if (e_ != DOCA_SUCCESS) SLIP_FAIL(SLIP_ERR_OS, "%s failed: DOCA error %d at %s:%d", #call, (int)e_, __FILE__, __LINE__); \
+  } while (0)
+
+struct slip_nic {
+  int device = 0, port = 1, gid_index = 0;
+  ibv_context *ib = nullptr;
+  ibv_pd *pd = nullptr;
+  ibv_port_attr port_attr;
+  ibv_gid gid;
+  doca_gpu *gdev = nullptr;
+  doca_verbs_ah_attr *ah = nullptr;
+  std::vector<doca_gpu_verbs_qp_hl *> qps;
+  std::vector<ibv_mr *> mrs;
+};
+
+extern "C" slip_status slip_nic_probe(void) { return SLIP_OK; }
+
+extern "C" void slip_nic_close(slip_nic *n) {
+  if (!n) return;
+  for (ibv_mr *mr : n->mrs) ibv_dereg_mr(mr);
+  for (doca_gpu_verbs_qp_hl *q : n->qps)
+    if (q) (void)doca_gpu_verbs_destroy_qp_hl(q);
+  if (n->ah) (void)doca_verbs_ah_attr_destroy(n->ah);
+  if (n->gdev) (void)doca_gpu_destroy(n->gdev);
+  if (n->pd) ibv_dealloc_pd(n->pd);
+  if (n->ib) ibv_close_device(n->ib);
+  delete n;
+}
+
+extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, uint32_t nq,
+                                     uint32_t depth, slip_nic **out) {
+  slip_status st = SLIP_OK;
+  slip_nic *n = nullptr;
+  ibv_device **list = nullptr;
+  int ndev = 0;
+  char bus[32];
+  doca_gpu_verbs_qp_init_attr_hl attr;
+  if (!ibdev || !out || nq == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_open: null device name or no queue pairs");
+  if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue depth %u, expected a power of two in 2..32768", depth);
+  n = new slip_nic();
+  n->device = device;
+  n->port = port;
+  n->gid_index = gid_index;
+  SLIP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
+  list = ibv_get_device_list(&ndev);
+  SLIP_SYS_CHECK(list != nullptr, "ibv_get_device_list");
+  for (int i = 0; i < ndev && !n->ib; i++)
+    if (!strcmp(ibv_get_device_name(list[i]), ibdev)) n->ib = ibv_open_device(list[i]);
+  if (!n->ib) SLIP_FAIL(SLIP_ERR_NO_DEVICE, "RDMA device %s: not found or cannot be opened (%d devices)", ibdev, ndev);
+  n->pd = ibv_alloc_pd(n->ib);
+  SLIP_SYS_CHECK(n->pd != nullptr, "ibv_alloc_pd");
+  SLIP_SYS_CHECK(ibv_query_port(n->ib, (uint8_t)port, &n->port_attr) == 0, "ibv_query_port");
+  SLIP_SYS_CHECK(ibv_query_gid(n->ib, (uint8_t)port, gid_index, &n->gid) == 0, "ibv_query_gid");
+  SLIP_DOCA_CHECK(doca_gpu_create(bus, &n->gdev));
+  memset(&attr, 0, sizeof attr);
+  attr.gpu_dev = n->gdev;
+  attr.ibpd = n->pd;
+  attr.sq_nwqe = (uint16_t)depth;
+  attr.nic_handler = DOCA_GPUNETIO_VERBS_NIC_HANDLER_AUTO;
+  attr.mreg_type = DOCA_GPUNETIO_VERBS_MEM_REG_TYPE_DEFAULT;
+  n->qps.assign(nq, nullptr);
+  for (uint32_t q = 0; q < nq; q++) SLIP_DOCA_CHECK(doca_gpu_verbs_create_qp_hl(&attr, &n->qps[q]));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_create(n->ib, &n->ah));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_sl(n->ah, 0));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_traffic_class(n->ah, 0));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_addr_type(n->ah, n->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND
+                                                              ? DOCA_VERBS_ADDR_TYPE_IB_NO_GRH
+                                                              : DOCA_VERBS_ADDR_TYPE_IPv4));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_sgid_index(n->ah, (uint8_t)gid_index));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_hop_limit(n->ah, 255));
+  *out = n;
+  n = nullptr;
+done:
+  if (list) ibv_free_device_list(list);
+  slip_nic_close(n);
+  return st;
+}
+
+extern "C" slip_status slip_nic_qp_info_get(const slip_nic *n, uint32_t q, slip_nic_qp_info *out) {
+  slip_status st = SLIP_OK;
+  if (!n || !out || q >= n->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_qp_info_get: queue pair %u", q);
+  memset(out, 0, sizeof *out);
+  out->magic = SLIP_NIC_QP_INFO_MAGIC;
+  out->version = SLIP_NIC_QP_INFO_VERSION;
+  out->addr_type = n->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND ? SLIP_NIC_ADDR_IB : SLIP_NIC_ADDR_ROCE;
+  out->qpn = doca_verbs_qp_get_qpn(n->qps[q]->qp);
+  out->lid = n->port_attr.lid;
+  memcpy(out->gid, n->gid.raw, sizeof out->gid);
+  out->mtu = (uint32_t)n->port_attr.active_mtu;
+done:
+  return st;
+}
+
+extern "C" slip_status slip_nic_connect(slip_nic *n, uint32_t q, const slip_nic_qp_info *peer) {
+  slip_status st = SLIP_OK;
+  doca_verbs_qp_attr *a = nullptr;
+  doca_verbs_gid g;
+  doca_verbs_qp *qp;
+  uint32_t mtu;
+  slip_nic_qp_info p;
+  if (!n || !peer || q >= n->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_connect: queue pair %u", q);
+  SLIP_CHECK(slip_nic_qp_info_parse(peer, sizeof *peer, &p));
+  qp = n->qps[q]->qp;
+  mtu = p.mtu < (uint32_t)n->port_attr.active_mtu ? p.mtu : (uint32_t)n->port_attr.active_mtu;
+  memcpy(g.raw, p.gid, sizeof g.raw);
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_gid(n->ah, g));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_dlid(n->ah, p.lid));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_create(&a));
+  // IBV_MTU_256..4096 are 1..5; DOCA's enum counts from 0.
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_path_mtu(a, (doca_verbs_mtu_size)(mtu - 1)));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_rq_psn(a, 0));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_sq_psn(a, 0));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_port_num(a, n->port));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_ack_timeout(a, 20));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_retry_cnt(a, 7));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_rnr_retry(a, 7));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_min_rnr_timer(a, 12));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_allow_remote_write(a, 1));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_allow_remote_read(a, 1));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_allow_remote_atomic(a, DOCA_VERBS_QP_ATOMIC_MODE_IB_SPEC));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_ah_attr(a, n->ah));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_dest_qp_num(a, p.qpn));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_pkey_index(a, 0));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_next_state(a, DOCA_VERBS_QP_STATE_INIT));
+  SLIP_DOCA_CHECK(doca_verbs_qp_modify(qp, a,
+                                       DOCA_VERBS_QP_ATTR_NEXT_STATE | DOCA_VERBS_QP_ATTR_ALLOW_REMOTE_WRITE |
+                                           DOCA_VERBS_QP_ATTR_ALLOW_REMOTE_READ | DOCA_VERBS_QP_ATTR_PKEY_INDEX |
+                                           DOCA_VERBS_QP_ATTR_PORT_NUM));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_next_state(a, DOCA_VERBS_QP_STATE_RTR));
+  SLIP_DOCA_CHECK(doca_verbs_qp_modify(qp, a,
+                                       DOCA_VERBS_QP_ATTR_NEXT_STATE | DOCA_VERBS_QP_ATTR_RQ_PSN |
+                                           DOCA_VERBS_QP_ATTR_DEST_QP_NUM | DOCA_VERBS_QP_ATTR_PATH_MTU |
+                                           DOCA_VERBS_QP_ATTR_AH_ATTR | DOCA_VERBS_QP_ATTR_MIN_RNR_TIMER));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_next_state(a, DOCA_VERBS_QP_STATE_RTS));
+  SLIP_DOCA_CHECK(doca_verbs_qp_modify(qp, a,
+                                       DOCA_VERBS_QP_ATTR_NEXT_STATE | DOCA_VERBS_QP_ATTR_SQ_PSN |
+                                           DOCA_VERBS_QP_ATTR_ACK_TIMEOUT | DOCA_VERBS_QP_ATTR_RETRY_CNT |
+                                           DOCA_VERBS_QP_ATTR_RNR_RETRY));
+done:
+  if (a) (void)doca_verbs_qp_attr_destroy(a);
+  return st;
+}
+
+extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
+  slip_status st = SLIP_OK;
+  ibv_mr *mr = nullptr;
+  cudaPointerAttributes pa;
+  // Strict ordering (no IBV_ACCESS_RELAXED_ORDERING): a signal must not pass the data before it.
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  if (!n || !ptr || !mkey || len == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_reg: null argument or length 0");
+  if (id >= SLIP_NIC_SINK_ID || len > (1ull << SLIP_IOVA_SHIFT))
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "region %u of %llu bytes, expected id < %u and length <= 2^%d", id,
+              (unsigned long long)len, SLIP_NIC_SINK_ID, SLIP_IOVA_SHIFT);
+  SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, ptr));
+  if (pa.type == cudaMemoryTypeDevice) {
+    int fd = -1;
+    // dma-buf first (kernel >= 6.1, no nvidia-peermem needed), then peer memory.
+    if (doca_gpu_dmabuf_fd(n->gdev, ptr, len, &fd) == DOCA_SUCCESS && fd >= 0)
+      mr = ibv_reg_dmabuf_mr(n->pd, 0, len, SLIP_IOVA(id, 0), fd, access);
+  }
+  if (!mr) mr = ibv_reg_mr_iova2(n->pd, ptr, len, SLIP_IOVA(id, 0), (unsigned)access);
+  SLIP_SYS_CHECK(mr != nullptr, "ibv_reg_mr_iova2");
+  if (mr->lkey != mr->rkey) {
+    ibv_dereg_mr(mr);
+    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "region %u: lkey 0x%x differs from rkey 0x%x (one key per region expected)", id,
+              mr->lkey, mr->rkey);
+  }
+  n->mrs.push_back(mr);
+  *mkey = mr->rkey;
+done:
+  return st;
+}
+
+extern "C" void *slip_nic_dev_qp(const slip_nic *n, uint32_t q) {
+  doca_gpu_dev_verbs_qp *d = nullptr;
+  if (!n || q >= n->qps.size() || doca_gpu_verbs_get_qp_dev(n->qps[q]->qp_gverbs, &d) != DOCA_SUCCESS) return nullptr;
+  return d;
+}
+
+extern "C" slip_status slip_nic_progress(slip_nic *n) {
+  slip_status st = SLIP_OK;
+  if (!n) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_progress: null");
+  for (doca_gpu_verbs_qp_hl *q : n->qps)
+    if (q->nic_handler == DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY)
+      SLIP_DOCA_CHECK(doca_gpu_verbs_cpu_proxy_progress(q->qp_gverbs));
+done:
+  return st;
+}

@@ -1,0 +1,32 @@
+// Wire format of the gpunetio queue-pair connection data (host/slip_gpunetio_nic.h): checked
+// before a NIC is told to connect to it.
+#include <string.h>
+
+#include "host/slip_gpunetio_nic.h"
+
+static_assert(sizeof(slip_nic_qp_info) == 64, "slip_nic_qp_info is a wire format: 64 bytes");
+
+extern "C" slip_status slip_nic_qp_info_parse(const void *buf, size_t len, slip_nic_qp_info *out) {
+  slip_nic_qp_info v;
+  if (!buf || !out) return slip_set_error(SLIP_ERR_INVALID_ARG, "slip_nic_qp_info_parse: null argument");
+  if (len != sizeof v)
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "queue-pair info of %zu bytes, expected %zu", len, sizeof v);
+  memcpy(&v, buf, sizeof v);
+  if (v.magic != SLIP_NIC_QP_INFO_MAGIC)
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "queue-pair info magic 0x%08x, expected 0x%08x", v.magic,
+                          SLIP_NIC_QP_INFO_MAGIC);
+  if (v.version != SLIP_NIC_QP_INFO_VERSION)
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "queue-pair info version %u, expected %u", v.version,
+                          SLIP_NIC_QP_INFO_VERSION);
+  if (v.addr_type != SLIP_NIC_ADDR_IB && v.addr_type != SLIP_NIC_ADDR_ROCE)
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "queue-pair info address type %u, expected %d (IB) or %d (RoCE)",
+                          v.addr_type, SLIP_NIC_ADDR_IB, SLIP_NIC_ADDR_ROCE);
+  if (v.qpn == 0 || v.qpn > 0xffffffu)
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "queue-pair number %u, expected 1..0xffffff", v.qpn);
+  if (v.mtu < 1 || v.mtu > 5)
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "path MTU code %u, expected 1..5 (256 to 4096 bytes)", v.mtu);
+  if (v.addr_type == SLIP_NIC_ADDR_IB && (v.lid == 0 || v.lid > 0xffffu))
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "IB LID %u, expected 1..0xffff", v.lid);
+  *out = v;
+  return SLIP_OK;
+}
