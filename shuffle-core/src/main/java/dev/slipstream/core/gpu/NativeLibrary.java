@@ -21,6 +21,8 @@ public final class NativeLibrary {
   static final String LIBRARY = "libslipstream_jni.so";
   static final String FATBIN = "slipstream-kernels.fatbin";
   static final String KERNEL_NAMES = "slipstream-kernels.properties";
+  /** Always written by the build: built=true, or built=false and the reason (no CUDA toolkit). */
+  static final String BUILD_INFO = "build.properties";
 
   private NativeLibrary() {}
 
@@ -46,10 +48,27 @@ public final class NativeLibrary {
     String path = RESOURCE_ROOT + platformDir(System.getProperty("os.name"), System.getProperty("os.arch")) + "/" + name;
     try (InputStream in = NativeLibrary.class.getResourceAsStream(path)) {
       if (in == null) {
-        throw new IllegalStateException("resource " + path + " is not in the class path: the jar was built without the"
-            + " native part (native/build-jni.sh)");
+        String unbuilt = unbuiltReason();
+        throw new IllegalStateException(unbuilt != null ? "this jar was built without the GPU binding: " + unbuilt
+            : "resource " + path + " is not in the class path: the jar was built without the native part"
+                + " (native/build-jni.sh)");
       }
       return in.readAllBytes();
+    } catch (IOException e) {
+      throw new UncheckedIOException("reading resource " + path, e);
+    }
+  }
+
+  /** Why the build left the GPU binding out (native/build-jni.sh without the CUDA toolkit), or null. */
+  static String unbuiltReason() {
+    String path = RESOURCE_ROOT + "linux-x86_64/" + BUILD_INFO;
+    try (InputStream in = NativeLibrary.class.getResourceAsStream(path)) {
+      if (in == null) {
+        return null; // not from this build: resource() names what is missing
+      }
+      java.util.Properties p = new java.util.Properties();
+      p.load(in);
+      return "false".equals(p.getProperty("built")) ? p.getProperty("reason", "(no reason recorded)") : null;
     } catch (IOException e) {
       throw new UncheckedIOException("reading resource " + path, e);
     }
@@ -66,6 +85,10 @@ public final class NativeLibrary {
 
     private static Throwable tryLoad() {
       try {
+        String unbuilt = unbuiltReason(); // decides even if an earlier build left a library behind
+        if (unbuilt != null) {
+          return new IllegalStateException("this jar was built without the GPU binding: " + unbuilt);
+        }
         byte[] lib = resource(LIBRARY);
         Path dir = Files.createTempDirectory("slipstream-native-");
         Path file = dir.resolve(LIBRARY);

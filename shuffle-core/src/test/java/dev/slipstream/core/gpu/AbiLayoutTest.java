@@ -19,6 +19,7 @@ class AbiLayoutTest {
 
   @BeforeAll
   static void readNativeLayout() {
+    GpuTestSupport.assumeNativeBuilt();
     NativeLibrary.load();
     for (String line : SlipNative.layout().split("\n")) {
       String[] f = line.split(" ");

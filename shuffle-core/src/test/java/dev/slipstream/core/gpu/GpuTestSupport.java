@@ -13,6 +13,15 @@ final class GpuTestSupport {
     return p;
   }
 
+  /**
+   * Skips the calling test, with the reason, when the jar was built without the GPU binding (no
+   * CUDA toolkit at build time: native/build-jni.sh writes why). CI builds it, so there these run.
+   */
+  static void assumeNativeBuilt() {
+    String unbuilt = NativeLibrary.unbuiltReason();
+    assumeTrue(unbuilt == null, () -> "built without the GPU binding: " + unbuilt);
+  }
+
   /** The source byte at offset {@code i}: deterministic, and different for nearby offsets. */
   static byte pattern(long i) {
     return (byte) (i * 131 + 7 ^ (i >>> 11));

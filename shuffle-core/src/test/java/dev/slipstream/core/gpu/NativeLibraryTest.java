@@ -28,6 +28,7 @@ class NativeLibraryTest {
 
   @Test
   void loadsThePackagedLibraryWithOrWithoutAGpu() {
+    GpuTestSupport.assumeNativeBuilt();
     assertDoesNotThrow(NativeLibrary::load);
     // Loading twice is a no-op, not a second System.load.
     assertDoesNotThrow(NativeLibrary::load);
@@ -35,6 +36,7 @@ class NativeLibraryTest {
 
   @Test
   void packagesTheKernelFatbinAndItsNameTable() {
+    GpuTestSupport.assumeNativeBuilt();
     byte[] fatbin = NativeLibrary.resource(NativeLibrary.FATBIN);
     // nvcc's fatbin header starts with the magic 0xBA55ED50 (little-endian).
     assertEquals(0xBA55ED50, ByteBuffer.wrap(fatbin).order(ByteOrder.LITTLE_ENDIAN).getInt(0),
@@ -47,6 +49,7 @@ class NativeLibraryTest {
 
   @Test
   void missingResourceSaysTheJarLacksTheNativePart() {
+    GpuTestSupport.assumeNativeBuilt();
     IllegalStateException e = assertThrows(IllegalStateException.class, () -> NativeLibrary.resource("nope.so"));
     assertTrue(e.getMessage().startsWith("resource /dev/slipstream/native/linux-x86_64/nope.so is not in the class"
         + " path"), e.getMessage());
