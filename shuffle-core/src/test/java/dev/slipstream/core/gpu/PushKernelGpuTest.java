@@ -9,25 +9,31 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * The project's push and wait kernels launched through JCuda from the shipped fatbin, on one GPU:
- * two queues write into an alias of a local region, each adds its signal after the data; a bad
- * request gets an error completion and writes nothing.
+ * two queues (nvlink, and proxy through the native executor thread) write into an alias of a local
+ * region, each adds its signal after the data; a bad request gets an error completion and writes
+ * nothing.
  */
 class PushKernelGpuTest {
   private static final int SRC = 0; // table index: locals first
   private static final int DST = 1; // then remotes
 
-  @Test
-  void pushesByteExactWithSignalsAfterTheData() {
+  @ParameterizedTest
+  @EnumSource(value = Backend.class, names = {"NVLINK", "PROXY"})
+  void pushesByteExactWithSignalsAfterTheData(Backend backend) {
     GpuTestSupport.assumeGpu();
     long len = 4L << 20;
+    // proxy: the native executor thread runs the copies and signals while this thread polls.
+    int depth = backend == Backend.PROXY ? 64 : 0;
     try (GpuContext ctx = GpuContext.open(0);
         GpuRegion src = GpuRegion.create(ctx, MemoryKind.DEVICE, len, 1);
         GpuRegion dst = GpuRegion.create(ctx, MemoryKind.DEVICE, len, 2);
         RemoteRegion dstView = RemoteRegion.alias(dst);
-        QueueSet qs = QueueSet.create(ctx, Backend.NVLINK, 2, 0, List.of(src), List.of(dstView));
+        QueueSet qs = QueueSet.create(ctx, backend, 2, depth, List.of(src), List.of(dstView));
         PushKernel k = PushKernel.load(ctx)) {
       src.write(0, GpuTestSupport.pattern(0, (int) len));
       dst.fill((byte) 0);
