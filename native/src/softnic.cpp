@@ -285,7 +285,7 @@ bool read_wqe(const slip_softnic_qp &qp, uint64_t index, uint8_t *out) {
 
 void run(slip_softnic *n) {
   const uint32_t nq = (uint32_t)n->qps.size();
-  constexpr unsigned kPasses = 8;
+  constexpr uint64_t kQuietNs = 5000, kGatherNs = 200000;
   std::vector<Pending> pending;
   std::vector<uint64_t> next;  // per queue pair: the next WQE this sweep reads
   unsigned idle = 0;
@@ -300,10 +300,12 @@ void run(slip_softnic *n) {
     const uint64_t t0 = mono_ns();
     bool issued = false;
     next.assign(n->ci.begin(), n->ci.end());
-    // Passes over all queue pairs until one finds nothing new (at most kPasses): WQEs that other
-    // queues post while this sweep issues copies join the same flush, instead of each queue's
-    // batch waiting for the previous queue's flush.
-    for (unsigned pass = 0; pass < kPasses; pass++) {
+    // Passes over all queue pairs until none has posted anything for kQuietNs (at most kGatherNs):
+    // copies start as soon as they are issued, and WQEs that arrive meanwhile, from this queue or
+    // others, join the same flush instead of each paying for one (a device posts a WQE every few
+    // microseconds, and every flush waits for the stream to drain).
+    uint64_t last_found = t0;
+    for (;;) {
       const size_t found_before = pending.size();
       for (uint32_t q = 0; q < nq; q++) {
         const slip_softnic_qp &qp = n->qps[q];
@@ -360,7 +362,9 @@ void run(slip_softnic *n) {
         }
         next[q] = pi > next[q] ? pi : next[q];
       }
-      if (pending.size() == found_before) break;
+      const uint64_t now = mono_ns();
+      if (pending.size() != found_before) last_found = now;
+      if (pending.empty() || fatal || now - last_found > kQuietNs || now - t0 > kGatherNs) break;
     }
     if (pending.empty() && !fatal) {
       if (++idle > 1024) sched_yield();
