@@ -65,16 +65,18 @@ if want baselines; then
   fi
 fi
 if want bench; then
-  step bench.log 90 "$bin/slip_bench" partition
-  # Tile-size variant (8 rows per thread instead of 16), same kernels otherwise.
-  SLIP_CMAKE_ARGS="-DSLIP_PARTITION_ITEMS=8" "$here/build.sh" --no-test /tmp/slip-build-i8 >/dev/null 2>&1 &&
-    step bench.log 90 env SLIP_VARIANT=items8 /tmp/slip-build-i8/cuda/slip_bench partition
+  step bench.log 100 "$bin/slip_bench" partition
+  # Every tile and grid tuning of the partition kernel (the default picks one per partition count).
+  step bench.log 120 "$bin/slip_bench" partition --variants
   step bench.log 240 "$bin/slip_bench" pair
   grep -h '^csv,' "$out/bench.log" >"$out/results.csv" || true
 fi
 if want ncu; then
   ncu_cmd=(ncu --clock-control none --target-processes all --section SpeedOfLight --section MemoryWorkloadAnalysis)
-  step ncu.log 120 "${ncu_cmd[@]}" -k regex:'hist_kernel|scatter_kernel' -c 4 "$bin/slip_bench" partition --quick
+  for parts in 2 64 256; do
+    step ncu.log 120 "${ncu_cmd[@]}" --section Occupancy --section WarpStateStats -k regex:'hist_kernel|scatter_kernel' -c 2 \
+      "$bin/slip_bench" partition --quick --shape w12 --parts $parts
+  done
   step ncu.log 120 "${ncu_cmd[@]}" -k regex:push_kernel -c 3 "$bin/slip_bench" pair --quick
 fi
 if want gpunetio; then

@@ -82,6 +82,13 @@ __device__ inline void load_tile(V (&v)[I], const V *__restrict__ src, uint32_t 
 
 __device__ inline uint32_t tile_rows(uint32_t tile, uint64_t left) { return left < tile ? (uint32_t)left : tile; }
 
+// The keys of tile `tile` (of T rows) into key[].
+template <int I>
+__device__ inline void load_keys(uint64_t (&key)[I], const int64_t *keys, uint64_t rows, uint32_t tile) {
+  constexpr uint32_t T = kThreads * I;
+  load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)tile * T, tile_rows(T, rows - (uint64_t)tile * T));
+}
+
 // Rows of each partition in each tile: counts[p * ntiles + tile]. Block b counts tiles b, b + grid, ...
 template <int I>
 __global__ void __launch_bounds__(kThreads, I == 8 ? 4 : 3) hist_kernel(const int64_t *__restrict__ keys, uint64_t rows,
@@ -93,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, I == 8 ? 4 : 3) hist_kernel(const in
   const uint32_t lane = threadIdx.x & 31u;
   uint64_t key[I];
   uint32_t tile = blockIdx.x;
-  if (tile < ntiles) load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)tile * T, tile_rows(T, rows - (uint64_t)tile * T));
+  if (tile < ntiles) load_keys<I>(key, keys, rows, tile);
   __syncthreads();
   for (; tile < ntiles; tile += gridDim.x) {
     const uint32_t n = tile_rows(T, rows - (uint64_t)tile * T);
@@ -101,11 +108,12 @@ __global__ void __launch_bounds__(kThreads, I == 8 ? 4 : 3) hist_kernel(const in
 #pragma unroll
     for (int k = 0; k < I; k++) part[k] = slip_partition_of((int64_t)key[k], nparts);
     const uint32_t next = tile + gridDim.x;  // its keys are in flight while this tile is counted
-    if (next < ntiles) load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)next * T, tile_rows(T, rows - (uint64_t)next * T));
+    if (next < ntiles) load_keys<I>(key, keys, rows, next);
     if (bits >= 0) {
       uint32_t mine = 0;  // this warp's rows of partition `lane`
 #pragma unroll
-      for (int k = 0; k < I; k++) mine += (uint32_t)__popc(lanes_of(lane, part[k], (uint32_t)k * kThreads + threadIdx.x < n, bits));
+      for (int k = 0; k < I; k++)
+        mine += (uint32_t)__popc(lanes_of(lane, part[k], (uint32_t)k * kThreads + threadIdx.x < n, bits));
       if (lane < nparts && mine) atomicAdd(&hist[lane], mine);
     } else {
 #pragma unroll
@@ -203,13 +211,6 @@ __device__ inline void block_exclusive_scan(uint32_t *v, uint32_t n) {
   __syncthreads();
 }
 
-template <typename V, int I>
-__device__ inline void stage_tile(const V (&v)[I], const uint32_t (&slot)[I], V *stage, uint32_t n) {
-#pragma unroll
-  for (int k = 0; k < I; k++)
-    if ((uint32_t)k * kThreads + threadIdx.x < n) stage[slot[k]] = v[k];
-}
-
 // Writes slots [0, n) of a staged column: slot s of partition p goes to row base[p] + s of p's
 // section, which starts at byte colbase[p] of the output.
 template <typename V, int I>
@@ -299,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks) scatter_kernel(const int64_
   for (uint32_t p = threadIdx.x; p < nparts; p += kThreads) first[p] = scanned[(uint64_t)p * ntiles];
   uint64_t key[I];
   uint32_t tile = blockIdx.x;
-  if (tile < ntiles) load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)tile * T, tile_rows(T, rows - (uint64_t)tile * T));
+  if (tile < ntiles) load_keys<I>(key, keys, rows, tile);
   __syncthreads();
   uint32_t pre[kPrefetch];  // scanned[p * ntiles + tile] for p = threadIdx.x + j * kThreads
 #pragma unroll
@@ -364,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks) scatter_kernel(const int64_
         // Last column: the block's next tile's keys and counts are loaded while it is written out.
         const uint32_t nt = tile + gridDim.x;
         if (nt < ntiles) {
-          load_tile<uint64_t, I>(key, (const uint64_t *)keys + (uint64_t)nt * T, tile_rows(T, rows - (uint64_t)nt * T));
+          load_keys<I>(key, keys, rows, nt);
 #pragma unroll
           for (int j = 0; j < kPrefetch; j++) {
             const uint32_t p = threadIdx.x + j * kThreads;
@@ -386,8 +387,8 @@ uint64_t tiles_of(uint64_t rows, uint32_t tile) {
 uint64_t scan_temp_bytes(uint64_t n) {
   size_t t = 0;
   // Size query only: no device work.
-  cub::DeviceScan::ExclusiveScan(nullptr, t, (const uint16_t *)nullptr, (uint32_t *)nullptr, cuda::std::plus<uint32_t>{},
-                                 (uint32_t)0, (int64_t)n);
+  cub::DeviceScan::ExclusiveScan(nullptr, t, (const uint16_t *)nullptr, (uint32_t *)nullptr,
+                                 cuda::std::plus<uint32_t>{}, (uint32_t)0, (int64_t)n);
   return t;
 }
 
@@ -431,7 +432,8 @@ slip_status run_partition(const Launch &l) {
   const uint64_t n = (uint64_t)l.ntiles * l.nparts;
   uint32_t hist_grid = 0, scatter_grid = 0;
   const bool cb_shared = colbase_bytes(l.nparts, l.cols.n) <= kColbaseSmem;
-  const size_t smem = scatter_smem(l.nparts, kThreads * I, l.maxw) + (cb_shared ? colbase_bytes(l.nparts, l.cols.n) : 0);
+  const size_t smem =
+      scatter_smem(l.nparts, kThreads * I, l.maxw) + (cb_shared ? colbase_bytes(l.nparts, l.cols.n) : 0);
   size_t temp = l.scan_temp_bytes;
   SLIP_CHECK(grid_of(hist_kernel<I>, l.nparts * sizeof(uint32_t), l.waves, l.ntiles, &hist_grid));
   hist_kernel<I><<<hist_grid, kThreads, l.nparts * sizeof(uint32_t), l.stream>>>(l.b->keys, l.b->rows, l.nparts,
@@ -444,9 +446,8 @@ slip_status run_partition(const Launch &l) {
   SLIP_LAUNCH_CHECK();
   if (l.b->rows > 0) {
     SLIP_CHECK(grid_of(scatter_kernel<I, kBlocks>, smem, l.waves, l.ntiles, &scatter_grid));
-    scatter_kernel<I, kBlocks><<<scatter_grid, kThreads, smem, l.stream>>>(l.b->keys, l.b->rows, l.nparts, l.ntiles, l.bits,
-                                                                  l.cols, l.maxw, cb_shared, l.scanned, l.colbase,
-                                                                  l.out);
+    scatter_kernel<I, kBlocks><<<scatter_grid, kThreads, smem, l.stream>>>(
+        l.b->keys, l.b->rows, l.nparts, l.ntiles, l.bits, l.cols, l.maxw, cb_shared, l.scanned, l.colbase, l.out);
     SLIP_LAUNCH_CHECK();
   }
 done:
@@ -492,7 +493,8 @@ extern "C" slip_status slip_partition_tuned(const slip_batch *b, uint32_t nparts
   if (nparts == 0 || nparts > SLIP_PARTITION_MAX_PARTS)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u partitions, expected 1..%d", nparts, SLIP_PARTITION_MAX_PARTS);
   items = tuning && tuning->items ? tuning->items : default_items(nparts);
-  if (items != 8 && items != 16) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u items per thread, expected 8 or 16", items);
+  if (items != 8 && items != 16)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u items per thread, expected 8 or 16", items);
   blocks = tuning && tuning->blocks_per_sm ? tuning->blocks_per_sm : default_blocks(items);
   if (blocks != 2 && blocks != 3) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "tuning: %u blocks per SM, expected 2 or 3", blocks);
   if (b->ncols > SLIP_PARTITION_MAX_COLS)

@@ -33,8 +33,9 @@ uint64_t slip_partition_block_bytes(const slip_batch *b, uint64_t rows_in_block)
 uint64_t slip_partition_out_bound(const slip_batch *b, uint32_t nparts);
 uint64_t slip_partition_scratch_bytes(uint64_t rows, uint32_t nparts);
 
-/* Hash-partitions `b` into `nparts` contiguous blocks in d_out (capacity out_cap). Writes
- * d_offsets[nparts + 1] and d_counts[nparts] (device memory, uint64). */
+/* Hash-partitions `b` into `nparts` contiguous blocks in d_out (capacity out_cap, 16-byte aligned).
+ * Writes d_offsets[nparts + 1] and d_counts[nparts] (device memory, uint64). Within a block, the
+ * order of the rows is unspecified. partition_tuning.h has a variant with explicit tile sizes. */
 slip_status slip_partition(const slip_batch *b, uint32_t nparts, void *d_out, uint64_t out_cap, uint64_t *d_offsets,
                            uint64_t *d_counts, void *d_scratch, uint64_t scratch_bytes, cudaStream_t stream);
 
