@@ -26,9 +26,14 @@ for tool in cmake nvcc; do
   fi
 done
 
+# jni.h: from SLIP_JAVA_HOME (Maven passes the JDK it runs on), else CMake looks for JAVA_HOME or javac.
+if [[ -n "${SLIP_JAVA_HOME:-}" ]]; then
+  export SLIP_CMAKE_ARGS="${SLIP_CMAKE_ARGS:-} -DSLIP_JAVA_HOME=$SLIP_JAVA_HOME"
+fi
 mkdir -p "$(dirname "$build")"
 SLIP_BUILD_TARGETS="slipstream_jni slipstream_kernels_fatbin" "$here/build.sh" --no-test "$build" >"$build.jni.log" 2>&1 || {
   cat "$build.jni.log" >&2
+  echo "native/build-jni.sh: building the JNI library failed (log above; without a JDK CMake skips the JNI targets: set JAVA_HOME)" >&2
   exit 1
 }
 cp "$build/src/jni/libslipstream_jni.so" "$build/src/jni/slipstream-kernels.fatbin" \
