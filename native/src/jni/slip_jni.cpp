@@ -12,6 +12,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
 
 #include <string>
 #include <vector>
@@ -262,6 +266,90 @@ jint JNICALL signalWaitGe(JNIEnv *env, jclass, jlong addr, jlong value, jlong ti
   return slip_signal_wait_ge(handle<const uint64_t>(addr), (uint64_t)value, (uint64_t)timeoutNs);
 }
 
+// ---- partition (cuda/src/partition.cu) ----
+
+// out[0] = slip_partition_out_bound, out[1] = slip_partition_scratch_bytes for rows of an int64 key
+// and payload columns of the given widths into nparts blocks.
+jint JNICALL partitionBounds(JNIEnv *env, jclass, jintArray widths, jlong rows, jint nparts, jlongArray out) {
+  if (!check_array(env, widths, 0, "column widths")) return 0;
+  if (!check_array(env, out, 2, "partitionBounds out")) return 0;
+  const jsize nc = env->GetArrayLength(widths);
+  if (nc > SLIP_PARTITION_MAX_COLS || rows < 0 || nparts <= 0 || nparts > SLIP_PARTITION_MAX_PARTS) {
+    throw_iae(env, "partition of %lld rows, %d payload columns into %d partitions; expected rows >= 0, at most %d "
+              "columns and 1..%d partitions", (long long)rows, (int)nc, (int)nparts, SLIP_PARTITION_MAX_COLS,
+              SLIP_PARTITION_MAX_PARTS);
+    return 0;
+  }
+  slip_batch b;
+  memset(&b, 0, sizeof b);
+  b.rows = (uint64_t)rows;
+  b.ncols = (uint32_t)nc;
+  jint w[SLIP_PARTITION_MAX_COLS] = {0};
+  env->GetIntArrayRegion(widths, 0, nc, w);
+  for (jsize c = 0; c < nc; c++) b.widths[c] = (uint32_t)w[c];
+  jlong v[2] = {(jlong)slip_partition_out_bound(&b, (uint32_t)nparts),
+                (jlong)slip_partition_scratch_bytes((uint64_t)rows, (uint32_t)nparts)};
+  env->SetLongArrayRegion(out, 0, 2, v);
+  return SLIP_OK;
+}
+
+// Runs slip_partition on device `device` (the caller's primary context) on a fresh non-blocking
+// stream and polls it until done or timeoutMs passes (SLIP_ERR_TIMEOUT; the stream is then left to
+// finish, its buffers must not be freed). Device pointers travel as jlong.
+jint JNICALL partitionRun(JNIEnv *env, jclass, jint device, jlong keys, jlong rows, jintArray widths,
+                          jlongArray cols, jint nparts, jlong out, jlong outCap, jlong offsets, jlong counts,
+                          jlong scratch, jlong scratchBytes, jlong timeoutMs) {
+  if (!check_array(env, widths, 0, "column widths")) return 0;
+  const jsize nc = env->GetArrayLength(widths);
+  if (!check_array(env, cols, nc, "column pointers")) return 0;
+  if (nc > SLIP_PARTITION_MAX_COLS || rows < 0 || nparts <= 0 || outCap < 0 || scratchBytes < 0 || timeoutMs <= 0) {
+    throw_iae(env, "partition of %lld rows, %d payload columns into %d partitions (timeout %lld ms); expected rows "
+              ">= 0, at most %d columns, partitions > 0 and a timeout > 0", (long long)rows, (int)nc, (int)nparts,
+              (long long)timeoutMs, SLIP_PARTITION_MAX_COLS);
+    return 0;
+  }
+  slip_batch b;
+  memset(&b, 0, sizeof b);
+  b.keys = handle<const int64_t>(keys);
+  b.rows = (uint64_t)rows;
+  b.ncols = (uint32_t)nc;
+  jint w[SLIP_PARTITION_MAX_COLS] = {0};
+  jlong p[SLIP_PARTITION_MAX_COLS] = {0};
+  env->GetIntArrayRegion(widths, 0, nc, w);
+  env->GetLongArrayRegion(cols, 0, nc, p);
+  for (jsize c = 0; c < nc; c++) {
+    b.widths[c] = (uint32_t)w[c];
+    b.cols[c] = handle<const void>(p[c]);
+  }
+  cudaStream_t stream = nullptr;
+  cudaError_t ce = cudaSetDevice(device);
+  if (ce != cudaSuccess) return slip_set_error(SLIP_ERR_CUDA, "cudaSetDevice(%d): %s", (int)device, cudaGetErrorString(ce));
+  ce = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (ce != cudaSuccess) return slip_set_error(SLIP_ERR_CUDA, "cudaStreamCreateWithFlags: %s", cudaGetErrorString(ce));
+  slip_status st = slip_partition(&b, (uint32_t)nparts, handle<void>(out), (uint64_t)outCap, handle<uint64_t>(offsets),
+                                  handle<uint64_t>(counts), handle<void>(scratch), (uint64_t)scratchBytes, stream);
+  if (st == SLIP_OK) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+      ce = cudaStreamQuery(stream);
+      if (ce == cudaSuccess) break;
+      if (ce != cudaErrorNotReady) {
+        st = slip_set_error(SLIP_ERR_CUDA, "slip_partition (cudaStreamQuery): %s", cudaGetErrorString(ce));
+        break;
+      }
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      if ((t.tv_sec - t0.tv_sec) * 1000LL + (t.tv_nsec - t0.tv_nsec) / 1000000LL > timeoutMs) {
+        st = slip_set_error(SLIP_ERR_TIMEOUT, "slip_partition still running after %lld ms", (long long)timeoutMs);
+        break;
+      }
+      sched_yield();
+    }
+  }
+  cudaStreamDestroy(stream);  // work still queued completes before the stream's resources go
+  return st;
+}
+
 #define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
 const JNINativeMethod kMethods[] = {
     M(lastError, "()Ljava/lang/String;"),
@@ -286,6 +374,8 @@ const JNINativeMethod kMethods[] = {
     M(queueSetCheck, "(JZ)I"),
     M(queueSetSetKey, "(JIJ)I"),
     M(signalWaitGe, "(JJJ)I"),
+    M(partitionBounds, "([IJI[J)I"),
+    M(partitionRun, "(IJJ[I[JIJJJJJJJ)I"),
 };
 #undef M
 

@@ -39,6 +39,12 @@ final class CudaDriver {
   // GetPrimitiveArrayCritical, and under -Xcheck:jni (the GPU tests' setting) a device-to-host
   // copy into a pinned array was seen to come back as zeros on the GPU machine.
 
+  static void copyDeviceToDevice(long dst, long src, long len) {
+    if (len > 0) {
+      check(JCudaDriver.cuMemcpyDtoD(at(dst), at(src), len), "cuMemcpyDtoD(" + len + " bytes)");
+    }
+  }
+
   static void copyToDevice(long address, byte[] src, int off, int len) {
     checkArray(src, off, len);
     ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));

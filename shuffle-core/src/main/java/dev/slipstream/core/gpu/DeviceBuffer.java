@@ -60,6 +60,19 @@ public final class DeviceBuffer implements AutoCloseable {
     return b;
   }
 
+  /**
+   * Copies {@code len} bytes from device address {@code src} (any device memory of this context)
+   * to {@code offset} of this buffer; the destination range is checked.
+   */
+  public void copyFromDevice(long offset, long src, long len) {
+    CudaDriver.checkRange(offset, len, length, "device buffer");
+    if (len > 0 && src == 0) {
+      throw new IllegalArgumentException("device copy of " + len + " bytes from address 0");
+    }
+    ctx.makeCurrent();
+    CudaDriver.copyDeviceToDevice(address() + offset, src, len);
+  }
+
   public void fill(byte value) {
     ctx.makeCurrent();
     CudaDriver.fill(address(), value, length);

@@ -44,6 +44,29 @@ public final class GpuContext implements AutoCloseable {
     return device;
   }
 
+  /** The device's PCI bus id as the driver reports it ({@code 0000:1b:00.0}). */
+  public String pciBusId() {
+    ensureOpen();
+    String[] out = new String[1];
+    CudaDriver.check(JCudaDriver.cuDeviceGetPCIBusId(out, 64, cuDevice), "cuDeviceGetPCIBusId(device " + device + ")");
+    return out[0].trim();
+  }
+
+  /** The device's UUID in nvidia-smi's form ({@code GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}). */
+  public String uuid() {
+    ensureOpen();
+    jcuda.driver.CUuuid u = new jcuda.driver.CUuuid();
+    CudaDriver.check(JCudaDriver.cuDeviceGetUuid(u, cuDevice), "cuDeviceGetUuid(device " + device + ")");
+    StringBuilder sb = new StringBuilder("GPU-");
+    for (int i = 0; i < 16; i++) {
+      if (i == 4 || i == 6 || i == 8 || i == 10) {
+        sb.append('-');
+      }
+      sb.append(String.format("%02x", u.bytes[i] & 0xff));
+    }
+    return sb.toString();
+  }
+
   /** Makes this device's primary context current on the calling thread (for JCuda calls). */
   public void makeCurrent() {
     ensureOpen();

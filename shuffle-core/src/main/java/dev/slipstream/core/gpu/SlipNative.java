@@ -61,6 +61,11 @@ final class SlipNative {
 
   private static native int signalWaitGe(long address, long value, long timeoutNs);
 
+  private static native int partitionBounds(int[] widths, long rows, int nparts, long[] out);
+
+  private static native int partitionRun(int device, long keys, long rows, int[] widths, long[] cols, int nparts,
+      long out, long outCap, long offsets, long counts, long scratch, long scratchBytes, long timeoutMs);
+
   /** Throws the library's error for a failing status, with what the call was doing. */
   private static void check(int code, String what) {
     if (code != 0) {
@@ -186,5 +191,21 @@ final class SlipNative {
   /** Waits until the host word at {@code address} is at least {@code value}. */
   static void waitSignal(long address, long value, long timeoutNs) {
     check(signalWaitGe(address, value, timeoutNs), "signal wait");
+  }
+
+  // ---- partition ----
+
+  /** [output bound, scratch bytes] of {@code slip_partition} for {@code rows} rows of these payload widths. */
+  static long[] partitionSizes(int[] widths, long rows, int nparts) {
+    long[] out = new long[2];
+    check(partitionBounds(widths, rows, nparts, out), "partition sizes");
+    return out;
+  }
+
+  /** Runs {@code slip_partition} on {@code device} and waits for it (polling) up to {@code timeoutMs}. */
+  static void partition(int device, long keys, long rows, int[] widths, long[] cols, int nparts, long out,
+      long outCap, long offsets, long counts, long scratch, long scratchBytes, long timeoutMs) {
+    check(partitionRun(device, keys, rows, widths, cols, nparts, out, outCap, offsets, counts, scratch, scratchBytes,
+        timeoutMs), "partition of " + rows + " rows into " + nparts + " partitions");
   }
 }

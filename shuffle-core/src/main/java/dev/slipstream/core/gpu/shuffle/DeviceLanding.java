@@ -1,0 +1,219 @@
+package dev.slipstream.core.gpu.shuffle;
+
+import dev.slipstream.core.gpu.GpuContext;
+import dev.slipstream.core.gpu.GpuRegion;
+import dev.slipstream.core.gpu.MemoryKind;
+import dev.slipstream.core.gpu.RegionDescriptor;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeMap;
+
+/**
+ * A reader's device landing region: one registered device region ({@link GpuRegion}, exported to
+ * holders through its descriptor) from which requests reserve ranges for their blocks, block table
+ * and signal word. {@link #prepare} lays a request out and resets its signal; after the request was
+ * sent, {@link Fetch#await} waits for the signal (with a deadline), checks the table, and returns
+ * device-resident batches that are views into the landing range until {@link Fetch#close()}.
+ *
+ * <p>Threading: thread-safe. Ownership: owns the region; {@link #close()} frees it and fails
+ * loudly if ranges are still reserved (their memory is freed regardless).
+ */
+public final class DeviceLanding implements AutoCloseable {
+  private final GpuContext ctx;
+  private final GpuRegion region;
+  private final RegionDescriptor descriptor;
+  private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
+  private long used;
+  private long nextRequestId = 1;
+
+  public DeviceLanding(GpuContext ctx, long bytes, int regionId) {
+    if (bytes < 64) {
+      throw new IllegalArgumentException("device landing region of " + bytes + " bytes, expected at least 64");
+    }
+    this.ctx = ctx;
+    this.region = GpuRegion.create(ctx, MemoryKind.DEVICE, bytes, regionId);
+    this.descriptor = region.exportDescriptor();
+    free.put(0L, region.length());
+  }
+
+  public RegionDescriptor descriptor() {
+    return descriptor;
+  }
+
+  /** The region itself (holders in this process push into an alias of it). */
+  public GpuRegion region() {
+    return region;
+  }
+
+  public long capacity() {
+    return region.length();
+  }
+
+  public synchronized long used() {
+    return used;
+  }
+
+  /** What a reader asks of one holder: block {@code (mapAttemptId, partition)} into at most {@code capacity} bytes. */
+  public record Want(long mapAttemptId, int partition, long capacity) {}
+
+  /**
+   * Reserves space for {@code wants} (capacities rounded up to 16 bytes), a block table and a
+   * signal, resets the signal, and returns the request to send. Throws {@link IllegalStateException}
+   * when the landing region has no free range that large (the caller sends fewer blocks at once).
+   */
+  public Fetch prepare(int shuffleId, int[] widths, List<Want> wants) throws TransportException {
+    long need = 0;
+    for (Want w : wants) {
+      if (w.capacity() < 0) {
+        throw new IllegalArgumentException("capacity " + w.capacity() + " of block (" + w.mapAttemptId() + ", "
+            + w.partition() + "), expected >= 0");
+      }
+      need += BatchLayout.align16(w.capacity());
+    }
+    long tableAt = need;
+    need += BatchLayout.align16((long) DeviceWriteRequest.TABLE_ENTRY * wants.size());
+    long signalAt = need;
+    need += 16;
+    long base;
+    long id;
+    synchronized (this) {
+      base = reserve(need);
+      id = nextRequestId++;
+    }
+    List<DeviceWriteRequest.Entry> entries = new ArrayList<>(wants.size());
+    long at = base;
+    for (Want w : wants) {
+      entries.add(new DeviceWriteRequest.Entry(w.mapAttemptId(), w.partition(), at, BatchLayout.align16(w.capacity())));
+      at += BatchLayout.align16(w.capacity());
+    }
+    Fetch f = new Fetch(base, need);
+    try {
+      region.write(base + signalAt, new byte[8]);
+      f.request = new DeviceWriteRequest(id, shuffleId, descriptor(), base + tableAt, base + signalAt, widths, entries)
+          .check();
+      return f;
+    } catch (RuntimeException | TransportException e) {
+      f.close();
+      throw e;
+    }
+  }
+
+  private long reserve(long bytes) {
+    for (var e : free.entrySet()) {
+      if (e.getValue() >= bytes) {
+        long off = e.getKey();
+        long len = e.getValue();
+        free.remove(off);
+        if (len > bytes) {
+          free.put(off + bytes, len - bytes);
+        }
+        used += bytes;
+        return off;
+      }
+    }
+    throw new IllegalStateException("device landing region: no free range of " + bytes + " bytes (" + used + " of "
+        + region.length() + " in use; spark.slipstream.gpu.landing.bytes)");
+  }
+
+  private synchronized void release(long off, long len) {
+    used -= len;
+    Long next = off + len;
+    Long nextLen = free.remove(next);
+    if (nextLen != null) {
+      len += nextLen;
+    }
+    var prev = free.floorEntry(off);
+    if (prev != null && prev.getKey() + prev.getValue() == off) {
+      off = prev.getKey();
+      len += prev.getValue();
+    }
+    free.put(off, len);
+  }
+
+  /** One request's landing range. Close it once the batches it returned are no longer used. */
+  public final class Fetch implements AutoCloseable {
+    private final long base;
+    private final long length;
+    private DeviceWriteRequest request;
+    private boolean open = true;
+
+    private Fetch(long base, long length) {
+      this.base = base;
+      this.length = length;
+    }
+
+    public DeviceWriteRequest request() {
+      return request;
+    }
+
+    /** The block count the signal reaches when everything has landed: one per entry plus the table. */
+    public long expectedBlocks() {
+      return request.entries().size() + 1L;
+    }
+
+    /**
+     * Waits until the signal says every block and the table have landed, or throws
+     * {@link TransportException} (TIMEOUT) at {@code deadlineNanos} (System.nanoTime()); then checks
+     * the table and returns one batch per entry, in request order: views into this range.
+     */
+    public List<DeviceBatch> await(long deadlineNanos) throws TransportException {
+      long sig;
+      long pause = 1;
+      for (;;) {
+        sig = ByteBuffer.wrap(region.read(request.signalOffset(), 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        if ((sig >>> 40) >= expectedBlocks()) {
+          break;
+        }
+        if (System.nanoTime() - deadlineNanos > 0) {
+          throw new TransportException(TransportError.TIMEOUT, "device write request " + request.requestId()
+              + ": signal at " + (sig >>> 40) + " of " + expectedBlocks() + " blocks by the deadline");
+        }
+        java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
+        pause = Math.min(200, pause * 2);
+      }
+      if ((sig >>> 40) != expectedBlocks()) {
+        throw new TransportException(TransportError.INTERNAL, "device write request " + request.requestId()
+            + ": signal counted " + (sig >>> 40) + " blocks, expected " + expectedBlocks());
+      }
+      int n = request.entries().size();
+      ByteBuffer t = ByteBuffer.wrap(region.read(request.tableOffset(), DeviceWriteRequest.TABLE_ENTRY * n))
+          .order(ByteOrder.LITTLE_ENDIAN);
+      int[] widths = request.widths();
+      List<DeviceBatch> out = new ArrayList<>(n);
+      for (DeviceWriteRequest.Entry e : request.entries()) {
+        long bytes = t.getLong();
+        long rows = t.getLong();
+        if (rows < 0 || rows >= (1L << 32) || bytes > e.capacity() || BatchLayout.packedBytes(rows, widths) > bytes) {
+          throw new TransportException(TransportError.MALFORMED, "device write request " + request.requestId()
+              + ": block (" + e.mapAttemptId() + ", " + e.partition() + ") reported " + bytes + " bytes and " + rows
+              + " rows, expected rows in [0, 2^32) packed in at most the capacity " + e.capacity() + " bytes");
+        }
+        BatchLayout packed = BatchLayout.packed(rows, widths);
+        out.add(DeviceBatch.view(ctx.device(), region.devicePointer() + e.landingOffset(), packed));
+      }
+      return out;
+    }
+
+    @Override
+    public void close() {
+      if (open) {
+        open = false;
+        release(base, length);
+      }
+    }
+  }
+
+  @Override
+  public synchronized void close() {
+    long outstanding = used;
+    region.close();
+    if (outstanding > 0) {
+      used = 0;
+      throw new IllegalStateException("device landing region closed with " + outstanding + " bytes still reserved");
+    }
+  }
+}

@@ -1,0 +1,71 @@
+package dev.slipstream.core.gpu.shuffle;
+
+import dev.slipstream.core.gpu.MemoryKind;
+import dev.slipstream.core.gpu.RegionDescriptor;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.wire.WireReader;
+import dev.slipstream.core.wire.WireWriter;
+
+/**
+ * What an executor with a GPU tells the driver (and through it every peer) at registration: which
+ * machine it runs on ({@code hostId}: CUDA IPC works only between processes of one machine), which
+ * GPU it was given (ordinal, PCI bus id, UUID), whether it can reach peers through a GPUNetIO NIC,
+ * and its device landing region's descriptor (CUDA IPC handle inside).
+ *
+ * <p>Wire form: a version byte ({@link #VERSION}), then the fields; {@link #decode} checks each and
+ * names what was got and what was expected. Immutable.
+ */
+public record GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
+    RegionDescriptor landing) {
+  public static final byte VERSION = 1;
+  static final int MAX_HOST_ID = 256;
+  static final int MAX_PCI_BUS_ID = 32;
+  static final int MAX_UUID = 64;
+
+  public GpuEndpoint {
+    if (hostId == null || hostId.isEmpty() || hostId.length() > MAX_HOST_ID) {
+      throw new IllegalArgumentException("GPU endpoint: host id '" + hostId + "', expected 1.." + MAX_HOST_ID
+          + " characters");
+    }
+    if (device < 0) {
+      throw new IllegalArgumentException("GPU endpoint: device " + device + ", expected >= 0");
+    }
+    if (pciBusId == null || pciBusId.length() > MAX_PCI_BUS_ID || uuid == null || uuid.length() > MAX_UUID) {
+      throw new IllegalArgumentException("GPU endpoint: PCI bus id '" + pciBusId + "' and UUID '" + uuid
+          + "', expected at most " + MAX_PCI_BUS_ID + " and " + MAX_UUID + " characters");
+    }
+    if (landing.kind() != MemoryKind.DEVICE || landing.device() != device) {
+      throw new IllegalArgumentException("GPU endpoint: landing region " + Integer.toUnsignedString(landing.id())
+          + " is " + landing.kind() + " memory on device " + landing.device() + ", expected DEVICE memory on device "
+          + device);
+    }
+  }
+
+  public void encode(WireWriter w) {
+    w.putByte(VERSION).putString(hostId).putInt(device).putString(pciBusId).putString(uuid)
+        .putByte(gpunetio ? 1 : 0).putBytes(landing.encode());
+  }
+
+  public static GpuEndpoint decode(WireReader r) throws TransportException {
+    byte v = r.getByte("GPU endpoint version");
+    if (v != VERSION) {
+      throw new TransportException(TransportError.BAD_VERSION, "GPU endpoint: version " + v + ", expected " + VERSION);
+    }
+    String host = r.getString("GPU endpoint host id", MAX_HOST_ID * 4);
+    int device = r.getInt("GPU endpoint device", 0, Integer.MAX_VALUE);
+    String pci = r.getString("GPU endpoint PCI bus id", MAX_PCI_BUS_ID * 4);
+    String uuid = r.getString("GPU endpoint UUID", MAX_UUID * 4);
+    byte nic = r.getByte("GPU endpoint gpunetio flag");
+    if (nic != 0 && nic != 1) {
+      throw new TransportException(TransportError.MALFORMED, "GPU endpoint: gpunetio flag " + nic
+          + ", expected 0 or 1");
+    }
+    byte[] desc = r.getBytes("GPU endpoint landing descriptor", RegionDescriptor.BYTES);
+    try {
+      return new GpuEndpoint(host, device, pci, uuid, nic == 1, RegionDescriptor.decode(desc));
+    } catch (IllegalArgumentException e) {
+      throw new TransportException(TransportError.MALFORMED, e.getMessage());
+    }
+  }
+}
