@@ -48,8 +48,14 @@ final class ExecutorRuntime implements AutoCloseable {
   private final Map<String, PeerInfo> peers = new ConcurrentHashMap<>();
   private final RpcEndpointRef self;
   private final RpcEndpointRef driver;
-  private final PeerInfo me;
+  private volatile PeerInfo me;
   private final SlipstreamMetricsSource metricsSource;
+  private final String host;
+  private volatile dev.slipstream.spark.gpu.GpuExecutor gpu;
+  private volatile String noGpu;
+  /** Completes once the GPU plugin's assignment was acted on (at once without the plugin or with mode off). */
+  private final java.util.concurrent.CompletableFuture<Void> gpuSettled = new java.util.concurrent.CompletableFuture<>();
+  private final java.util.concurrent.ExecutorService deviceWriteThread;
 
   ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
     this.env = env;
@@ -59,7 +65,20 @@ final class ExecutorRuntime implements AutoCloseable {
       throw new IllegalArgumentException(SlipstreamConf.TRANSPORT.key() + ": got 'loopback', which reaches only one JVM;"
           + " expected 'tcp' (or another network transport) when executors run in their own JVMs");
     }
-    String host = org.apache.spark.util.Utils.localHostName();
+    this.host = org.apache.spark.util.Utils.localHostName();
+    this.noGpu = conf.gpu().off() ? dev.slipstream.spark.gpu.GpuConf.MODE.key() + "=off"
+        : "executor " + executorId + " was assigned no GPU (set spark.executor.resource."
+        + conf.gpu().resource() + ".amount=1 with a discovery script, and spark.plugins="
+        + dev.slipstream.spark.gpu.SlipstreamGpuPlugin.class.getName() + ")";
+    if (conf.gpu().off() || !env.conf().get("spark.plugins", "").contains(
+        dev.slipstream.spark.gpu.SlipstreamGpuPlugin.class.getName())) {
+      gpuSettled.complete(null);
+    }
+    this.deviceWriteThread = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+      Thread t = new Thread(r, "slipstream-gpu-serve-" + executorId);
+      t.setDaemon(true);
+      return t;
+    });
     // With spark.authenticate on, the transport gets Spark's shared secret; a transport that
     // cannot authenticate refuses to start rather than accept unauthenticated writes.
     Optional<byte[]> secret = env.conf().getBoolean("spark.authenticate", false)
@@ -72,7 +91,7 @@ final class ExecutorRuntime implements AutoCloseable {
     this.node = new ShuffleNode(transport, conf.core(), spillDir, executorId);
     this.me = new PeerInfo(executorId, host, node.localEndpoint(), node.landing().descriptor());
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
-        this::metrics);
+        this::metrics, this::serveDeviceWrite);
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
     this.driver = register();
     this.metricsSource = new SlipstreamMetricsSource(this::metrics);
@@ -118,6 +137,108 @@ final class ExecutorRuntime implements AutoCloseable {
     PeerInfo p = peers.remove(id);
     if (p != null) {
       node.peerLost(p.endpoint(), reason);
+      dev.slipstream.spark.gpu.GpuExecutor g = gpu;
+      if (g != null && p.gpu().isPresent()) {
+        g.peerLost(p.gpu().get());
+      }
+    }
+  }
+
+  /**
+   * Opens the GPU Spark assigned this executor (device {@code ordinal}) and registers its GPU
+   * endpoint with the driver, which tells every peer. Without a usable GPU it stays host-only and
+   * logs why once, or, with {@code spark.slipstream.gpu.mode=require}, throws.
+   */
+  synchronized void attachGpu(int ordinal) throws Exception {
+    if (gpu != null || conf.gpu().off()) {
+      gpuSettled.complete(null);
+      return;
+    }
+    try {
+      dev.slipstream.spark.gpu.GpuExecutor g = dev.slipstream.spark.gpu.GpuExecutor.open(executorId, host, ordinal,
+          conf.gpu());
+      gpu = g;
+      me = me.withGpu(g.endpoint());
+      register();
+    } catch (RuntimeException e) {
+      noGpu = "executor " + executorId + " could not open GPU " + ordinal + ": " + e.getMessage();
+      if (conf.gpu().required()) {
+        throw new IllegalStateException(noGpu + " (" + dev.slipstream.spark.gpu.GpuConf.MODE.key() + "=require)", e);
+      }
+      LOG.warn("{}; staying on the host path (GPU shuffles fail on this executor)", noGpu);
+    } finally {
+      gpuSettled.complete(null);
+    }
+  }
+
+  /** Records that no GPU will come (the plugin found no resource); fails the start under mode=require. */
+  void noGpuAssigned(String why) {
+    noGpu = "executor " + executorId + ": " + why;
+    gpuSettled.complete(null);
+    if (conf.gpu().required()) {
+      throw new IllegalStateException(noGpu + " (" + dev.slipstream.spark.gpu.GpuConf.MODE.key() + "=require)");
+    }
+    LOG.info("{}; host path only", noGpu);
+  }
+
+  /** This executor's GPU, or an exception saying why it has none. */
+  dev.slipstream.spark.gpu.GpuExecutor requireGpu() {
+    try {
+      gpuSettled.get(conf.registrationTimeout().toMillis(), TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.TimeoutException e) {
+      throw new IllegalStateException("GPU shuffle: executor " + executorId + " has not opened its GPU within "
+          + conf.registrationTimeout().toMillis() + " ms (" + noGpu + ")");
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw new IllegalStateException("GPU shuffle: executor " + executorId + ": " + e.getCause(), e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting for the GPU of executor " + executorId, e);
+    }
+    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
+    if (g == null) {
+      throw new IllegalStateException("GPU shuffle on an executor without a GPU: " + noGpu);
+    }
+    return g;
+  }
+
+  java.util.Optional<dev.slipstream.spark.gpu.GpuExecutor> gpu() {
+    return java.util.Optional.ofNullable(gpu);
+  }
+
+  /**
+   * Sends a device write request to executor {@code holder} through the driver (executors cannot
+   * reach each other over Spark RPC) and returns the holder's answer; waits at most the fetch
+   * timeout.
+   */
+  RpcMessages.DeviceWriteResult sendDeviceWrite(String holder, byte[] request) throws TransportException {
+    RpcTimeout t = new RpcTimeout(FiniteDuration.apply(conf.core().fetchTimeout().toMillis(), TimeUnit.MILLISECONDS),
+        dev.slipstream.core.config.CoreConfig.FETCH_TIMEOUT.key());
+    byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.ForwardDeviceWrite(holder, request)), t,
+        ClassTag$.MODULE$.apply(byte[].class));
+    if (RpcMessages.decode(reply) instanceof RpcMessages.DeviceWriteResult r) {
+      return r;
+    }
+    throw new TransportException(dev.slipstream.core.transport.TransportError.MALFORMED,
+        "device write to executor " + holder + ": the driver answered with another message, expected a result");
+  }
+
+  /** Serves a peer's device write request on the serving thread; the reply is sent exactly once. */
+  private void serveDeviceWrite(byte[] request, java.util.function.Consumer<byte[]> reply) {
+    try {
+      deviceWriteThread.execute(() -> {
+        long id = -1;
+        try {
+          dev.slipstream.spark.gpu.GpuExecutor g = requireGpu();
+          id = dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request).requestId();
+          long bytes = g.serve(request, conf.core().fetchTimeout().toMillis());
+          reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(id, true, bytes, "")));
+        } catch (Exception e) {
+          reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(id, false, 0, String.valueOf(e.getMessage()))));
+        }
+      });
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(-1, false, 0, "executor " + executorId
+          + " is stopping")));
     }
   }
 
@@ -188,6 +309,16 @@ final class ExecutorRuntime implements AutoCloseable {
     }
     m.put("mapOutput.spillFiles", files);
     m.put("transport.regions", (long) node.transport().registeredRegionCount());
+    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
+    if (g != null) {
+      m.put("gpu.device", (long) g.context().device());
+      m.put("gpu.mapOutputDeviceBytes", g.store().deviceInUse());
+      m.put("gpu.mapOutputHostBytes", g.store().hostInUse());
+      m.put("gpu.mapOutputSpills", g.store().spills());
+      m.put("gpu.landingInUse", g.landing().used());
+      m.put("gpu.requestsServed", g.server().requestsServed());
+      m.put("gpu.bytesServed", g.server().bytesServed());
+    }
     return m;
   }
 
@@ -202,6 +333,19 @@ final class ExecutorRuntime implements AutoCloseable {
       env.rpcEnv().stop(self);
     } catch (RuntimeException e) {
       LOG.debug("Stopping the executor endpoint: {}", e.toString());
+    }
+    deviceWriteThread.shutdownNow();
+    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
+    gpu = null;
+    if (g != null) {
+      try {
+        deviceWriteThread.awaitTermination(conf.core().fetchTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        g.close();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (RuntimeException e) {
+        LOG.warn("Closing the GPU of executor {}: {}", executorId, e.toString());
+      }
     }
     node.close();
     try (Stream<Path> s = Files.exists(spillDir) ? Files.walk(spillDir) : Stream.empty()) {

@@ -47,6 +47,7 @@ public final class SlipstreamConf {
   private final Duration rpcTimeout;
   private final int directPartitionsMax;
   private final String fallback;
+  private final dev.slipstream.spark.gpu.GpuConf gpu;
 
   public SlipstreamConf(ConfigSource source, Transports transports) {
     this.source = source;
@@ -61,6 +62,7 @@ public final class SlipstreamConf {
     this.rpcTimeout = RPC_TIMEOUT.get(source);
     this.directPartitionsMax = DIRECT_PARTITIONS_MAX.get(source);
     this.fallback = FALLBACK.get(source);
+    this.gpu = new dev.slipstream.spark.gpu.GpuConf(source);
   }
 
   /** Never silent plaintext: encryption asked of Spark stops Slipstream's start, naming the way out. */
@@ -123,4 +125,5 @@ public final class SlipstreamConf {
   public Duration registrationTimeout() { return registrationTimeout; }
   public Duration rpcTimeout() { return rpcTimeout; }
   public int directPartitionsMax() { return directPartitionsMax; }
+  public dev.slipstream.spark.gpu.GpuConf gpu() { return gpu; }
 }

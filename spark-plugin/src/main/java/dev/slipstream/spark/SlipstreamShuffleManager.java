@@ -53,6 +53,7 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   private volatile DriverEndpoint driverEndpoint;
   private volatile ExecutorRuntime runtime;
   private volatile boolean stopped;
+  private volatile Exception gpuFailure;
 
   public SlipstreamShuffleManager(SparkConf sparkConf) {
     this.sparkConf = sparkConf;
@@ -78,6 +79,47 @@ public class SlipstreamShuffleManager implements ShuffleManager {
     Thread t = new Thread(this::startUp, "slipstream-startup");
     t.setDaemon(true);
     t.start();
+  }
+
+  /**
+   * Called by {@link dev.slipstream.spark.gpu.SlipstreamGpuPlugin} on an executor with the CUDA
+   * device Spark assigned it, or -1 with the reason when it assigned none: once the executor's
+   * runtime is up it opens that GPU and registers its GPU endpoint with the driver.
+   */
+  public void gpuAssigned(int ordinal, String whyNone) {
+    started.whenComplete((v, e) -> {
+      ExecutorRuntime r = runtime;
+      if (e != null || r == null) {
+        return;
+      }
+      try {
+        if (ordinal >= 0) {
+          r.attachGpu(ordinal);
+        } else {
+          r.noGpuAssigned(whyNone);
+        }
+      } catch (Exception ex) {
+        LOG.error("Slipstream GPU start-up failed on this executor", ex);
+        gpuFailure = ex;
+      }
+    });
+  }
+
+  /** This executor's GPU once started, or an exception saying why there is none. */
+  public dev.slipstream.spark.gpu.GpuExecutor requireGpu() {
+    return runtimeForGpu().requireGpu();
+  }
+
+  private ExecutorRuntime runtimeForGpu() {
+    awaitStarted();
+    if (gpuFailure != null) {
+      throw new IllegalStateException("Slipstream GPU start-up failed on this executor: " + gpuFailure.getMessage(),
+          gpuFailure);
+    }
+    if (runtime == null) {
+      throw new IllegalStateException("no Slipstream executor runtime in this process (driver outside local mode)");
+    }
+    return runtime;
   }
 
   /** True when this manager hands everything to Spark's sort shuffle (see {@link SlipstreamConf#unsupported()}). */
@@ -165,8 +207,16 @@ public class SlipstreamShuffleManager implements ShuffleManager {
 
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
+    boolean gpuShuffle = dependency.partitioner() instanceof dev.slipstream.spark.gpu.GpuPartitioner;
     if (fallback != null) {
+      if (gpuShuffle) {
+        throw new IllegalStateException("GPU shuffle " + shuffleId + " needs Slipstream, which is using Spark's sort"
+            + " shuffle for this configuration: " + conf.unsupported().orElse("?"));
+      }
       return fallback.registerShuffle(shuffleId, dependency);
+    }
+    if (gpuShuffle) {
+      return new GpuShuffleHandle<>(shuffleId, dependency);
     }
     return new SlipstreamShuffleHandle<>(shuffleId, dependency);
   }
@@ -177,6 +227,9 @@ public class SlipstreamShuffleManager implements ShuffleManager {
                                               ShuffleWriteMetricsReporter metrics) {
     if (fallback != null) {
       return fallback.getWriter(handle, mapId, context, metrics);
+    }
+    if (handle instanceof GpuShuffleHandle<?, ?, ?> g) {
+      return new GpuShuffleWriter<>((GpuShuffleHandle<K, V, Object>) g, mapId, context, metrics, runtime());
     }
     return new SlipstreamShuffleWriter<>((SlipstreamShuffleHandle<K, V, Object>) handle, mapId, context, metrics, runtime(),
         conf.directPartitionsMax());
@@ -190,6 +243,10 @@ public class SlipstreamShuffleManager implements ShuffleManager {
     if (fallback != null) {
       return fallback.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
+    if (handle instanceof GpuShuffleHandle<?, ?, ?> g) {
+      return new GpuShuffleReader<>((GpuShuffleHandle<K, ?, C>) g, startMapIndex, endMapIndex, startPartition,
+          endPartition, context, metrics, runtime());
+    }
     return new SlipstreamShuffleReader<>((SlipstreamShuffleHandle<K, ?, C>) handle, startMapIndex, endMapIndex,
         startPartition, endPartition, context, metrics, runtime());
   }
@@ -202,6 +259,7 @@ public class SlipstreamShuffleManager implements ShuffleManager {
     ExecutorRuntime r = runtime;
     if (r != null) {
       r.node().removeShuffle(shuffleId);
+      r.gpu().ifPresent(g -> g.removeShuffle(shuffleId));
     }
     return true;
   }
@@ -227,6 +285,9 @@ public class SlipstreamShuffleManager implements ShuffleManager {
       r.close();
     }
     SparkEnv env = SparkEnv.get();
+    if (driverEndpoint != null) {
+      driverEndpoint.stop();
+    }
     if (driverEndpoint != null && env != null) {
       try {
         env.rpcEnv().stop(driverEndpoint.self());

@@ -1,17 +1,40 @@
 package dev.slipstream.spark.rpc;
 
+import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
+import java.util.Optional;
 
-/** What the driver's peer table holds for one executor. */
-public record PeerInfo(String executorId, String host, EndpointDescriptor endpoint, RegionDescriptor landing) {
+/**
+ * What the driver's peer table holds for one executor: its transport endpoint and host landing
+ * region, and, when it has a GPU, its {@link GpuEndpoint} (device identity and device landing
+ * region). On the wire the GPU part follows a presence byte (0: none, 1: a versioned GPU endpoint).
+ */
+public record PeerInfo(String executorId, String host, EndpointDescriptor endpoint, RegionDescriptor landing,
+    Optional<GpuEndpoint> gpu) {
+  public PeerInfo {
+    gpu = gpu == null ? Optional.empty() : gpu;
+  }
+
+  public PeerInfo(String executorId, String host, EndpointDescriptor endpoint, RegionDescriptor landing) {
+    this(executorId, host, endpoint, landing, Optional.empty());
+  }
+
+  /** The same peer with {@code g} as its GPU endpoint. */
+  public PeerInfo withGpu(GpuEndpoint g) {
+    return new PeerInfo(executorId, host, endpoint, landing, Optional.of(g));
+  }
+
   void encode(WireWriter w) {
     w.putString(executorId).putString(host);
     endpoint.encode(w);
     landing.encode(w);
+    w.putByte(gpu.isPresent() ? 1 : 0);
+    gpu.ifPresent(g -> g.encode(w));
   }
 
   static PeerInfo decode(WireReader r) throws TransportException {
@@ -19,6 +42,12 @@ public record PeerInfo(String executorId, String host, EndpointDescriptor endpoi
     String host = r.getString("host", 1024);
     EndpointDescriptor e = EndpointDescriptor.decode(r);
     RegionDescriptor l = RegionDescriptor.decode(r);
-    return new PeerInfo(id, host, e, l);
+    byte hasGpu = r.getByte("GPU endpoint presence");
+    if (hasGpu != 0 && hasGpu != 1) {
+      throw new TransportException(TransportError.MALFORMED, "peer " + id + ": GPU endpoint presence byte " + hasGpu
+          + ", expected 0 (no GPU) or 1 (a GPU endpoint follows)");
+    }
+    Optional<GpuEndpoint> gpu = hasGpu == 1 ? Optional.of(GpuEndpoint.decode(r)) : Optional.empty();
+    return new PeerInfo(id, host, e, l, gpu);
   }
 }

@@ -1,0 +1,199 @@
+package dev.slipstream.core.gpu.shuffle;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.slipstream.core.gpu.DeviceBuffer;
+import dev.slipstream.core.gpu.GpuContext;
+import dev.slipstream.core.gpu.GpuProbe;
+import dev.slipstream.core.gpu.GpuRuntime;
+import dev.slipstream.core.gpu.PartitionKernel;
+import dev.slipstream.core.gpu.PushKernel;
+import dev.slipstream.core.gpu.RemoteRegion;
+import dev.slipstream.core.transport.TransportException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The GPU shuffle's data path on one GPU, without Spark: map batches partitioned by the shipped
+ * partition kernel into the device map-output store, then pushed by the push kernel into a landing
+ * region (an alias of this process's own: the cross-process CUDA IPC import is PeerPushGpuTest's),
+ * read back as device batches and compared row by row with a CPU reference of the partition
+ * function. Also: a refused request writes nothing, and an output spilled to host memory comes back
+ * byte-exact.
+ */
+class DeviceShuffleGpuTest {
+  private static final int[] W = {8, 4};
+  private static final int PARTS = 16;
+
+  private static void assumeGpu() {
+    GpuProbe p = GpuRuntime.probe();
+    assumeTrue(p.available(), p.reason());
+  }
+
+  /** Rows [from, from + n): key (negative and repeated keys too), col0 = key * 3, col1 = row index. */
+  private static byte[] rows(long from, int n) {
+    BatchLayout l = BatchLayout.packed(n, W);
+    ByteBuffer b = ByteBuffer.allocate((int) l.bufferBytes()).order(ByteOrder.LITTLE_ENDIAN);
+    SplittableRandom r = new SplittableRandom(42 + from);
+    for (int i = 0; i < n; i++) {
+      long key = r.nextLong(-1_000_000, 1_000_000);
+      b.putLong(8 * i, key);
+      b.putLong((int) l.offset(0) + 8 * i, key * 3);
+      b.putInt((int) l.offset(1) + 4 * i, (int) (from + i));
+    }
+    return b.array();
+  }
+
+  private static DeviceBatch upload(GpuContext ctx, byte[] packed, int n) {
+    BatchLayout l = BatchLayout.packed(n, W);
+    DeviceBuffer d = ctx.allocate(Math.max(16, packed.length));
+    d.write(0, packed);
+    return DeviceBatch.owning(ctx.device(), d.address(), l, d);
+  }
+
+  /** Decodes a packed block into row index -> key, checking col0 and the partition of every key. */
+  private static void collect(byte[] block, long n, int partition, Map<Integer, Long> into) {
+    BatchLayout l = BatchLayout.packed(n, W);
+    ByteBuffer b = ByteBuffer.wrap(block).order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < n; i++) {
+      long key = b.getLong(8 * i);
+      assertEquals(key * 3, b.getLong((int) l.offset(0) + 8 * i), "col0 of row with key " + key);
+      assertEquals(partition, PartitionKernel.partitionOf(key, PARTS), "partition of key " + key);
+      int row = b.getInt((int) l.offset(1) + 4 * i);
+      assertEquals(null, into.put(row, key), "row " + row + " twice");
+    }
+  }
+
+  private static Map<Integer, Long> reference(long from, int n) {
+    ByteBuffer b = ByteBuffer.wrap(rows(from, n)).order(ByteOrder.LITTLE_ENDIAN);
+    Map<Integer, Long> m = new HashMap<>();
+    for (int i = 0; i < n; i++) {
+      m.put((int) (from + i), b.getLong(8 * i));
+    }
+    return m;
+  }
+
+  @Test
+  void mapOutputsPartitionedOnTheDeviceArePushedIntoTheLandingRegionByteExact() throws TransportException {
+    assumeGpu();
+    int n1 = 100_003;
+    int n2a = 40_000;
+    int n2b = 25_001;
+    try (GpuContext ctx = GpuContext.open(0);
+        PushKernel kernel = PushKernel.load(ctx);
+        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 1000), 64L << 20, 0);
+        DeviceLanding landing = new DeviceLanding(ctx, 32L << 20, 1);
+        RemoteRegion landingView = RemoteRegion.alias(landing.region())) {
+      long[][] out1;
+      long[][] out2;
+      try (DeviceBatch b1 = upload(ctx, rows(0, n1), n1);
+          DeviceBatch b2a = upload(ctx, rows(n1, n2a), n2a);
+          DeviceBatch b2b = upload(ctx, rows(n1 + n2a, n2b), n2b)) {
+        out1 = DeviceMapOutputWriter.write(ctx, store, 7, 1, List.of(b1), PARTS, W, 30_000);
+        out2 = DeviceMapOutputWriter.write(ctx, store, 7, 2, List.of(b2a, b2b), PARTS, W, 30_000); // concatenated
+      }
+      // The store's sections: every row once, in the partition the CPU reference computes.
+      Map<Integer, Long> got1 = new HashMap<>();
+      Map<Integer, Long> got2 = new HashMap<>();
+      List<byte[]> sections = new ArrayList<>();
+      for (long map : new long[] {1, 2}) {
+        try (DeviceMapOutputStore.Pinned p = store.pin(7, map)) {
+          for (int q = 0; q < PARTS; q++) {
+            byte[] s = new byte[(int) p.bytes(q)];
+            p.block().read(p.offset(q), s, 0, s.length);
+            assertEquals(BatchLayout.packedBytes(p.rows(q), W), s.length, "section " + q + " of map " + map);
+            collect(s, p.rows(q), q, map == 1 ? got1 : got2);
+            sections.add(s);
+            assertEquals((map == 1 ? out1 : out2)[0][q], s.length);
+          }
+        }
+      }
+      assertEquals(reference(0, n1), got1);
+      Map<Integer, Long> ref2 = reference(n1, n2a);
+      ref2.putAll(reference(n1 + n2a, n2b));
+      assertEquals(ref2, got2);
+
+      // Push every block of both maps in one request; compare the landed batches with the sections.
+      DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> landingView, 1 << 20);
+      List<DeviceLanding.Want> wants = new ArrayList<>();
+      for (long map : new long[] {1, 2}) {
+        for (int q = 0; q < PARTS; q++) {
+          wants.add(new DeviceLanding.Want(map, q, (map == 1 ? out1 : out2)[0][q]));
+        }
+      }
+      try (DeviceLanding.Fetch f = landing.prepare(7, W, wants)) {
+        long bytes = server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
+        List<DeviceBatch> landed = f.await(System.nanoTime() + 30_000_000_000L);
+        assertEquals(2 * PARTS, landed.size());
+        long total = 0;
+        for (int i = 0; i < landed.size(); i++) {
+          DeviceBatch b = landed.get(i);
+          long off = b.address() - landing.region().devicePointer();
+          assertArrayEquals(sections.get(i), landing.region().read(off, (int) b.layout().bufferBytes()),
+              "landed block " + i);
+          total += b.layout().bufferBytes();
+        }
+        assertEquals(total, bytes);
+      }
+      assertEquals(0, landing.used());
+
+      // Refused: a block larger than its capacity, or an output that is not here; nothing lands.
+      landing.region().fill((byte) 0);
+      try (DeviceLanding.Fetch f = landing.prepare(7, W, List.of(new DeviceLanding.Want(1, 3, out1[0][3] - 16)))) {
+        var e = assertThrows(TransportException.class, () -> server.serve(f.request(), 30_000));
+        assertTrue(e.getMessage().contains("has " + out1[0][3] + " bytes, more than its capacity"), e.getMessage());
+        var t = assertThrows(TransportException.class, () -> f.await(System.nanoTime() + 50_000_000L));
+        assertTrue(t.getMessage().contains("signal at 0 of 2 blocks by the deadline"), t.getMessage());
+        assertArrayEquals(new byte[64], landing.region().read(f.request().entries().get(0).landingOffset(), 64));
+      }
+      try (DeviceLanding.Fetch f = landing.prepare(7, W, List.of(new DeviceLanding.Want(99, 0, 1024)))) {
+        var e = assertThrows(TransportException.class, () -> server.serve(f.request(), 30_000));
+        assertTrue(e.getMessage().contains("no device map output for shuffle 7 map attempt 99"), e.getMessage());
+      }
+      try (DeviceLanding.Fetch f = landing.prepare(7, new int[] {8}, List.of(new DeviceLanding.Want(1, 0, 1 << 20)))) {
+        var e = assertThrows(TransportException.class, () -> server.serve(f.request(), 30_000));
+        assertTrue(e.getMessage().contains("has payload widths [8, 4], the request expects [8]"), e.getMessage());
+      }
+      assertEquals(2, store.removeShuffle(7));
+      assertEquals(0, store.deviceInUse());
+    }
+  }
+
+  @Test
+  void anOutputSpilledToHostMemoryComesBackByteExact() {
+    assumeGpu();
+    int n = 50_000;
+    try (GpuContext ctx = GpuContext.open(0)) {
+      long bound = PartitionKernel.sizes(n, W, PARTS)[0];
+      try (DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 2000), bound + 16, 8L << 20);
+          DeviceBatch a = upload(ctx, rows(0, n), n);
+          DeviceBatch b = upload(ctx, rows(n, n), n)) {
+        DeviceMapOutputWriter.write(ctx, store, 1, 10, List.of(a), PARTS, W, 30_000);
+        byte[] before;
+        try (DeviceMapOutputStore.Pinned p = store.pin(1, 10)) {
+          before = new byte[(int) p.block().length()];
+          p.block().read(0, before, 0, before.length);
+        }
+        DeviceMapOutputWriter.write(ctx, store, 1, 11, List.of(b), PARTS, W, 30_000); // map 10 moves to host
+        assertEquals(1, store.spills());
+        assertTrue(store.hostInUse() > 0);
+        try (DeviceMapOutputStore.Pinned p = store.pin(1, 10)) { // and map 11 moves out for it
+          assertEquals(1, store.restores());
+          byte[] after = new byte[(int) p.bytes(PARTS - 1) + (int) p.offset(PARTS - 1)];
+          p.block().read(0, after, 0, after.length);
+          assertArrayEquals(java.util.Arrays.copyOf(before, after.length), after);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,87 @@
+package dev.slipstream.spark.gpu;
+
+import dev.slipstream.core.config.ConfigEntry;
+import dev.slipstream.core.config.ConfigSource;
+import java.util.List;
+
+/**
+ * Typed configuration of the GPU path (issue 6), validated when the shuffle manager starts: a bad
+ * value fails with the key, the value got and what is expected.
+ */
+public final class GpuConf {
+  public static final ConfigEntry<String> MODE = ConfigEntry.choice("spark.slipstream.gpu.mode", "auto",
+      List.of("auto", "off", "require"),
+      "GPU executors: auto = an executor that Spark assigned a GPU (spark.executor.resource.gpu.amount, with"
+          + " spark.plugins=dev.slipstream.spark.gpu.SlipstreamGpuPlugin) opens it when the GPU probe finds one, and"
+          + " otherwise logs why once and stays host-only; require = such an executor fails to start without a usable"
+          + " GPU; off = never open a GPU. GPU shuffles (SlipstreamGpuShuffle) fail with the reason on executors"
+          + " without one.");
+  public static final ConfigEntry<String> RESOURCE = ConfigEntry.string("spark.slipstream.gpu.resourceName", "gpu",
+      "Name of the Spark resource that holds the executor's GPU (its first address is the CUDA device ordinal).");
+  public static final ConfigEntry<Long> LANDING_BYTES = ConfigEntry.size("spark.slipstream.gpu.landing.bytes", "256m",
+      "Device memory of an executor's GPU landing region, where GPU shuffle blocks are pushed for its reduce tasks"
+          + " (at least 1m).");
+  public static final ConfigEntry<Long> MAP_OUTPUT_BYTES = ConfigEntry.size(
+      "spark.slipstream.gpu.mapOutput.memoryBytes", "1g",
+      "Device memory for GPU map outputs on one executor; beyond it the oldest outputs move to host memory"
+          + " (at least 1m).");
+  public static final ConfigEntry<Long> HOST_SPILL_BYTES = ConfigEntry.size(
+      "spark.slipstream.gpu.mapOutput.hostBytes", "2g",
+      "Host memory that GPU map outputs may spill to when the device budget is spent; when both are spent the map"
+          + " task fails naming both budgets.");
+
+  private static final long MIN_BYTES = 1L << 20;
+
+  private final String mode;
+  private final String resource;
+  private final long landingBytes;
+  private final long mapOutputBytes;
+  private final long hostSpillBytes;
+
+  public GpuConf(ConfigSource source) {
+    this.mode = MODE.get(source);
+    this.resource = RESOURCE.get(source);
+    if (resource.isEmpty()) {
+      throw new IllegalArgumentException(RESOURCE.key() + ": got an empty name, expected a Spark resource name such as 'gpu'");
+    }
+    this.landingBytes = atLeast(LANDING_BYTES, LANDING_BYTES.get(source), MIN_BYTES);
+    this.mapOutputBytes = atLeast(MAP_OUTPUT_BYTES, MAP_OUTPUT_BYTES.get(source), MIN_BYTES);
+    this.hostSpillBytes = atLeast(HOST_SPILL_BYTES, HOST_SPILL_BYTES.get(source), 0);
+  }
+
+  private static long atLeast(ConfigEntry<Long> e, long v, long min) {
+    if (v < min) {
+      throw new IllegalArgumentException(e.key() + ": got " + v + " bytes, expected at least " + min);
+    }
+    return v;
+  }
+
+  public String mode() { return mode; }
+  public boolean off() { return "off".equals(mode); }
+  public boolean required() { return "require".equals(mode); }
+  public String resource() { return resource; }
+  public long landingBytes() { return landingBytes; }
+  public long mapOutputBytes() { return mapOutputBytes; }
+  public long hostSpillBytes() { return hostSpillBytes; }
+
+  /**
+   * The CUDA device ordinal from a Spark resource address; the discovery script and Spark's
+   * standalone worker hand out ordinals ("0", "1").
+   */
+  public static int ordinal(String resource, String[] addresses) {
+    if (addresses == null || addresses.length == 0) {
+      throw new IllegalArgumentException("Spark resource '" + resource + "': no address, expected one GPU ordinal");
+    }
+    String a = addresses[0].trim();
+    try {
+      int d = Integer.parseInt(a);
+      if (d >= 0) {
+        return d;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw new IllegalArgumentException("Spark resource '" + resource + "': address '" + a
+        + "', expected a CUDA device ordinal (0, 1, ...) as bin/slipstream-gpu-discover reports");
+  }
+}

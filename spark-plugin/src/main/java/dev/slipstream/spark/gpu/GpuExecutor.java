@@ -1,0 +1,163 @@
+package dev.slipstream.spark.gpu;
+
+import dev.slipstream.core.gpu.GpuContext;
+import dev.slipstream.core.gpu.GpuProbe;
+import dev.slipstream.core.gpu.GpuRuntime;
+import dev.slipstream.core.gpu.PushKernel;
+import dev.slipstream.core.gpu.RegionDescriptor;
+import dev.slipstream.core.gpu.RemoteRegion;
+import dev.slipstream.core.gpu.shuffle.DeviceBlockServer;
+import dev.slipstream.core.gpu.shuffle.DeviceLanding;
+import dev.slipstream.core.gpu.shuffle.DeviceMapOutputStore;
+import dev.slipstream.core.gpu.shuffle.DeviceWriteRequest;
+import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.core.gpu.shuffle.GpuOutputSpace;
+import dev.slipstream.core.gpu.shuffle.HostIdentity;
+import dev.slipstream.core.transport.TransportException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One executor's GPU: the context on the device Spark assigned it, the device landing region its
+ * reduce tasks receive into, the device map-output store its map tasks write to, the push kernel
+ * and the block server that serves peers' device write requests, and the landing regions of peers
+ * it imported (CUDA IPC), cached until the peer is lost or this closes.
+ *
+ * <p>Threading: thread-safe; the block server serialises pushes. Ownership: {@link #close()} frees
+ * the imported regions, the store's outputs, the landing region, the kernel module and the context,
+ * in that order.
+ */
+public final class GpuExecutor implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(GpuExecutor.class);
+  static final int LANDING_REGION_ID = 1;
+  static final int FIRST_TABLE_ID = 1 << 20;
+  static final int FIRST_OUTPUT_ID = 1 << 21;
+
+  private final String executorId;
+  private final GpuContext ctx;
+  private final PushKernel kernel;
+  private final DeviceLanding landing;
+  private final DeviceMapOutputStore store;
+  private final DeviceBlockServer server;
+  private final GpuEndpoint endpoint;
+  private final Map<RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
+  private volatile boolean closed;
+
+  private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName) {
+    this.executorId = executorId;
+    this.ctx = ctx;
+    List<AutoCloseable> made = new ArrayList<>();
+    try {
+      this.kernel = PushKernel.load(ctx);
+      made.add(kernel);
+      this.landing = new DeviceLanding(ctx, conf.landingBytes(), LANDING_REGION_ID);
+      made.add(landing);
+      this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID), conf.mapOutputBytes(),
+          conf.hostSpillBytes());
+      made.add(store);
+      this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID);
+      this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
+          landing.descriptor());
+    } catch (RuntimeException e) {
+      for (int i = made.size() - 1; i >= 0; i--) {
+        try {
+          made.get(i).close();
+        } catch (Exception s) {
+          e.addSuppressed(s);
+        }
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * Opens device {@code ordinal} for executor {@code executorId}, or throws with the probe's reason
+   * (no library, no driver, no GPU) or the failing call.
+   */
+  public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf) {
+    GpuProbe probe = GpuRuntime.probe();
+    if (!probe.available()) {
+      throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
+    }
+    if (ordinal >= probe.deviceCount()) {
+      throw new IllegalStateException("executor " + executorId + " was assigned GPU " + ordinal + ", but this machine has "
+          + probe.deviceCount() + " GPU(s) (ordinals 0.." + (probe.deviceCount() - 1) + ")");
+    }
+    GpuContext ctx = GpuContext.open(ordinal);
+    try {
+      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName);
+      LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes",
+          executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(), conf.mapOutputBytes());
+      return g;
+    } catch (RuntimeException e) {
+      ctx.close();
+      throw e;
+    }
+  }
+
+  public GpuContext context() { return ctx; }
+  public GpuEndpoint endpoint() { return endpoint; }
+  public DeviceLanding landing() { return landing; }
+  public DeviceMapOutputStore store() { return store; }
+  public DeviceBlockServer server() { return server; }
+
+  /** The imported region for a reader's landing descriptor: an alias of this executor's own, else a CUDA IPC import. */
+  private RemoteRegion importLanding(RegionDescriptor d) {
+    if (closed) {
+      throw new IllegalStateException("GPU of executor " + executorId + " is closed");
+    }
+    if (d.equals(landing.descriptor())) {
+      return imported.computeIfAbsent(d, x -> RemoteRegion.alias(landing.region()));
+    }
+    return imported.computeIfAbsent(d, x -> RemoteRegion.importFrom(ctx, x));
+  }
+
+  /** Serves a peer's device write request (bytes as sent); throws with the reason when refused. */
+  public long serve(byte[] request, long timeoutMs) throws TransportException {
+    return server.serve(DeviceWriteRequest.decode(request), timeoutMs);
+  }
+
+  /** Forgets a lost peer's imported landing region. */
+  public void peerLost(GpuEndpoint peer) {
+    RemoteRegion r = imported.remove(peer.landing());
+    if (r != null) {
+      r.close();
+    }
+  }
+
+  /** Frees a shuffle's device map outputs (those a push still reads go when it ends). */
+  public int removeShuffle(int shuffleId) {
+    return store.removeShuffle(shuffleId);
+  }
+
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    RuntimeException first = null;
+    for (RemoteRegion r : imported.values()) {
+      r.close();
+    }
+    imported.clear();
+    for (AutoCloseable c : new AutoCloseable[] {store, landing, kernel, ctx}) {
+      try {
+        c.close();
+      } catch (Exception e) {
+        if (first == null) {
+          first = new IllegalStateException("closing the GPU of executor " + executorId + ": " + e.getMessage(), e);
+        } else {
+          first.addSuppressed(e);
+        }
+      }
+    }
+    if (first != null) {
+      throw first;
+    }
+  }
+}

@@ -1,0 +1,60 @@
+package dev.slipstream.spark.gpu;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.slipstream.core.config.ConfigSource;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class GpuConfTest {
+  private static GpuConf conf(Map<String, String> m) {
+    return new GpuConf(ConfigSource.of(m));
+  }
+
+  @Test
+  void defaults() {
+    GpuConf c = conf(Map.of());
+    assertEquals("auto", c.mode());
+    assertEquals("gpu", c.resource());
+    assertEquals(256L << 20, c.landingBytes());
+    assertEquals(1L << 30, c.mapOutputBytes());
+    assertEquals(2L << 30, c.hostSpillBytes());
+    assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "REQUIRE")).required());
+    assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "off")).off());
+  }
+
+  @Test
+  void badValuesNameTheKeyTheValueAndWhatIsExpected() {
+    assertEquals("spark.slipstream.gpu.mode: got 'on', expected one of [auto, off, require]",
+        assertThrows(IllegalArgumentException.class, () -> conf(Map.of("spark.slipstream.gpu.mode", "on"))).getMessage());
+    assertEquals("spark.slipstream.gpu.landing.bytes: got 4096 bytes, expected at least 1048576",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.landing.bytes", "4k"))).getMessage());
+    assertEquals("spark.slipstream.gpu.resourceName: got an empty name, expected a Spark resource name such as 'gpu'",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.resourceName", " "))).getMessage());
+  }
+
+  @Test
+  void resourceAddressesAreDeviceOrdinals() {
+    assertEquals(1, GpuConf.ordinal("gpu", new String[] {"1", "2"}));
+    assertEquals("Spark resource 'gpu': address 'GPU-abc', expected a CUDA device ordinal (0, 1, ...) as"
+        + " bin/slipstream-gpu-discover reports",
+        assertThrows(IllegalArgumentException.class, () -> GpuConf.ordinal("gpu", new String[] {"GPU-abc"})).getMessage());
+    assertEquals("Spark resource 'gpu': no address, expected one GPU ordinal",
+        assertThrows(IllegalArgumentException.class, () -> GpuConf.ordinal("gpu", new String[0])).getMessage());
+    assertThrows(IllegalArgumentException.class, () -> GpuConf.ordinal("gpu", new String[] {"-1"}));
+  }
+
+  @Test
+  void partitionerBoundsAndWidthsAreChecked() {
+    assertEquals("GPU shuffle: 2001 partitions, expected 1..2000 (above it Spark's map statuses lose the block sizes"
+        + " that readers reserve device memory by)",
+        assertThrows(IllegalArgumentException.class, () -> new GpuPartitioner(2001, new int[] {8})).getMessage());
+    assertEquals("GPU shuffle: payload width 3, expected 1, 2, 4, 8 or 16",
+        assertThrows(IllegalArgumentException.class, () -> new GpuPartitioner(4, new int[] {3})).getMessage());
+    assertThrows(UnsupportedOperationException.class, () -> new GpuPartitioner(4, new int[] {8}).getPartition(1L));
+  }
+}

@@ -1,0 +1,84 @@
+package dev.slipstream.spark.rpc;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.slipstream.core.gpu.MemoryKind;
+import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.TransportException;
+import java.util.Arrays;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** The registration codec with GPU endpoints, and the device write messages, against truncated and forged bytes. */
+class GpuRpcMessagesTest {
+  private static PeerInfo hostPeer(String id) {
+    return new PeerInfo(id, "host-a", new EndpointDescriptor("tcp", "host-a:7077", new byte[0]),
+        new RegionDescriptor(3, 0, 1 << 20, 99, dev.slipstream.core.transport.MemoryKind.HOST, -1));
+  }
+
+  private static GpuEndpoint gpu(int device) {
+    byte[] ipc = new byte[dev.slipstream.core.gpu.RegionDescriptor.IPC_HANDLE_BYTES];
+    Arrays.fill(ipc, (byte) 3);
+    var landing = dev.slipstream.core.gpu.RegionDescriptor.decode(new dev.slipstream.core.gpu.RegionDescriptor(
+        MemoryKind.DEVICE, 1, device, 77, 256L << 20, 1234, ipc, null).encode());
+    return new GpuEndpoint("host-a/boot", device, "0000:1b:00.0", "GPU-00112233-4455-6677-8899-aabbccddeeff", false,
+        landing);
+  }
+
+  @Test
+  void peersWithAndWithoutGpuRoundTrip() throws TransportException {
+    PeerInfo a = hostPeer("1").withGpu(gpu(0));
+    PeerInfo b = hostPeer("2");
+    var decoded = (RpcMessages.Peers) RpcMessages.decode(RpcMessages.encode(new RpcMessages.Peers(List.of(a, b))));
+    assertEquals(List.of(a, b), decoded.peers());
+    assertEquals(gpu(0), decoded.peers().get(0).gpu().orElseThrow());
+    assertTrue(decoded.peers().get(1).gpu().isEmpty());
+    var reg = (RpcMessages.Register) RpcMessages.decode(RpcMessages.encode(new RpcMessages.Register(a)));
+    assertEquals(a, reg.peer());
+  }
+
+  @Test
+  void forgedOrTruncatedGpuFieldsFailNamingWhatWasExpected() {
+    byte[] plain = RpcMessages.encode(new RpcMessages.Register(hostPeer("1")));
+    byte[] forged = plain.clone();
+    forged[forged.length - 1] = 7; // the presence byte is last when there is no GPU endpoint
+    var e = assertThrows(TransportException.class, () -> RpcMessages.decode(forged));
+    assertEquals("MALFORMED: peer 1: GPU endpoint presence byte 7, expected 0 (no GPU) or 1 (a GPU endpoint follows)",
+        e.getMessage());
+    byte[] withGpu = RpcMessages.encode(new RpcMessages.Register(hostPeer("1").withGpu(gpu(1))));
+    assertThrows(TransportException.class, () -> RpcMessages.decode(Arrays.copyOf(withGpu, withGpu.length - 1)));
+    byte[] noPresence = Arrays.copyOf(plain, plain.length - 1);
+    assertThrows(TransportException.class, () -> RpcMessages.decode(noPresence));
+    // a forged descriptor inside the GPU endpoint: the magic of the 192-byte descriptor at the end
+    byte[] badDesc = withGpu.clone();
+    badDesc[badDesc.length - 192] ^= 0x55;
+    var d = assertThrows(TransportException.class, () -> RpcMessages.decode(badDesc));
+    assertTrue(d.getMessage().contains("region descriptor magic"), d.getMessage());
+  }
+
+  @Test
+  void deviceWriteMessagesRoundTripAndRejectForgedOutcome() throws TransportException {
+    byte[] req = {1, 2, 3, 4, 5};
+    var fwd = (RpcMessages.ForwardDeviceWrite) RpcMessages.decode(
+        RpcMessages.encode(new RpcMessages.ForwardDeviceWrite("7", req)));
+    assertEquals("7", fwd.executorId());
+    assertArrayEquals(req, fwd.request());
+    var dw = (RpcMessages.DeviceWrite) RpcMessages.decode(RpcMessages.encode(new RpcMessages.DeviceWrite(req)));
+    assertArrayEquals(req, dw.request());
+    var ok = new RpcMessages.DeviceWriteResult(12, true, 4096, "");
+    assertEquals(ok, RpcMessages.decode(RpcMessages.encode(ok)));
+    byte[] bad = RpcMessages.encode(new RpcMessages.DeviceWriteResult(12, false, 0, "no"));
+    bad[4 + 8] = 2; // outcome byte after the header and the request id
+    assertEquals("MALFORMED: device write result: outcome 2, expected 0 (refused) or 1 (pushed)",
+        assertThrows(TransportException.class, () -> RpcMessages.decode(bad)).getMessage());
+    byte[] unknown = bad.clone();
+    unknown[3] = 60;
+    assertTrue(assertThrows(TransportException.class, () -> RpcMessages.decode(unknown)).getMessage()
+        .endsWith("got type id 60, expected 32..41"));
+  }
+}
