@@ -77,6 +77,35 @@ final class CudaDriver {
     }
   }
 
+  /**
+   * Loads JCuda's driver binding with {@code java.io.tmpdir} pointing at a fresh folder of this
+   * process. JCuda extracts its library to java.io.tmpdir under a fixed name and loads an existing
+   * file as it is, so two JVMs starting together (the executors of one machine) could map a
+   * half-written file: SIGBUS in dlopen, seen on the GPU machine with two executors (docs/gpu.md).
+   * The property is restored at once; the folder goes when the JVM exits.
+   */
+  private static void loadJCudaPrivately() {
+    synchronized (System.class) {
+      String old = System.getProperty("java.io.tmpdir");
+      try {
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("slipstream-jcuda-");
+        dir.toFile().deleteOnExit();
+        System.setProperty("java.io.tmpdir", dir.toString());
+        Class.forName("jcuda.driver.JCudaDriver", true, CudaDriver.class.getClassLoader());
+        java.io.File[] files = dir.toFile().listFiles();
+        if (files != null) {
+          for (java.io.File f : files) {
+            f.deleteOnExit(); // registered after the folder: deleted before it
+          }
+        }
+      } catch (java.io.IOException | ClassNotFoundException e) {
+        throw new IllegalStateException("loading JCuda's driver binding: " + e, e);
+      } finally {
+        System.setProperty("java.io.tmpdir", old);
+      }
+    }
+  }
+
   private static final class Init {
     private static final RuntimeException FAILURE = tryInit();
 
@@ -92,6 +121,7 @@ final class CudaDriver {
         return new GpuException(SlipStatus.SLIP_ERR_NO_DEVICE, probe.reason());
       }
       try {
+        loadJCudaPrivately();
         int r = JCudaDriver.cuInit(0);
         return r == CUresult.CUDA_SUCCESS ? null
             : new GpuException(SlipStatus.SLIP_ERR_CUDA, "cuInit failed: " + CUresult.stringFor(r));

@@ -79,6 +79,15 @@ public final class GpuContext implements AutoCloseable {
     return DeviceBuffer.allocate(this, bytes);
   }
 
+  /** Copies {@code len} bytes from device address {@code src} of this device into {@code dst[off..]}. */
+  public void copyToHost(long src, byte[] dst, int off, int len) {
+    if (len > 0 && src == 0) {
+      throw new IllegalArgumentException("device copy of " + len + " bytes from address 0");
+    }
+    makeCurrent();
+    CudaDriver.copyFromDevice(src, dst, off, len);
+  }
+
   /** Waits for all work on this device (cuCtxSynchronize). */
   public void synchronize() {
     makeCurrent();

@@ -1,0 +1,333 @@
+package dev.slipstream.bench.gpu;
+
+import dev.slipstream.core.gpu.DeviceBuffer;
+import dev.slipstream.core.gpu.GpuContext;
+import dev.slipstream.core.gpu.PartitionKernel;
+import dev.slipstream.core.gpu.shuffle.BatchLayout;
+import dev.slipstream.core.gpu.shuffle.DeviceBatch;
+import dev.slipstream.spark.SlipstreamShuffleManager;
+import dev.slipstream.spark.gpu.GpuExecutor;
+import dev.slipstream.spark.gpu.SlipstreamGpuShuffle;
+import dev.slipstream.spark.gpu.SlipstreamGpuPlugin;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.IntStream;
+import org.apache.spark.Partitioner;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import scala.Tuple2;
+
+/**
+ * Issue 6 part 4: the end-to-end GPU shuffle job. Spark in local-cluster mode with N executors,
+ * each bound to one GPU through Spark's resource scheduling (worker and executor resource
+ * {@code gpu}, {@code bin/slipstream-gpu-discover} hands each worker its own GPU) and
+ * {@link SlipstreamGpuPlugin}. Each map task builds a lineitem-shaped batch (key + six payload
+ * columns, {@link LineitemGen}) and uploads it into one device buffer; the batches are shuffled by
+ * key through the GPU path ({@link SlipstreamGpuShuffle}); each reduce task checks its device
+ * batches and returns its partition's multiset checksum. The same rows go through the host path
+ * (Slipstream's tcp transport, serialized rows) and the checksums must be equal partition by
+ * partition.
+ *
+ * <p>Timing: the checked jobs copy every batch back and hash it in Java, which would dominate, so
+ * each repetition also runs the same shuffles with reduce tasks that only count rows, and a job
+ * that only generates (and uploads) the rows. Printed per repetition: the job times and the
+ * shuffle throughput, shuffled row bytes divided by (shuffle job time minus generate-only time).
+ * A Spark job's scheduling costs (tens of ms per stage) are inside that time.
+ *
+ * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
+ * [--reps 3] [--discover PATH]}; needs -Dslipstream.plugin.jar (the executors' class path).
+ */
+public final class GpuShuffleJob {
+  private GpuShuffleJob() {}
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> o = new TreeMap<>(Map.of("executors", "2", "maps", "8", "rows", "2000000",
+        "partitions", "16", "reps", "3", "discover", "bin/slipstream-gpu-discover", "seed", "7"));
+    for (int i = 0; i + 1 < args.length; i += 2) {
+      if (!args[i].startsWith("--") || !o.containsKey(args[i].substring(2))) {
+        throw new IllegalArgumentException("unknown option " + args[i] + ", expected one of --" + o.keySet());
+      }
+      o.put(args[i].substring(2), args[i + 1]);
+    }
+    int executors = Integer.parseInt(o.get("executors"));
+    int maps = Integer.parseInt(o.get("maps"));
+    int rows = Integer.parseInt(o.get("rows"));
+    int parts = Integer.parseInt(o.get("partitions"));
+    int reps = Integer.parseInt(o.get("reps"));
+    long seed = Long.parseLong(o.get("seed"));
+    String discover = new java.io.File(o.get("discover")).getAbsolutePath();
+    // (Not LocalCluster.executorClassPath(): that class links Spark SQL, which the GPU machine's stage leaves out.)
+    String jar = System.getProperty("slipstream.plugin.jar");
+    if (jar == null || !new java.io.File(jar).isFile()) {
+      throw new IllegalStateException("plugin jar not found at " + jar + " (set -Dslipstream.plugin.jar)");
+    }
+    String app = System.getProperty("slipstream.app.classpath", "");
+    String cp = app.isEmpty() ? jar : jar + java.io.File.pathSeparator + app;
+    SparkConf conf = new SparkConf().setAppName("slipstream-gpu-shuffle")
+        .setMaster("local-cluster[" + executors + ",1,8192]")
+        .set("spark.executor.memory", "6g")
+        .set("spark.executor.extraClassPath", cp)
+        .set("spark.driver.extraClassPath", cp)
+        .set("spark.shuffle.manager", SlipstreamShuffleManager.class.getName())
+        .set("spark.slipstream.transport", "tcp")
+        .set("spark.plugins", SlipstreamGpuPlugin.class.getName())
+        .set("spark.slipstream.gpu.mode", "require")
+        .set("spark.slipstream.gpu.landing.bytes", "2g")
+        .set("spark.slipstream.gpu.mapOutput.memoryBytes", "8g")
+        .set("spark.worker.resource.gpu.amount", "1")
+        .set("spark.worker.resource.gpu.discoveryScript", discover)
+        .set("spark.executor.resource.gpu.amount", "1")
+        .set("spark.executor.resource.gpu.discoveryScript", discover)
+        .set("spark.task.resource.gpu.amount", "1")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.locality.wait", "0s");
+    try (JavaSparkContext sc = new JavaSparkContext(conf)) {
+      long deadline = System.nanoTime() + 180_000_000_000L;
+      while (sc.sc().statusTracker().getExecutorInfos().length < executors + 1) {
+        if (System.nanoTime() > deadline) {
+          throw new IllegalStateException(executors + " executors did not register within 180 s");
+        }
+        Thread.sleep(100);
+      }
+      var driver = ((SlipstreamShuffleManager) SparkEnv.get().shuffleManager()).driverEndpoint();
+      long waitGpu = System.nanoTime() + 60_000_000_000L;
+      while (driver.peers().values().stream().filter(p -> p.gpu().isPresent()).count() < executors) {
+        if (System.nanoTime() > waitGpu) {
+          throw new IllegalStateException("executors with a GPU endpoint: " + driver.peers().values().stream()
+              .filter(p -> p.gpu().isPresent()).count() + " of " + executors + " after 60 s: " + driver.peers());
+        }
+        Thread.sleep(100);
+      }
+      driver.peers().values().forEach(p -> System.out.println("executor " + p.executorId() + ": GPU "
+          + p.gpu().get().device() + " " + p.gpu().get().pciBusId() + " " + p.gpu().get().uuid()));
+      List<String> ids = new ArrayList<>(driver.peers().keySet());
+      if (ids.size() >= 2) {
+        System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1)));
+      }
+      long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
+      System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors%n", maps, rows,
+          LineitemGen.ROW_BYTES, bytes / 1e6, parts, executors);
+      JavaRDD<Integer> mapIds = sc.parallelize(IntStream.range(0, maps).boxed().toList(), maps);
+      for (int rep = 0; rep <= reps; rep++) {
+        // Checked: both paths, per-partition multiset checksums compared.
+        long t0 = System.nanoTime();
+        Map<Integer, LineitemGen.Checksum> gpu = collect(gpuPath(mapIds, seed, rows, parts));
+        long t1 = System.nanoTime();
+        Map<Integer, LineitemGen.Checksum> host = collect(hostPath(mapIds, seed, rows, parts));
+        long t2 = System.nanoTime();
+        if (!gpu.equals(host)) {
+          throw new IllegalStateException("GPU and host paths disagree: GPU " + gpu + " host " + host);
+        }
+        long total = gpu.values().stream().mapToLong(LineitemGen.Checksum::rows).sum();
+        if (total != (long) maps * rows) {
+          throw new IllegalStateException("rows: " + total + ", expected " + (long) maps * rows);
+        }
+        // Timed: the same shuffles with reduce tasks that only count rows (no copy back, no hashing),
+        // against a job that only generates and uploads (or generates, for the host path).
+        long t3 = System.nanoTime();
+        long base = baseline(mapIds, seed, rows);
+        long t4 = System.nanoTime();
+        long gpuRows = SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts, LineitemGen.WIDTHS)
+            .map(DeviceBatch::rows).reduce(Long::sum);
+        long t5 = System.nanoTime();
+        long hostRows = hostRecords(mapIds, seed, rows).partitionBy(new KeyPartitioner(parts)).count();
+        long t6 = System.nanoTime();
+        if (base != total || gpuRows != total || hostRows != total) {
+          throw new IllegalStateException("rows: generated " + base + ", GPU " + gpuRows + ", host " + hostRows
+              + ", expected " + total);
+        }
+        double baseS = (t4 - t3) / 1e9;
+        double gpuS = (t5 - t4) / 1e9;
+        double hostS = (t6 - t5) / 1e9;
+        System.out.printf("%s %d: checked (checksums of %d partitions equal): GPU %.3f s, host %.3f s; timed:"
+                + " generate-only %.3f s, GPU shuffle job %.3f s, host shuffle job %.3f s; shuffle throughput"
+                + " (bytes / (job - generate-only)) GPU %.2f GB/s, host %.2f GB/s%n",
+            rep == 0 ? "warm-up" : "rep", rep, gpu.size(), (t1 - t0) / 1e9, (t2 - t1) / 1e9, baseS, gpuS, hostS,
+            bytes / Math.max(1e-9, gpuS - baseS) / 1e9, bytes / Math.max(1e-9, hostS - baseS) / 1e9);
+      }
+    }
+  }
+
+  private static Map<Integer, LineitemGen.Checksum> collect(JavaRDD<LineitemGen.Checksum> sums) {
+    Map<Integer, LineitemGen.Checksum> m = new TreeMap<>();
+    for (LineitemGen.Checksum c : sums.collect()) {
+      m.merge(c.partition(), c, LineitemGen.Checksum::plus);
+    }
+    return m;
+  }
+
+  /** Generation alone (and a row count), the baseline both paths are measured against. */
+  private static long baseline(JavaRDD<Integer> mapIds, long seed, int rows) {
+    return mapIds.map(m -> {
+      long[] keys = new long[rows];
+      byte[] payload = new byte[rows * LineitemGen.PAYLOAD_BYTES];
+      LineitemGen.generate(seed, m, rows, keys, payload);
+      GpuExecutor g = gpu();
+      try (DeviceBuffer d = g.context().allocate(BatchLayout.packed(rows, LineitemGen.WIDTHS).bufferBytes())) {
+        d.write(0, pack(keys, payload, rows));
+      }
+      return (long) rows;
+    }).reduce(Long::sum);
+  }
+
+  private static GpuExecutor gpu() {
+    return ((SlipstreamShuffleManager) SparkEnv.get().shuffleManager()).requireGpu();
+  }
+
+  /** The packed layout (keys, then each column, 16-byte aligned sections) of generated rows. */
+  static byte[] pack(long[] keys, byte[] payload, int rows) {
+    BatchLayout l = BatchLayout.packed(rows, LineitemGen.WIDTHS);
+    ByteBuffer out = ByteBuffer.allocate((int) l.bufferBytes()).order(ByteOrder.LITTLE_ENDIAN);
+    ByteBuffer p = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < rows; i++) {
+      out.putLong(8 * i, keys[i]);
+    }
+    int colAt = 0;
+    for (int c = 0; c < LineitemGen.WIDTHS.length; c++) {
+      int w = LineitemGen.WIDTHS[c];
+      int base = (int) l.offset(c);
+      for (int i = 0; i < rows; i++) {
+        out.put(base + w * i, payload, i * LineitemGen.PAYLOAD_BYTES + colAt, w);
+      }
+      colAt += w;
+    }
+    return out.array();
+  }
+
+  /** Each map task's rows as one device batch on its executor's GPU. */
+  private static JavaRDD<DeviceBatch> batches(JavaRDD<Integer> mapIds, long seed, int rows) {
+    return mapIds.map(m -> {
+      long[] keys = new long[rows];
+      byte[] payload = new byte[rows * LineitemGen.PAYLOAD_BYTES];
+      LineitemGen.generate(seed, m, rows, keys, payload);
+      GpuContext ctx = gpu().context();
+      BatchLayout l = BatchLayout.packed(rows, LineitemGen.WIDTHS);
+      DeviceBuffer d = ctx.allocate(l.bufferBytes());
+      d.write(0, pack(keys, payload, rows));
+      return DeviceBatch.owning(ctx.device(), d.address(), l, d);
+    });
+  }
+
+  private static JavaRDD<LineitemGen.Checksum> gpuPath(JavaRDD<Integer> mapIds, long seed, int rows, int parts) {
+    return SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts, LineitemGen.WIDTHS).mapPartitions(it -> {
+      int p = TaskContext.getPartitionId();
+      GpuContext ctx = gpu().context();
+      LineitemGen.Checksum sum = new LineitemGen.Checksum(p, 0, 0, 0);
+      while (it.hasNext()) {
+        DeviceBatch b = it.next();
+        sum = sum.plus(checksum(ctx, b, p, parts));
+      }
+      return List.of(sum).iterator();
+    });
+  }
+
+  /** Copies a device batch back and hashes its rows, checking each key belongs to partition {@code p}. */
+  static LineitemGen.Checksum checksum(GpuContext ctx, DeviceBatch b, int p, int parts) {
+    byte[] raw = new byte[(int) b.layout().bufferBytes()];
+    ctx.copyToHost(b.address(), raw, 0, raw.length);
+    return checksum(raw, b.layout(), p, parts);
+  }
+
+  /** The checksum of a packed batch's rows ({@code raw} laid out as {@code layout}). */
+  static LineitemGen.Checksum checksum(byte[] raw, BatchLayout layout, int p, int parts) {
+    int n = (int) layout.rows();
+    ByteBuffer in = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN);
+    ByteBuffer row = ByteBuffer.allocate(LineitemGen.PAYLOAD_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+    long sum = 0;
+    long xor = 0;
+    for (int i = 0; i < n; i++) {
+      long key = in.getLong((int) layout.keyOffset() + 8 * i);
+      if (PartitionKernel.partitionOf(key, parts) != p) {
+        throw new IllegalStateException("key " + key + " in partition " + p + ", expected partition "
+            + PartitionKernel.partitionOf(key, parts));
+      }
+      int at = 0;
+      for (int c = 0; c < LineitemGen.WIDTHS.length; c++) {
+        int w = LineitemGen.WIDTHS[c];
+        row.put(at, raw, (int) layout.offset(c) + w * i, w);
+        at += w;
+      }
+      long h = LineitemGen.rowHash(key, row, 0);
+      sum += h;
+      xor ^= h;
+    }
+    return new LineitemGen.Checksum(p, n, sum, xor);
+  }
+
+  /** The same rows as host records (key, 36 payload bytes) through Slipstream's host path. */
+  private static JavaRDD<LineitemGen.Checksum> hostPath(JavaRDD<Integer> mapIds, long seed, int rows, int parts) {
+    return hostRecords(mapIds, seed, rows).partitionBy(new KeyPartitioner(parts)).mapPartitions(it -> {
+      int p = TaskContext.getPartitionId();
+      return List.of(hostChecksum(it, p)).iterator();
+    });
+  }
+
+  /** The generated rows as host records (key, 36 payload bytes). */
+  private static JavaPairRDD<Long, byte[]> hostRecords(JavaRDD<Integer> mapIds, long seed, int rows) {
+    return mapIds.flatMapToPair(m -> {
+      long[] keys = new long[rows];
+      byte[] payload = new byte[rows * LineitemGen.PAYLOAD_BYTES];
+      LineitemGen.generate(seed, m, rows, keys, payload);
+      return new Iterator<Tuple2<Long, byte[]>>() {
+        int i;
+
+        @Override
+        public boolean hasNext() {
+          return i < rows;
+        }
+
+        @Override
+        public Tuple2<Long, byte[]> next() {
+          byte[] r = java.util.Arrays.copyOfRange(payload, i * LineitemGen.PAYLOAD_BYTES,
+              (i + 1) * LineitemGen.PAYLOAD_BYTES);
+          return new Tuple2<>(keys[i++], r);
+        }
+      };
+    });
+  }
+
+  /** The checksum of host records (key, 36 payload bytes). */
+  static LineitemGen.Checksum hostChecksum(Iterator<Tuple2<Long, byte[]>> it, int p) {
+    long n = 0;
+    long sum = 0;
+    long xor = 0;
+    while (it.hasNext()) {
+      Tuple2<Long, byte[]> r = it.next();
+      long h = LineitemGen.rowHash(r._1(), ByteBuffer.wrap(r._2()).order(ByteOrder.LITTLE_ENDIAN), 0);
+      n++;
+      sum += h;
+      xor ^= h;
+    }
+    return new LineitemGen.Checksum(p, n, sum, xor);
+  }
+
+  /** The GPU partition function on the host, so both paths put each row in the same partition. */
+  static final class KeyPartitioner extends Partitioner {
+    private static final long serialVersionUID = 1L;
+    private final int parts;
+
+    KeyPartitioner(int parts) {
+      this.parts = parts;
+    }
+
+    @Override
+    public int numPartitions() {
+      return parts;
+    }
+
+    @Override
+    public int getPartition(Object key) {
+      return PartitionKernel.partitionOf((Long) key, parts);
+    }
+  }
+}
