@@ -260,6 +260,14 @@ final class ExecutorRuntime implements AutoCloseable {
     if (p != null) {
       return Optional.of(p);
     }
+    return peerFromDriver(id);
+  }
+
+  /**
+   * The peer as the driver knows it now (a GPU endpoint registered after the copy here was made
+   * reaches this executor through PeerJoined, which may still be on its way).
+   */
+  Optional<PeerInfo> peerFromDriver(String id) {
     try {
       byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.Lookup(id)), timeout(),
           ClassTag$.MODULE$.apply(byte[].class));

@@ -123,6 +123,12 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
           + " is not in Slipstream's peer table (lost or never registered)", null));
     }
     if (peer.get().gpu().isEmpty()) {
+      Optional<PeerInfo> fresh = runtime.peerFromDriver(holder);
+      if (fresh.isPresent()) {
+        peer = fresh;
+      }
+    }
+    if (peer.get().gpu().isEmpty()) {
       throw Scala.sneaky(fetchFailed(blocks.get(0), "executor " + holder + " registered no GPU endpoint", null));
     }
     GpuPath path = GpuPath.between(gpu.endpoint(), peer.get().gpu().get());
@@ -133,6 +139,13 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
     DeviceLanding landing = gpu.landing();
     long budget = landing.capacity() / 2;
+    for (Block b : blocks) {
+      if (b.size() > budget) {
+        throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": block " + b.id() + " of " + b.size()
+            + " bytes does not fit half the device landing region (" + landing.capacity()
+            + " bytes, spark.slipstream.gpu.landing.bytes); use more partitions or a larger landing region");
+      }
+    }
     int i = 0;
     while (i < blocks.size()) {
       List<Block> chunk = new ArrayList<>();
@@ -145,16 +158,25 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         bytes += b.size();
       }
       long t0 = System.nanoTime();
-      try (DeviceLanding.Fetch f = landing.prepare(handle.shuffleId(), widths, wants)) {
-        long deadline = System.nanoTime() + runtime.node().config().fetchTimeout().toNanos();
+      long deadline = t0 + runtime.node().config().fetchTimeout().toNanos();
+      DeviceLanding.Fetch f;
+      try {
+        f = landing.prepare(handle.shuffleId(), widths, wants, deadline); // waits for other tasks' space
+      } catch (TransportException e) {
+        throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": device write request to executor "
+            + holder + ": " + e.getMessage(), e);
+      }
+      boolean landed = false;
+      try {
         RpcMessages.DeviceWriteResult r = runtime.sendDeviceWrite(holder, f.request().encode());
         if (!r.ok()) {
           throw Scala.sneaky(fetchFailed(chunk.get(0), "executor " + holder + " refused device write request "
               + f.request().requestId() + ": " + r.reason(), null));
         }
-        List<DeviceBatch> landed = f.await(deadline);
+        List<DeviceBatch> batches = f.await(deadline);
+        landed = true;
         metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
-        for (DeviceBatch b : landed) {
+        for (DeviceBatch b : batches) {
           out.add(copy(gpu, b.address(), b.rows(), widths));
           metrics.incRemoteBlocksFetched(1);
           metrics.incRemoteBytesRead(b.layout().bufferBytes());
@@ -163,6 +185,12 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       } catch (TransportException | RuntimeException e) {
         // A FetchFailedException thrown above is checked (sneaky-thrown) and passes through here.
         throw Scala.sneaky(fetchFailed(chunk.get(0), "device fetch from executor " + holder + ": " + e.getMessage(), e));
+      } finally {
+        if (landed) {
+          f.close();
+        } else {
+          f.quarantine(runtime.node().config().fetchTimeout().toMillis()); // the holder may still write
+        }
       }
     }
   }

@@ -19,8 +19,9 @@ import java.util.TreeMap;
  * sent, {@link Fetch#await} waits for the signal (with a deadline), checks the table, and returns
  * device-resident batches that are views into the landing range until {@link Fetch#close()}.
  *
- * <p>Threading: thread-safe. Ownership: owns the region; {@link #close()} frees it and fails
- * loudly if ranges are still reserved (their memory is freed regardless).
+ * <p>Threading: thread-safe; a daemon thread releases quarantined ranges. Ownership: owns the
+ * region; {@link #close()} frees it and fails loudly if ranges are still reserved or quarantined
+ * (their memory is freed regardless).
  */
 public final class DeviceLanding implements AutoCloseable {
   private final GpuContext ctx;
@@ -66,6 +67,14 @@ public final class DeviceLanding implements AutoCloseable {
    * when the landing region has no free range that large (the caller sends fewer blocks at once).
    */
   public Fetch prepare(int shuffleId, int[] widths, List<Want> wants) throws TransportException {
+    return prepare(shuffleId, widths, wants, System.nanoTime());
+  }
+
+  /**
+   * As {@link #prepare(int, int[], List)}, but waits for other requests to release space until
+   * {@code deadlineNanos} (System.nanoTime()) before it gives up.
+   */
+  public Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos) throws TransportException {
     long need = 0;
     for (Want w : wants) {
       if (w.capacity() < 0) {
@@ -81,7 +90,7 @@ public final class DeviceLanding implements AutoCloseable {
     long base;
     long id;
     synchronized (this) {
-      base = reserve(need);
+      base = reserve(need, deadlineNanos);
       id = nextRequestId++;
     }
     List<DeviceWriteRequest.Entry> entries = new ArrayList<>(wants.size());
@@ -102,7 +111,31 @@ public final class DeviceLanding implements AutoCloseable {
     }
   }
 
-  private long reserve(long bytes) {
+  private long reserve(long bytes, long deadlineNanos) {
+    if (bytes > region.length()) {
+      throw new IllegalStateException("device landing region: " + bytes + " bytes asked, more than the region's "
+          + region.length() + " (spark.slipstream.gpu.landing.bytes)");
+    }
+    for (;;) {
+      long at = tryReserve(bytes);
+      if (at >= 0) {
+        return at;
+      }
+      long left = deadlineNanos - System.nanoTime();
+      if (left <= 0) {
+        throw new IllegalStateException("device landing region: no free range of " + bytes + " bytes (" + used
+            + " of " + region.length() + " in use; spark.slipstream.gpu.landing.bytes)");
+      }
+      try {
+        wait(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while waiting for device landing space", e);
+      }
+    }
+  }
+
+  private long tryReserve(long bytes) {
     for (var e : free.entrySet()) {
       if (e.getValue() >= bytes) {
         long off = e.getKey();
@@ -115,8 +148,7 @@ public final class DeviceLanding implements AutoCloseable {
         return off;
       }
     }
-    throw new IllegalStateException("device landing region: no free range of " + bytes + " bytes (" + used + " of "
-        + region.length() + " in use; spark.slipstream.gpu.landing.bytes)");
+    return -1;
   }
 
   private synchronized void release(long off, long len) {
@@ -132,6 +164,7 @@ public final class DeviceLanding implements AutoCloseable {
       len += prev.getValue();
     }
     free.put(off, len);
+    notifyAll();
   }
 
   /** One request's landing range. Close it once the batches it returned are no longer used. */
@@ -205,10 +238,28 @@ public final class DeviceLanding implements AutoCloseable {
         release(base, length);
       }
     }
+
+    /**
+     * For a request that failed or timed out: the holder may still be writing into this range, so it
+     * is released only after {@code delayMs} (the host path quarantines landing space the same way).
+     */
+    public void quarantine(long delayMs) {
+      if (open) {
+        quarantine.schedule(this::close, delayMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+      }
+    }
   }
+
+  private final java.util.concurrent.ScheduledExecutorService quarantine =
+      java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "slipstream-gpu-landing-quarantine");
+        t.setDaemon(true);
+        return t;
+      });
 
   @Override
   public synchronized void close() {
+    quarantine.shutdownNow();
     long outstanding = used;
     region.close();
     if (outstanding > 0) {
