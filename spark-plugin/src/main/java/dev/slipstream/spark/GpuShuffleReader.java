@@ -17,17 +17,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.FetchFailedException;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
-import org.apache.spark.storage.BlockId;
-import org.apache.spark.storage.BlockManagerId;
-import org.apache.spark.storage.ShuffleBlockId;
 import scala.Product2;
 import scala.Tuple2;
-import scala.Tuple3;
 
 /**
  * Reduce side of a GPU shuffle: for partitions {@code [startPartition, endPartition)} of map outputs
@@ -50,8 +45,6 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final ShuffleReadMetricsReporter metrics;
   private final ExecutorRuntime runtime;
 
-  private record Block(BlockManagerId location, int mapIndex, ShuffleBlockId id, long size) {}
-
   GpuShuffleReader(GpuShuffleHandle<K, ?, C> handle, int startMapIndex, int endMapIndex, int startPartition,
                    int endPartition, TaskContext context, ShuffleReadMetricsReporter metrics, ExecutorRuntime runtime) {
     this.handle = handle;
@@ -72,31 +65,17 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     int[] widths = handle.partitioner().widths();
     List<DeviceBatch> out = new ArrayList<>();
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> out.forEach(DeviceBatch::close));
-    List<Block> local = new ArrayList<>();
-    Map<String, List<Block>> remote = new LinkedHashMap<>();
-    var byExecutor = SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(
-        shuffleId, startMapIndex, endMapIndex, startPartition, endPartition);
-    while (byExecutor.hasNext()) {
-      Tuple2<BlockManagerId, ? extends scala.collection.Seq<Tuple3<BlockId, Object, Object>>> e = byExecutor.next();
-      var blocks = e._2().iterator();
-      while (blocks.hasNext()) {
-        Tuple3<BlockId, Object, Object> b = blocks.next();
-        if (!(b._1() instanceof ShuffleBlockId sb)) {
-          throw new IllegalStateException("unexpected block " + b._1() + ": GPU shuffles read single shuffle blocks only");
-        }
-        long size = (Long) b._2();
-        if (size == 0) {
-          continue;
-        }
-        Block blk = new Block(e._1(), (Integer) b._3(), sb, size);
-        if (e._1().executorId().equals(runtime.executorId())) {
-          local.add(blk);
-        } else {
-          remote.computeIfAbsent(e._1().executorId(), k -> new ArrayList<>()).add(blk);
-        }
+    List<MapBlock> local = new ArrayList<>();
+    Map<String, List<MapBlock>> remote = new LinkedHashMap<>();
+    for (MapBlock blk : MapBlock.nonEmpty(shuffleId, startMapIndex, endMapIndex, startPartition, endPartition,
+        "GPU shuffles read single shuffle blocks only")) {
+      if (blk.location().executorId().equals(runtime.executorId())) {
+        local.add(blk);
+      } else {
+        remote.computeIfAbsent(blk.location().executorId(), k -> new ArrayList<>()).add(blk);
       }
     }
-    for (Block b : local) {
+    for (MapBlock b : local) {
       try (DeviceMapOutputStore.Pinned p = gpu.store().pin(shuffleId, b.id().mapId())) {
         out.add(copy(gpu, p.block().address() + p.offset(b.id().reduceId()), p.rows(b.id().reduceId()), widths));
         metrics.incLocalBlocksFetched(1);
@@ -106,7 +85,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         throw Scala.sneaky(fetchFailed(b, "local device map output: " + e.getMessage(), e));
       }
     }
-    for (Map.Entry<String, List<Block>> e : remote.entrySet()) {
+    for (Map.Entry<String, List<MapBlock>> e : remote.entrySet()) {
       fetchFrom(gpu, e.getKey(), e.getValue(), widths, out);
     }
     List<Product2<K, C>> records = new ArrayList<>(out.size());
@@ -116,7 +95,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     return Scala.toScala(records.iterator());
   }
 
-  private void fetchFrom(GpuExecutor gpu, String holder, List<Block> blocks, int[] widths, List<DeviceBatch> out) {
+  private void fetchFrom(GpuExecutor gpu, String holder, List<MapBlock> blocks, int[] widths, List<DeviceBatch> out) {
     Optional<PeerInfo> peer = runtime.peer(holder);
     if (peer.isEmpty()) {
       throw Scala.sneaky(fetchFailed(blocks.get(0), "executor " + holder
@@ -139,7 +118,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
     DeviceLanding landing = gpu.landing();
     long budget = landing.capacity() / 2;
-    for (Block b : blocks) {
+    for (MapBlock b : blocks) {
       if (b.size() > budget) {
         throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": block " + b.id() + " of " + b.size()
             + " bytes does not fit half the device landing region (" + landing.capacity()
@@ -148,11 +127,11 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
     int i = 0;
     while (i < blocks.size()) {
-      List<Block> chunk = new ArrayList<>();
+      List<MapBlock> chunk = new ArrayList<>();
       List<DeviceLanding.Want> wants = new ArrayList<>();
       long bytes = 0;
       while (i < blocks.size() && (chunk.isEmpty() || bytes + blocks.get(i).size() <= budget)) {
-        Block b = blocks.get(i++);
+        MapBlock b = blocks.get(i++);
         chunk.add(b);
         wants.add(new DeviceLanding.Want(b.id().mapId(), b.id().reduceId(), b.size()));
         bytes += b.size();
@@ -208,7 +187,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
   }
 
-  private FetchFailedException fetchFailed(Block b, String message, Throwable cause) {
+  private FetchFailedException fetchFailed(MapBlock b, String message, Throwable cause) {
     return new FetchFailedException(b.location(), handle.shuffleId(), b.id().mapId(), b.mapIndex(), b.id().reduceId(),
         message, cause);
   }

@@ -27,13 +27,11 @@ import org.apache.spark.serializer.SerializerManager;
 import org.apache.spark.shuffle.FetchFailedException;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
-import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.ShuffleBlockId;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Product2;
 import scala.Tuple2;
-import scala.Tuple3;
 
 /**
  * Reduce side: reads partitions {@code [startPartition, endPartition)} of map outputs
@@ -78,28 +76,15 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     Map<dev.slipstream.core.shuffle.BlockId, Source> sources = new HashMap<>();
     List<ShuffleBlockId> local = new ArrayList<>();
     Map<BlockManagerId, List<BlockFetcher.RemoteBlock>> remote = new LinkedHashMap<>();
-    var byExecutor = SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(
-        shuffleId, startMapIndex, endMapIndex, startPartition, endPartition);
-    while (byExecutor.hasNext()) {
-      Tuple2<BlockManagerId, ? extends scala.collection.Seq<Tuple3<BlockId, Object, Object>>> e = byExecutor.next();
-      BlockManagerId loc = e._1();
-      var blocks = e._2().iterator();
-      while (blocks.hasNext()) {
-        Tuple3<BlockId, Object, Object> b = blocks.next();
-        if (!(b._1() instanceof ShuffleBlockId sb)) {
-          throw new IllegalStateException("unexpected block " + b._1() + ": Slipstream reads single shuffle blocks only");
-        }
-        long size = (Long) b._2();
-        if (size == 0) {
-          continue;
-        }
-        var id = new dev.slipstream.core.shuffle.BlockId(shuffleId, sb.mapId(), sb.reduceId());
-        sources.put(id, new Source(loc, (Integer) b._3(), sb));
-        if (loc.executorId().equals(runtime.executorId())) {
-          local.add(sb);
-        } else {
-          remote.computeIfAbsent(loc, k -> new ArrayList<>()).add(new BlockFetcher.RemoteBlock(id, size));
-        }
+    for (MapBlock b : MapBlock.nonEmpty(shuffleId, startMapIndex, endMapIndex, startPartition, endPartition,
+        "Slipstream reads single shuffle blocks only")) {
+      ShuffleBlockId sb = b.id();
+      var id = new dev.slipstream.core.shuffle.BlockId(shuffleId, sb.mapId(), sb.reduceId());
+      sources.put(id, new Source(b.location(), b.mapIndex(), sb));
+      if (b.location().executorId().equals(runtime.executorId())) {
+        local.add(sb);
+      } else {
+        remote.computeIfAbsent(b.location(), k -> new ArrayList<>()).add(new BlockFetcher.RemoteBlock(id, b.size()));
       }
     }
 
