@@ -312,6 +312,7 @@ struct slip_queueset {
   int backend = 0;
   uint32_t nqueues = 0;
   uint32_t depth = 0;
+  uint32_t nlocals = 0;
   std::vector<slip_dev_region> table;  // host copy of the device table
   slip_dev_region *d_table = nullptr;
   slip_dev_queue *d_queues = nullptr;
@@ -361,6 +362,7 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
   qs->backend = backend;
   qs->nqueues = nqueues;
   qs->depth = backend == SLIP_BACKEND_NVLINK ? 0 : depth;
+  qs->nlocals = nlocals;
   for (uint32_t i = 0; i < nlocals; i++) {
     const slip_region *r = locals[i];
     if (!r) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "local region %u is null", i);
@@ -470,6 +472,32 @@ extern "C" slip_status slip_queueset_set_key(slip_queueset *qs, uint32_t index, 
   qs->table[index].key = key;
   SLIP_CUDA_CHECK(cudaSetDevice(qs->ctx->device));
   SLIP_CUDA_CHECK(cudaMemcpy(&qs->d_table[index], &qs->table[index], sizeof(slip_dev_region), cudaMemcpyHostToDevice));
+done:
+  return st;
+}
+
+extern "C" slip_status slip_queueset_set_locals(slip_queueset *qs, uint32_t first, const slip_region *const *regions,
+                                                uint32_t n) {
+  slip_status st = SLIP_OK;
+  if (!qs || (n && !regions)) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_set_locals: null argument");
+  if (qs->backend != SLIP_BACKEND_NVLINK)
+    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "slip_queueset_set_locals: backend %d, expected %d (nvlink: the proxy executor"
+              " and the software NIC keep their own copy of the table)", qs->backend, SLIP_BACKEND_NVLINK);
+  if ((uint64_t)first + n > qs->nlocals)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "local table entries %u + %u, expected within the %u local entries", first, n,
+              qs->nlocals);
+  for (uint32_t i = 0; i < n; i++)
+    if (!regions[i]) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "local region %u is null", first + i);
+  if (n == 0) goto done;
+  for (uint32_t i = 0; i < n; i++) {
+    const slip_region *r = regions[i];
+    uint32_t host = r->kind == SLIP_MEM_HOST_SHM ? (uint32_t)SLIP_DEV_REGION_HOST : 0u;
+    qs->table[first + i] = {(uint64_t)(uintptr_t)r->dptr, r->length, r->key, r->id,
+                            SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE | host};
+  }
+  SLIP_CUDA_CHECK(cudaSetDevice(qs->ctx->device));
+  SLIP_CUDA_CHECK(cudaMemcpy(&qs->d_table[first], &qs->table[first], n * sizeof(slip_dev_region),
+                             cudaMemcpyHostToDevice));
 done:
   return st;
 }

@@ -256,6 +256,20 @@ jint JNICALL queueSetSetKey(JNIEnv *, jclass, jlong qs, jint index, jlong key) {
   return slip_queueset_set_key(handle<slip_queueset>(qs), (uint32_t)index, (uint64_t)key);
 }
 
+jint JNICALL queueSetSetLocals(JNIEnv *env, jclass, jlong qs, jint first, jlongArray regions) {
+  if (!check_array(env, regions, 0, "queueSetSetLocals regions")) return SLIP_ERR_INVALID_ARG;
+  if (first < 0) {
+    throw_iae(env, "queue set local entry %d, expected >= 0", (int)first);
+    return SLIP_ERR_INVALID_ARG;
+  }
+  const jsize n = env->GetArrayLength(regions);
+  std::vector<jlong> h((size_t)n + 1);
+  env->GetLongArrayRegion(regions, 0, n, h.data());
+  std::vector<const slip_region *> p((size_t)n + 1);
+  for (jsize i = 0; i < n; i++) p[(size_t)i] = handle<slip_region>(h[(size_t)i]);
+  return slip_queueset_set_locals(handle<slip_queueset>(qs), (uint32_t)first, p.data(), (uint32_t)n);
+}
+
 // ---- host signals ----
 
 jint JNICALL signalWaitGe(JNIEnv *env, jclass, jlong addr, jlong value, jlong timeoutNs) {
@@ -373,6 +387,7 @@ const JNINativeMethod kMethods[] = {
     M(queueSetDevice, "(J)J"),
     M(queueSetCheck, "(JZ)I"),
     M(queueSetSetKey, "(JIJ)I"),
+    M(queueSetSetLocals, "(JI[J)I"),
     M(signalWaitGe, "(JJJ)I"),
     M(partitionBounds, "([IJI[J)I"),
     M(partitionRun, "(IJJ[I[JIJJJJJJJ)I"),

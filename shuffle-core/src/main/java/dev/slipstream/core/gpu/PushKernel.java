@@ -23,8 +23,9 @@ import jcuda.driver.JCudaDriver;
  * of {@code cuda/include/slipstream/kernels.h}; {@code RegionDescriptorLayoutTest} checks the
  * offsets below against the JNI library's {@code offsetof}.
  *
- * <p>Threading: one thread at a time (it owns one stream). Ownership: close it before its
- * {@link GpuContext}.
+ * <p>Threading: {@link #push} and {@link #waitSignals} serialise on the module's own stream;
+ * {@link #launcher()}s have streams of their own and run concurrently. Ownership: close the
+ * launchers, then the module, before its {@link GpuContext}.
  */
 public final class PushKernel implements AutoCloseable {
   static final int QUEUE_CFG_BYTES = 24;
@@ -47,9 +48,8 @@ public final class PushKernel implements AutoCloseable {
   private final CUmodule module = new CUmodule();
   private final CUfunction push = new CUfunction();
   private final CUfunction waitSignals = new CUfunction();
-  private final CUstream stream = new CUstream();
   private boolean open;
-  private boolean streamCreated;
+  private Launcher own;
 
   private PushKernel(GpuContext ctx) {
     this.ctx = ctx;
@@ -66,8 +66,7 @@ public final class PushKernel implements AutoCloseable {
     try {
       k.function(names, "push_kernel", k.push);
       k.function(names, "wait_signals_kernel", k.waitSignals);
-      CudaDriver.check(JCudaDriver.cuStreamCreate(k.stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-      k.streamCreated = true;
+      k.own = k.new Launcher();
       return k;
     } catch (RuntimeException e) {
       k.close();
@@ -126,46 +125,115 @@ public final class PushKernel implements AutoCloseable {
   }
 
   /**
-   * Runs the push kernel: CUDA block q owns queue q and sends {@code items.get(q)}, {@code batch}
-   * items at a time, with one signal add of (items, bytes) per batch. Waits (polling, as the native
-   * contract asks) up to {@code timeoutMs}; returns each queue's status ({@code SLIP_OK} or its
-   * first error; {@link QueueSet#check} gives the text).
+   * Runs the push kernel on this module's own stream: CUDA block q owns queue q and sends
+   * {@code items.get(q)}, {@code batch} items at a time, with one signal add of (items, bytes) per
+   * batch. Waits (polling, as the native contract asks) up to {@code timeoutMs}; returns each
+   * queue's status ({@code SLIP_OK} or its first error; {@link QueueSet#check} gives the text).
+   * The queue set's size must equal the number of queues given; {@link Launcher#push} also takes
+   * fewer.
    */
   public SlipStatus[] push(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads,
       long timeoutMs) {
-    int n = qs.size();
-    if (queues.size() != n || items.size() != n) {
-      throw new IllegalArgumentException("push over " + n + " queues got " + queues.size() + " queue configs and "
-          + items.size() + " item lists, expected " + n + " of each");
+    if (queues.size() != qs.size()) {
+      throw new IllegalArgumentException("push over " + qs.size() + " queues got " + queues.size()
+          + " queue configs, expected " + qs.size());
     }
-    if (batch <= 0 || threads < 32 || threads > 1024 || threads % 32 != 0) {
-      throw new IllegalArgumentException("push: batch " + batch + ", " + threads + " threads; expected batch > 0 and a"
-          + " multiple of 32 in 32..1024 threads");
+    synchronized (own) {
+      return own.push(qs, queues, items, batch, threads, timeoutMs);
     }
-    ByteBuffer starts = ByteBuffer.allocate((n + 1) * 4).order(ByteOrder.LITTLE_ENDIAN);
-    int total = 0;
-    for (int q = 0; q < n; q++) {
-      starts.putInt(q * 4, total);
-      total += items.get(q).size();
+  }
+
+  /**
+   * A stream of its own with argument buffers kept between launches: pushes on different launchers
+   * run concurrently, and a launch allocates nothing once its buffer is large enough (a
+   * {@code cuMemFree} per launch would also wait for every other stream).
+   *
+   * <p>Threading: one push at a time (callers serialise). Ownership: close it before the module.
+   */
+  public final class Launcher implements AutoCloseable {
+    private final CUstream stream = new CUstream();
+    private DeviceBuffer args;
+    private boolean open;
+
+    private Launcher() {
+      ensureOpen();
+      ctx.makeCurrent();
+      CudaDriver.check(JCudaDriver.cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      open = true;
     }
-    starts.putInt(n * 4, total);
-    byte[] cfg = encodeQueues(queues);
-    byte[] its = encodeItems(items);
-    try (DeviceBuffer dCfg = ctx.allocate(cfg.length);
-        DeviceBuffer dItems = ctx.allocate(its.length);
-        DeviceBuffer dStarts = ctx.allocate(starts.capacity());
-        DeviceBuffer dStatus = ctx.allocate(4L * n)) {
-      dCfg.write(0, cfg);
-      dItems.write(0, its);
-      dStarts.write(0, starts.array());
-      dStatus.fill((byte) 0xff);
-      Pointer args = Pointer.to(
-          Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {dCfg.address()}),
-          Pointer.to(new long[] {dItems.address()}), Pointer.to(new long[] {dStarts.address()}),
-          Pointer.to(new int[] {batch}), Pointer.to(new long[] {dStatus.address()}));
-      launch(push, n, threads, args, timeoutMs, "push_kernel");
-      return statuses(dStatus.read(0, 4 * n));
+
+    /**
+     * As {@link PushKernel#push}, over the first {@code queues.size()} queues of {@code qs} (at
+     * most its size): one copy of the arguments to the device, the launch, a poll of this
+     * launcher's stream, one copy of the statuses back.
+     */
+    public SlipStatus[] push(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads,
+        long timeoutMs) {
+      int n = queues.size();
+      if (n == 0 || n > qs.size() || items.size() != n) {
+        throw new IllegalArgumentException("push over a set of " + qs.size() + " queues got " + n
+            + " queue configs and " + items.size() + " item lists, expected as many of each, 1 to " + qs.size());
+      }
+      if (batch <= 0 || threads < 32 || threads > 1024 || threads % 32 != 0) {
+        throw new IllegalArgumentException("push: batch " + batch + ", " + threads + " threads; expected batch > 0"
+            + " and a multiple of 32 in 32..1024 threads");
+      }
+      if (!open) {
+        throw new IllegalStateException("push launcher is closed");
+      }
+      byte[] cfg = encodeQueues(queues);
+      byte[] its = encodeItems(items);
+      int itemsAt = align16(cfg.length);
+      int startsAt = itemsAt + align16(its.length);
+      int statusAt = startsAt + align16(4 * (n + 1));
+      ByteBuffer a = ByteBuffer.allocate(statusAt + 4 * n).order(ByteOrder.LITTLE_ENDIAN);
+      a.put(0, cfg).put(itemsAt, its);
+      int total = 0;
+      for (int q = 0; q < n; q++) {
+        a.putInt(startsAt + 4 * q, total);
+        total += items.get(q).size();
+      }
+      a.putInt(startsAt + 4 * n, total);
+      for (int q = 0; q < n; q++) {
+        a.putInt(statusAt + 4 * q, -1); // 0xffffffff: not written by the kernel
+      }
+      if (args == null || args.length() < a.capacity()) {
+        if (args != null) {
+          args.close();
+          args = null;
+        }
+        args = ctx.allocate(Math.max(4096, Integer.highestOneBit(a.capacity() - 1) * 2L));
+      }
+      args.write(0, a.array());
+      long base = args.address();
+      Pointer p = Pointer.to(
+          Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {base}),
+          Pointer.to(new long[] {base + itemsAt}), Pointer.to(new long[] {base + startsAt}),
+          Pointer.to(new int[] {batch}), Pointer.to(new long[] {base + statusAt}));
+      launch(stream, push, n, threads, p, timeoutMs, "push_kernel");
+      return statuses(args.read(statusAt, 4 * n));
     }
+
+    @Override
+    public void close() {
+      if (open) {
+        open = false;
+        ctx.makeCurrent();
+        JCudaDriver.cuStreamDestroy(stream);
+        if (args != null) {
+          args.close();
+        }
+      }
+    }
+  }
+
+  /** A new launcher (stream and argument buffer) over this module. */
+  public Launcher launcher() {
+    return new Launcher();
+  }
+
+  private static int align16(int n) {
+    return (n + 15) & ~15;
   }
 
   /**
@@ -188,12 +256,15 @@ public final class PushKernel implements AutoCloseable {
       Pointer args = Pointer.to(
           Pointer.to(new long[] {signals}), Pointer.to(new long[] {dExpected.address()}), Pointer.to(new int[] {n}),
           Pointer.to(new long[] {timeoutNs}), Pointer.to(new long[] {dResult.address()}));
-      launch(waitSignals, (n + 127) / 128, 128, args, timeoutMs, "wait_signals_kernel");
+      synchronized (own) {
+        launch(own.stream, waitSignals, (n + 127) / 128, 128, args, timeoutMs, "wait_signals_kernel");
+      }
       return statuses(dResult.read(0, 4 * n));
     }
   }
 
-  private void launch(CUfunction f, int blocks, int threads, Pointer args, long timeoutMs, String name) {
+  private void launch(CUstream stream, CUfunction f, int blocks, int threads, Pointer args, long timeoutMs,
+      String name) {
     ensureOpen();
     ctx.makeCurrent();
     CudaDriver.check(JCudaDriver.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, args, null),
@@ -240,10 +311,10 @@ public final class PushKernel implements AutoCloseable {
   public void close() {
     if (open) {
       open = false;
-      ctx.makeCurrent();
-      if (streamCreated) {
-        JCudaDriver.cuStreamDestroy(stream);
+      if (own != null) {
+        own.close();
       }
+      ctx.makeCurrent();
       JCudaDriver.cuModuleUnload(module);
     }
   }

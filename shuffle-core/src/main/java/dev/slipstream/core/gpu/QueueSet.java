@@ -68,6 +68,18 @@ public final class QueueSet implements AutoCloseable {
     SlipNative.checkQueueSet(handle(), clear);
   }
 
+  /**
+   * Replaces local table entries {@code [first, first + regions.size())} (nvlink sets only), so one
+   * set serves pushes from changing sources. Only while no kernel uses the set.
+   */
+  public void setLocals(int first, List<GpuRegion> regions) {
+    long[] h = new long[regions.size()];
+    for (int i = 0; i < h.length; i++) {
+      h[i] = regions.get(i).handle();
+    }
+    SlipNative.setQueueSetLocals(handle(), first, h);
+  }
+
   /** Overrides the key device code presents for table entry {@code index} (tests of forged requests). */
   public void overrideKey(int index, long key) {
     SlipNative.setQueueSetKey(handle(), index, key);

@@ -59,6 +59,8 @@ final class SlipNative {
 
   private static native int queueSetSetKey(long qs, int index, long key);
 
+  private static native int queueSetSetLocals(long qs, int first, long[] regions);
+
   private static native int signalWaitGe(long address, long value, long timeoutNs);
 
   private static native int partitionBounds(int[] widths, long rows, int nparts, long[] out);
@@ -186,6 +188,10 @@ final class SlipNative {
 
   static void setQueueSetKey(long qs, int index, long key) {
     check(queueSetSetKey(qs, index, key), "queue set key override");
+  }
+
+  static void setQueueSetLocals(long qs, int first, long[] regions) {
+    check(queueSetSetLocals(qs, first, regions), "queue set local entries");
   }
 
   /** Waits until the host word at {@code address} is at least {@code value}. */

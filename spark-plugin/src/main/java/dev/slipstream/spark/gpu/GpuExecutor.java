@@ -27,9 +27,9 @@ import org.slf4j.LoggerFactory;
  * and the block server that serves peers' device write requests, and the landing regions of peers
  * it imported (CUDA IPC), cached until the peer is lost or this closes.
  *
- * <p>Threading: thread-safe; the block server serialises pushes. Ownership: {@link #close()} frees
- * the imported regions, the store's outputs, the landing region, the kernel module and the context,
- * in that order.
+ * <p>Threading: thread-safe; the block server bounds the pushes in flight. Ownership: {@link #close()}
+ * frees the block server's push lanes, the imported regions, the store's outputs, the landing
+ * region, the kernel module and the context, in that order.
  */
 public final class GpuExecutor implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(GpuExecutor.class);
@@ -59,7 +59,8 @@ public final class GpuExecutor implements AutoCloseable {
       this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID), conf.mapOutputBytes(),
           conf.hostSpillBytes());
       made.add(store);
-      this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID);
+      this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID, 1);
+      made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
           landing.descriptor());
     } catch (RuntimeException e) {
@@ -121,8 +122,9 @@ public final class GpuExecutor implements AutoCloseable {
     return server.serve(DeviceWriteRequest.decode(request), timeoutMs);
   }
 
-  /** Forgets a lost peer's imported landing region. */
+  /** Forgets a lost peer's push lanes and imported landing region. */
   public void peerLost(GpuEndpoint peer) {
+    server.forget(peer.landing());
     RemoteRegion r = imported.remove(peer.landing());
     if (r != null) {
       r.close();
@@ -141,6 +143,7 @@ public final class GpuExecutor implements AutoCloseable {
     }
     closed = true;
     RuntimeException first = null;
+    server.close(); // the lanes' queue sets go before the regions they name
     for (RemoteRegion r : imported.values()) {
       r.close();
     }

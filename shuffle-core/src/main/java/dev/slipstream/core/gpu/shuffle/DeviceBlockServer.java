@@ -1,11 +1,8 @@
 package dev.slipstream.core.gpu.shuffle;
 
-import dev.slipstream.core.gpu.Backend;
 import dev.slipstream.core.gpu.GpuContext;
 import dev.slipstream.core.gpu.GpuRegion;
-import dev.slipstream.core.gpu.MemoryKind;
 import dev.slipstream.core.gpu.PushKernel;
-import dev.slipstream.core.gpu.QueueSet;
 import dev.slipstream.core.gpu.RegionDescriptor;
 import dev.slipstream.core.gpu.RemoteRegion;
 import dev.slipstream.core.gpu.SlipStatus;
@@ -13,11 +10,20 @@ import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 
 /**
@@ -28,37 +34,58 @@ import java.util.function.Function;
  * (blocks, bytes) to the request's signal word after its data, so the reader, once the block count
  * reaches entries + 1, has every byte.
  *
+ * <p>Per reader landing region it keeps {@link PushLane}s (queue set, table region, stream and
+ * argument buffer), made on the first request and reused, so a request costs a table copy, a
+ * rewrite of the set's source slots, one kernel launch and a status copy. At most
+ * {@code maxInFlight} requests push at once (each on a lane of its own, so on its own stream); more
+ * wait for a lane until their timeout. {@link #forget} closes a lost reader's lanes, {@link #close}
+ * all of them.
+ *
  * <p>Everything is checked before anything is written: the request's ranges against the landing
  * region ({@link DeviceWriteRequest#check()}), each output is here, has the requested partition and
  * the requested column widths, and each block fits its capacity. The device checks the addresses
- * again. Threading: one request at a time per server (it owns the push kernel's stream); callers
- * serialise. Ownership: closes nothing it was given.
+ * again. Threading: thread-safe. Ownership: owns its lanes; closes nothing it was given.
  */
-public final class DeviceBlockServer {
+public final class DeviceBlockServer implements AutoCloseable {
   private final GpuContext ctx;
   private final PushKernel kernel;
   private final DeviceMapOutputStore store;
   private final Function<RegionDescriptor, RemoteRegion> landings;
   private final AtomicInteger tableIds;
-  private long served;
-  private long bytesServed;
+  private final int maxInFlight;
+  private final Semaphore inFlight;
+  private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
+  private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
+  private final Set<RegionDescriptor> forgotten = new HashSet<>();
+  private final List<PushLane> stuck = new ArrayList<>();
+  private final AtomicLong served = new AtomicLong();
+  private final AtomicLong bytesServed = new AtomicLong();
+  private int lanesMade;
+  private int peakInFlight;
+  private boolean closed;
 
   /**
    * @param landings maps a reader's landing descriptor to the imported region (cached by the caller;
    *     an alias for this process's own landing region)
-   * @param firstTableId region ids for the per-request block-table staging regions
+   * @param firstTableId region ids for the lanes' block-table staging regions
+   * @param maxInFlight requests that may push at once (at least 1)
    */
   public DeviceBlockServer(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
-      Function<RegionDescriptor, RemoteRegion> landings, int firstTableId) {
+      Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight) {
+    if (maxInFlight < 1) {
+      throw new IllegalArgumentException("device block server: " + maxInFlight + " requests in flight, expected >= 1");
+    }
     this.ctx = ctx;
     this.kernel = kernel;
     this.store = store;
     this.landings = landings;
     this.tableIds = new AtomicInteger(firstTableId);
+    this.maxInFlight = maxInFlight;
+    this.inFlight = new Semaphore(maxInFlight);
   }
 
   /** Serves {@code req} and returns the block bytes pushed; throws with the reason, writing nothing, if it is refused. */
-  public synchronized long serve(DeviceWriteRequest req, long timeoutMs) throws TransportException {
+  public long serve(DeviceWriteRequest req, long timeoutMs) throws TransportException {
     req.check();
     Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
     try {
@@ -93,8 +120,8 @@ public final class DeviceBlockServer {
         total += bytes;
       }
       push(req, pins, table.array(), timeoutMs);
-      served++;
-      bytesServed += total;
+      served.incrementAndGet();
+      bytesServed.addAndGet(total);
       return total;
     } finally {
       pins.values().forEach(DeviceMapOutputStore.Pinned::close);
@@ -103,48 +130,113 @@ public final class DeviceBlockServer {
 
   private void push(DeviceWriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long timeoutMs)
       throws TransportException {
-    RemoteRegion landing = landings.apply(req.landing());
-    try (GpuRegion tableRegion = GpuRegion.create(ctx, MemoryKind.DEVICE, table.length, tableIds.getAndIncrement())) {
-      tableRegion.write(0, table);
-      List<GpuRegion> locals = new ArrayList<>();
-      Map<Long, Integer> sourceIndex = new LinkedHashMap<>();
-      for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : pins.entrySet()) {
-        sourceIndex.put(e.getKey(), locals.size());
-        locals.add(((GpuOutputSpace.RegionBlock) e.getValue().block()).region());
-      }
-      int tableIndex = locals.size();
-      locals.add(tableRegion);
-      int landingIndex = locals.size();
-      int n = locals.size();
-      List<PushKernel.Queue> queues = new ArrayList<>(n);
-      List<List<PushKernel.Item>> items = new ArrayList<>(n);
-      for (int q = 0; q < n; q++) {
-        queues.add(new PushKernel.Queue(q, landingIndex, landingIndex, req.signalOffset()));
-        items.add(new ArrayList<>());
-      }
-      for (DeviceWriteRequest.Entry e : req.entries()) {
-        DeviceMapOutputStore.Pinned p = pins.get(e.mapAttemptId());
-        items.get(sourceIndex.get(e.mapAttemptId())).add(
-            new PushKernel.Item(p.offset(e.partition()), e.landingOffset(), p.bytes(e.partition())));
-      }
-      items.get(tableIndex).add(new PushKernel.Item(0, req.tableOffset(), table.length));
-      int batch = items.stream().mapToInt(List::size).max().orElse(1);
-      try (QueueSet qs = QueueSet.create(ctx, Backend.NVLINK, n, 0, locals, List.of(landing))) {
-        SlipStatus[] st = kernel.push(qs, queues, items, batch, 256, timeoutMs);
-        for (int q = 0; q < st.length; q++) {
-          if (st[q] != SlipStatus.SLIP_OK) {
-            try {
-              qs.check(true);
-            } catch (RuntimeException ex) {
-              throw refused(req, "push queue " + q + ": " + st[q] + ": " + ex.getMessage());
-            }
-            throw refused(req, "push queue " + q + " ended with " + st[q]);
+    List<GpuRegion> outputs = new ArrayList<>();
+    Map<Long, Integer> sourceIndex = new LinkedHashMap<>();
+    for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : pins.entrySet()) {
+      sourceIndex.put(e.getKey(), outputs.size());
+      outputs.add(((GpuOutputSpace.RegionBlock) e.getValue().block()).region());
+    }
+    List<List<PushKernel.Item>> items = new ArrayList<>();
+    outputs.forEach(o -> items.add(new ArrayList<>()));
+    for (DeviceWriteRequest.Entry e : req.entries()) {
+      DeviceMapOutputStore.Pinned p = pins.get(e.mapAttemptId());
+      items.get(sourceIndex.get(e.mapAttemptId())).add(
+          new PushKernel.Item(p.offset(e.partition()), e.landingOffset(), p.bytes(e.partition())));
+    }
+    PushLane lane = acquire(req, timeoutMs);
+    boolean keep = false;
+    try {
+      SlipStatus[] st = lane.push(outputs, items, table, req.tableOffset(), req.signalOffset(), timeoutMs);
+      for (int q = 0; q < st.length; q++) {
+        if (st[q] != SlipStatus.SLIP_OK) {
+          try {
+            lane.error();
+          } catch (RuntimeException ex) {
+            keep = true;
+            throw refused(req, "push queue " + q + ": " + st[q] + ": " + ex.getMessage());
           }
+          keep = true;
+          throw refused(req, "push queue " + q + " ended with " + st[q]);
         }
       }
+      keep = true;
     } catch (RuntimeException e) {
+      // A push that failed or timed out may leave its kernel running: the lane is set aside, not
+      // reused, and closed only with the server.
       throw new TransportException(TransportError.INTERNAL, "device write request " + req.requestId() + ": push failed: "
           + e.getMessage(), e);
+    } finally {
+      release(req.landing(), lane, keep);
+    }
+  }
+
+  /** An idle lane for the request's landing region, or a new one; waits for a permit until the timeout. */
+  private PushLane acquire(DeviceWriteRequest req, long timeoutMs) throws TransportException {
+    try {
+      if (!inFlight.tryAcquire(timeoutMs, TimeUnit.MILLISECONDS)) {
+        throw new TransportException(TransportError.TIMEOUT, "device write request " + req.requestId() + ": "
+            + maxInFlight + " requests still pushing after " + timeoutMs + " ms");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new TransportException(TransportError.INTERNAL, "interrupted while waiting to push device write request "
+          + req.requestId());
+    }
+    try {
+      PushLane lane;
+      synchronized (this) {
+        if (closed) {
+          throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
+        }
+        forgotten.remove(req.landing());
+        Deque<PushLane> q = idle.get(req.landing());
+        lane = q == null ? null : q.pollFirst();
+        if (lane == null) {
+          lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement);
+          lanesMade++;
+        }
+        busy.put(lane, req.landing());
+        peakInFlight = Math.max(peakInFlight, busy.size());
+      }
+      return lane;
+    } catch (TransportException | RuntimeException e) {
+      inFlight.release();
+      throw e;
+    }
+  }
+
+  private void release(RegionDescriptor landing, PushLane lane, boolean keep) {
+    boolean close = false;
+    synchronized (this) {
+      busy.remove(lane);
+      if (!keep) {
+        stuck.add(lane);
+      } else if (closed || forgotten.contains(landing)) {
+        close = true;
+      } else {
+        idle.computeIfAbsent(landing, k -> new ArrayDeque<>()).addFirst(lane);
+      }
+    }
+    if (close) {
+      lane.close();
+    }
+    inFlight.release();
+  }
+
+  /**
+   * Closes the lanes that push into {@code landing} (a lost reader's region): idle ones now, busy
+   * ones when their push ends. Call before the imported region is closed.
+   */
+  public void forget(RegionDescriptor landing) {
+    Deque<PushLane> q;
+    synchronized (this) {
+      q = idle.remove(landing);
+      if (busy.containsValue(landing)) {
+        forgotten.add(landing);
+      }
+    }
+    if (q != null) {
+      q.forEach(PushLane::close);
     }
   }
 
@@ -153,11 +245,40 @@ public final class DeviceBlockServer {
         + " (shuffle " + req.shuffleId() + "): " + why);
   }
 
-  public synchronized long requestsServed() {
-    return served;
+  public long requestsServed() {
+    return served.get();
   }
 
-  public synchronized long bytesServed() {
-    return bytesServed;
+  public long bytesServed() {
+    return bytesServed.get();
+  }
+
+  /** Lanes made since start (one per reader landing region while requests come one at a time). */
+  public synchronized int lanesMade() {
+    return lanesMade;
+  }
+
+  /** Idle lanes kept now, over all reader landing regions. */
+  public synchronized int lanesIdle() {
+    return idle.values().stream().mapToInt(Deque::size).sum();
+  }
+
+  /** The most requests that pushed at once since start. */
+  public synchronized int peakInFlight() {
+    return peakInFlight;
+  }
+
+  /** Closes every idle lane and those set aside after a failed push; busy ones close when their push ends. */
+  @Override
+  public void close() {
+    List<PushLane> all = new ArrayList<>();
+    synchronized (this) {
+      closed = true;
+      idle.values().forEach(all::addAll);
+      idle.clear();
+      all.addAll(stuck);
+      stuck.clear();
+    }
+    all.forEach(PushLane::close);
   }
 }

@@ -124,7 +124,7 @@ class DeviceShuffleGpuTest {
       assertEquals(ref2, got2);
 
       // Push every block of both maps in one request; compare the landed batches with the sections.
-      DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> landingView, 1 << 20);
+      DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> landingView, 1 << 20, 1);
       List<DeviceLanding.Want> wants = new ArrayList<>();
       for (long map : new long[] {1, 2}) {
         for (int q = 0; q < PARTS; q++) {
@@ -164,8 +164,66 @@ class DeviceShuffleGpuTest {
         var e = assertThrows(TransportException.class, () -> server.serve(f.request(), 30_000));
         assertTrue(e.getMessage().contains("has payload widths [8, 4], the request expects [8]"), e.getMessage());
       }
+      assertEquals(1, server.lanesMade(), "one push lane for the one landing region");
+      server.close();
       assertEquals(2, store.removeShuffle(7));
       assertEquals(0, store.deviceInUse());
+    }
+  }
+
+  /** Pushes every block of {@code maps} in one request and compares each landed block with the store's section. */
+  private static void pushAll(DeviceBlockServer server, DeviceLanding landing, DeviceMapOutputStore store, long... maps)
+      throws TransportException {
+    List<DeviceLanding.Want> wants = new ArrayList<>();
+    List<byte[]> sections = new ArrayList<>();
+    for (long map : maps) {
+      try (DeviceMapOutputStore.Pinned p = store.pin(3, map)) {
+        for (int q = 0; q < PARTS; q++) {
+          byte[] b = new byte[(int) p.bytes(q)];
+          p.block().read(p.offset(q), b, 0, b.length);
+          sections.add(b);
+          wants.add(new DeviceLanding.Want(map, q, b.length));
+        }
+      }
+    }
+    try (DeviceLanding.Fetch f = landing.prepare(3, W, wants)) {
+      server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
+      List<DeviceBatch> landed = f.await(System.nanoTime() + 30_000_000_000L);
+      for (int i = 0; i < landed.size(); i++) {
+        long off = landed.get(i).address() - landing.region().devicePointer();
+        assertArrayEquals(sections.get(i), landing.region().read(off, sections.get(i).length),
+            "maps " + java.util.Arrays.toString(maps) + ", landed block " + i);
+      }
+    }
+  }
+
+  @Test
+  void onePushLanePerLandingRegionServesRequestsOverChangingMapOutputs() throws TransportException {
+    assumeGpu();
+    int n = 20_000;
+    try (GpuContext ctx = GpuContext.open(0);
+        PushKernel kernel = PushKernel.load(ctx);
+        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 64L << 20, 0);
+        DeviceLanding landing = new DeviceLanding(ctx, 32L << 20, 1);
+        RemoteRegion landingView = RemoteRegion.alias(landing.region());
+        DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> landingView, 1 << 20, 1)) {
+      for (long map = 1; map <= 6; map++) {
+        try (DeviceBatch b = upload(ctx, rows(map * n, n), n)) {
+          DeviceMapOutputWriter.write(ctx, store, 3, map, List.of(b), PARTS, W, 30_000);
+        }
+      }
+      pushAll(server, landing, store, 1, 2);
+      pushAll(server, landing, store, 6, 5, 4, 3, 2, 1); // more outputs than the lane's first 4 slots
+      pushAll(server, landing, store, 3);
+      pushAll(server, landing, store, 2, 4);
+      assertEquals(1, server.lanesMade(), "requests one at a time into one landing region share one lane");
+      assertEquals(1, server.lanesIdle());
+      assertEquals(4, server.requestsServed());
+      server.forget(landing.descriptor());
+      assertEquals(0, server.lanesIdle(), "a forgotten landing region's lanes are closed");
+      pushAll(server, landing, store, 5);
+      assertEquals(2, server.lanesMade());
+      assertEquals(0, landing.used());
     }
   }
 

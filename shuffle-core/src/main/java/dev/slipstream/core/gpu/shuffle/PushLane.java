@@ -1,0 +1,145 @@
+package dev.slipstream.core.gpu.shuffle;
+
+import dev.slipstream.core.gpu.Backend;
+import dev.slipstream.core.gpu.GpuContext;
+import dev.slipstream.core.gpu.GpuRegion;
+import dev.slipstream.core.gpu.MemoryKind;
+import dev.slipstream.core.gpu.PushKernel;
+import dev.slipstream.core.gpu.QueueSet;
+import dev.slipstream.core.gpu.RemoteRegion;
+import dev.slipstream.core.gpu.SlipStatus;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.function.IntSupplier;
+
+/**
+ * What a holder keeps per reader landing region to push into it without per-request setup: an
+ * nvlink queue set over {@code sources} source slots, the block-table slot and the landing region,
+ * the block-table staging region, and a {@link PushKernel.Launcher} (its own stream and argument
+ * buffer). A request rewrites the source slots with its map outputs' regions
+ * ({@link QueueSet#setLocals}); the set is rebuilt only when a request has more map outputs than
+ * slots (doubling), the table region only when a request has more entries than it holds.
+ *
+ * <p>Table order: source slots {@code 0..sources-1}, the table at {@code sources}, the landing at
+ * {@code sources + 1}. Between requests a lane holds no map output (the slots are rewritten before
+ * each push), so freeing a shuffle's outputs needs nothing from it. Threading: one request at a time
+ * (its owner hands it to one thread). Ownership: owns the set, the table region and the launcher;
+ * not the landing region.
+ */
+final class PushLane implements AutoCloseable {
+  private static final int FIRST_SOURCES = 4;
+  private static final long FIRST_TABLE_BYTES = 4096;
+
+  private final GpuContext ctx;
+  private final RemoteRegion landing;
+  private final IntSupplier regionIds;
+  private final PushKernel.Launcher launcher;
+  private QueueSet qs;
+  private int sources;
+  private GpuRegion table;
+  private boolean tableSet;
+  private long pushes;
+  private long rebuilds;
+
+  PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds) {
+    this.ctx = ctx;
+    this.landing = landing;
+    this.regionIds = regionIds;
+    this.launcher = kernel.launcher();
+  }
+
+  /**
+   * Pushes {@code items.get(i)} from {@code outputs.get(i)} and the block table {@code tableBytes}
+   * to {@code tableOffset} of the landing region, every queue adding its (blocks, bytes) to the
+   * signal word at {@code signalOffset} after its data; returns each queue's status, the table's
+   * queue last. On an error status, {@link #error()} gives the text.
+   */
+  SlipStatus[] push(List<GpuRegion> outputs, List<List<PushKernel.Item>> items, byte[] tableBytes, long tableOffset,
+      long signalOffset, long timeoutMs) {
+    int m = outputs.size();
+    ensureCapacity(m, tableBytes.length);
+    table.write(0, tableBytes);
+    if (m > 0) {
+      qs.setLocals(0, outputs);
+    }
+    if (!tableSet) {
+      qs.setLocals(sources, List.of(table));
+      tableSet = true;
+    }
+    int landingIndex = sources + 1;
+    List<PushKernel.Queue> queues = new ArrayList<>(m + 1);
+    List<List<PushKernel.Item>> perQueue = new ArrayList<>(m + 1);
+    for (int q = 0; q < m; q++) {
+      queues.add(new PushKernel.Queue(q, landingIndex, landingIndex, signalOffset));
+      perQueue.add(items.get(q));
+    }
+    queues.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
+    perQueue.add(List.of(new PushKernel.Item(0, tableOffset, tableBytes.length)));
+    int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
+    pushes++;
+    return launcher.push(qs, queues, perQueue, batch, 256, timeoutMs);
+  }
+
+  /** Throws the first error completion of the last push, with its text, and clears it. */
+  void error() {
+    qs.check(true);
+  }
+
+  private void ensureCapacity(int outputs, int tableLength) {
+    if (table == null || table.length() < tableLength) {
+      long want = FIRST_TABLE_BYTES;
+      while (want < tableLength) {
+        want *= 2;
+      }
+      GpuRegion t = GpuRegion.create(ctx, MemoryKind.DEVICE, want, regionIds.getAsInt());
+      if (table != null) {
+        table.close();
+      }
+      table = t;
+      tableSet = false;
+    }
+    if (qs == null || outputs > sources) {
+      int k = Math.max(FIRST_SOURCES, sources);
+      while (k < outputs) {
+        k *= 2;
+      }
+      // Every slot starts as the table region; a push rewrites the slots it uses first.
+      List<GpuRegion> locals = new ArrayList<>(Collections.nCopies(k + 1, table));
+      QueueSet fresh = QueueSet.create(ctx, Backend.NVLINK, k + 1, 0, locals, List.of(landing));
+      if (qs != null) {
+        qs.close();
+        rebuilds++;
+      }
+      qs = fresh;
+      sources = k;
+      tableSet = true;
+    }
+  }
+
+  /** Pushes served, and how often the queue set had to grow. */
+  long pushes() {
+    return pushes;
+  }
+
+  long rebuilds() {
+    return rebuilds;
+  }
+
+  int sources() {
+    return sources;
+  }
+
+  @Override
+  public void close() {
+    if (qs != null) {
+      qs.close();
+      qs = null;
+    }
+    launcher.close();
+    if (table != null) {
+      table.close();
+      table = null;
+    }
+  }
+}
