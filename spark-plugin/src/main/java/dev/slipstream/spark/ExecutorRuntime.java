@@ -55,7 +55,10 @@ final class ExecutorRuntime implements AutoCloseable {
   private volatile String noGpu;
   /** Completes once the GPU plugin's assignment was acted on (at once without the plugin or with mode off). */
   private final java.util.concurrent.CompletableFuture<Void> gpuSettled = new java.util.concurrent.CompletableFuture<>();
+  /** Serves peers' device write requests: spark.slipstream.gpu.serve.inFlight threads (the block server's bound). */
   private final java.util.concurrent.ExecutorService deviceWriteThread;
+  /** Waits for the driver's answers to this executor's reduce tasks' device write requests. */
+  private final java.util.concurrent.ExecutorService deviceFetchThreads;
 
   ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
     this.env = env;
@@ -74,8 +77,13 @@ final class ExecutorRuntime implements AutoCloseable {
         dev.slipstream.spark.gpu.SlipstreamGpuPlugin.class.getName())) {
       gpuSettled.complete(null);
     }
-    this.deviceWriteThread = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+    this.deviceWriteThread = java.util.concurrent.Executors.newFixedThreadPool(conf.gpu().serveInFlight(), r -> {
       Thread t = new Thread(r, "slipstream-gpu-serve-" + executorId);
+      t.setDaemon(true);
+      return t;
+    });
+    this.deviceFetchThreads = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "slipstream-gpu-fetch-" + executorId);
       t.setDaemon(true);
       return t;
     });
@@ -222,7 +230,28 @@ final class ExecutorRuntime implements AutoCloseable {
         "device write to executor " + holder + ": the driver answered with another message, expected a result");
   }
 
-  /** Serves a peer's device write request on the serving thread; the reply is sent exactly once. */
+  /**
+   * As {@link #sendDeviceWrite}, without blocking the task: the answer (or the failure) completes the
+   * returned future, so a reduce task keeps requests to several holders in flight.
+   */
+  java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> sendDeviceWriteAsync(String holder,
+      byte[] request) {
+    java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> f = new java.util.concurrent.CompletableFuture<>();
+    try {
+      deviceFetchThreads.execute(() -> {
+        try {
+          f.complete(sendDeviceWrite(holder, request));
+        } catch (Throwable e) {
+          f.completeExceptionally(e);
+        }
+      });
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      f.completeExceptionally(new IllegalStateException("executor " + executorId + " is stopping"));
+    }
+    return f;
+  }
+
+  /** Serves a peer's device write request on a serving thread; the reply is sent exactly once. */
   private void serveDeviceWrite(byte[] request, java.util.function.Consumer<byte[]> reply) {
     try {
       deviceWriteThread.execute(() -> {
@@ -244,6 +273,10 @@ final class ExecutorRuntime implements AutoCloseable {
 
   String executorId() {
     return executorId;
+  }
+
+  dev.slipstream.spark.gpu.GpuConf gpuConf() {
+    return conf.gpu();
   }
 
   ShuffleNode node() {
@@ -343,6 +376,7 @@ final class ExecutorRuntime implements AutoCloseable {
       LOG.debug("Stopping the executor endpoint: {}", e.toString());
     }
     deviceWriteThread.shutdownNow();
+    deviceFetchThreads.shutdownNow();
     dev.slipstream.spark.gpu.GpuExecutor g = gpu;
     gpu = null;
     if (g != null) {

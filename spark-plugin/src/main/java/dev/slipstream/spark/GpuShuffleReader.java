@@ -6,16 +6,21 @@ import dev.slipstream.core.gpu.shuffle.DeviceBatch;
 import dev.slipstream.core.gpu.shuffle.DeviceLanding;
 import dev.slipstream.core.gpu.shuffle.DeviceMapOutputStore;
 import dev.slipstream.core.gpu.shuffle.GpuPath;
+import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.gpu.GpuExecutor;
+import dev.slipstream.spark.gpu.GpuReadStats;
 import dev.slipstream.spark.rpc.PeerInfo;
 import dev.slipstream.spark.rpc.RpcMessages;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.FetchFailedException;
@@ -27,10 +32,13 @@ import scala.Tuple2;
 /**
  * Reduce side of a GPU shuffle: for partitions {@code [startPartition, endPartition)} of map outputs
  * {@code [startMapIndex, endMapIndex)}, local blocks are copied on the device out of this
- * executor's device map-output store; for each holder it reserves device landing space, sends the
- * device write request (through the driver), waits for the signal with the fetch deadline, and
- * copies each landed block out of the landing region. Returns one device batch per block
- * (key {@code 0}); they are closed when the task completes.
+ * executor's device map-output store; for the remote blocks it reserves device landing space per
+ * request (at most half the region, holders interleaved), keeps up to
+ * {@code spark.slipstream.gpu.serve.inFlight} requests in flight (sent through the driver), waits
+ * for each one's answer and signal with the fetch deadline, and copies each landed block out of
+ * the landing region. Returns one device batch per block (key {@code 0}); they are closed when the
+ * task completes. What the read moved and the span of its remote data path go to
+ * {@link GpuExecutor#recordRead} ({@link GpuReadStats}) until the task completes.
  *
  * <p>A holder that is not in the peer table, has no GPU endpoint, refuses, or misses the deadline
  * becomes a {@link FetchFailedException}. Threading: one task thread.
@@ -44,6 +52,13 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final TaskContext context;
   private final ShuffleReadMetricsReporter metrics;
   private final ExecutorRuntime runtime;
+  private long localBytes;
+  private long remoteBlocks;
+  private long remoteBytes;
+  private int requests;
+  private int peakInFlight;
+  private long firstSent;
+  private long lastLanded;
 
   GpuShuffleReader(GpuShuffleHandle<K, ?, C> handle, int startMapIndex, int endMapIndex, int startPartition,
                    int endPartition, TaskContext context, ShuffleReadMetricsReporter metrics, ExecutorRuntime runtime) {
@@ -80,14 +95,21 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         out.add(copy(gpu, p.block().address() + p.offset(b.id().reduceId()), p.rows(b.id().reduceId()), widths));
         metrics.incLocalBlocksFetched(1);
         metrics.incLocalBytesRead(p.bytes(b.id().reduceId()));
+        localBytes += p.bytes(b.id().reduceId());
         metrics.incRecordsRead(p.rows(b.id().reduceId()));
       } catch (IllegalStateException e) {
         throw Scala.sneaky(fetchFailed(b, "local device map output: " + e.getMessage(), e));
       }
     }
+    List<Holder> holders = new ArrayList<>();
     for (Map.Entry<String, List<MapBlock>> e : remote.entrySet()) {
-      fetchFrom(gpu, e.getKey(), e.getValue(), widths, out);
+      holders.add(check(gpu, e.getKey(), e.getValue()));
     }
+    fetchRemote(gpu, holders, widths, out);
+    long task = context.taskAttemptId();
+    gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, requests, peakInFlight,
+        firstSent, lastLanded));
+    context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> gpu.forgetRead(task));
     List<Product2<K, C>> records = new ArrayList<>(out.size());
     for (DeviceBatch b : out) {
       records.add((Product2<K, C>) (Product2<?, ?>) new Tuple2<>(0, b));
@@ -95,7 +117,17 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     return Scala.toScala(records.iterator());
   }
 
-  private void fetchFrom(GpuExecutor gpu, String holder, List<MapBlock> blocks, int[] widths, List<DeviceBatch> out) {
+  /** The remote blocks of one holder, checked: its peer entry has a GPU endpoint on the nvlink path. */
+  private record Holder(String executorId, List<MapBlock> blocks) {}
+
+  /** One request: blocks of one holder that fit half the landing region. */
+  private record Chunk(String holder, List<MapBlock> blocks) {}
+
+  /** A request sent and not yet landed. */
+  private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<RpcMessages.DeviceWriteResult> answer,
+                          long sentNanos) {}
+
+  private Holder check(GpuExecutor gpu, String holder, List<MapBlock> blocks) {
     Optional<PeerInfo> peer = runtime.peer(holder);
     if (peer.isEmpty()) {
       throw Scala.sneaky(fetchFailed(blocks.get(0), "executor " + holder
@@ -116,61 +148,144 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
           + " path (host " + peer.get().gpu().get().hostId() + ", here " + gpu.endpoint().hostId()
           + "); GPU shuffles are served over nvlink (one machine) only so far", null));
     }
-    DeviceLanding landing = gpu.landing();
-    long budget = landing.capacity() / 2;
+    long budget = gpu.landing().capacity() / 2;
     for (MapBlock b : blocks) {
       if (b.size() > budget) {
         throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": block " + b.id() + " of " + b.size()
-            + " bytes does not fit half the device landing region (" + landing.capacity()
+            + " bytes does not fit half the device landing region (" + gpu.landing().capacity()
             + " bytes, spark.slipstream.gpu.landing.bytes); use more partitions or a larger landing region");
       }
     }
-    int i = 0;
-    while (i < blocks.size()) {
-      List<MapBlock> chunk = new ArrayList<>();
-      List<DeviceLanding.Want> wants = new ArrayList<>();
+    return new Holder(holder, blocks);
+  }
+
+  /** Splits each holder's blocks into requests of at most {@code budget} bytes, holders interleaved. */
+  private static List<Chunk> chunks(List<Holder> holders, long budget) {
+    List<List<Chunk>> per = new ArrayList<>();
+    for (Holder h : holders) {
+      List<Chunk> cs = new ArrayList<>();
+      List<MapBlock> cur = new ArrayList<>();
       long bytes = 0;
-      while (i < blocks.size() && (chunk.isEmpty() || bytes + blocks.get(i).size() <= budget)) {
-        MapBlock b = blocks.get(i++);
-        chunk.add(b);
-        wants.add(new DeviceLanding.Want(b.id().mapId(), b.id().reduceId(), b.size()));
+      for (MapBlock b : h.blocks()) {
+        if (!cur.isEmpty() && bytes + b.size() > budget) {
+          cs.add(new Chunk(h.executorId(), cur));
+          cur = new ArrayList<>();
+          bytes = 0;
+        }
+        cur.add(b);
         bytes += b.size();
       }
-      long t0 = System.nanoTime();
-      long deadline = t0 + runtime.node().config().fetchTimeout().toNanos();
-      DeviceLanding.Fetch f;
-      try {
-        f = landing.prepare(handle.shuffleId(), widths, wants, deadline); // waits for other tasks' space
-      } catch (TransportException e) {
-        throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": device write request to executor "
-            + holder + ": " + e.getMessage(), e);
+      cs.add(new Chunk(h.executorId(), cur));
+      per.add(cs);
+    }
+    List<Chunk> out = new ArrayList<>();
+    for (int i = 0; out.size() < per.stream().mapToInt(List::size).sum(); i++) {
+      for (List<Chunk> cs : per) {
+        if (i < cs.size()) {
+          out.add(cs.get(i));
+        }
       }
-      boolean landed = false;
-      try {
-        RpcMessages.DeviceWriteResult r = runtime.sendDeviceWrite(holder, f.request().encode());
-        if (!r.ok()) {
-          throw Scala.sneaky(fetchFailed(chunk.get(0), "executor " + holder + " refused device write request "
-              + f.request().requestId() + ": " + r.reason(), null));
+    }
+    return out;
+  }
+
+  /**
+   * Fetches every remote block: up to {@code spark.slipstream.gpu.serve.inFlight} requests in flight
+   * (holders interleaved, so different holders push at once), a new one sent while landing space is
+   * free, else the oldest awaited first. A request that failed, or is still in flight when the task
+   * fails, has its range quarantined (its holder may still write); a landed one is released after
+   * its blocks were copied out.
+   */
+  private void fetchRemote(GpuExecutor gpu, List<Holder> holders, int[] widths, List<DeviceBatch> out) {
+    Deque<Chunk> pending = new ArrayDeque<>(chunks(holders, gpu.landing().capacity() / 2));
+    Deque<InFlight> flying = new ArrayDeque<>();
+    int maxInFlight = runtime.gpuConf().serveInFlight();
+    long timeoutMs = runtime.node().config().fetchTimeout().toMillis();
+    boolean done = false;
+    try {
+      while (!pending.isEmpty() || !flying.isEmpty()) {
+        DeviceLanding.Fetch f = null;
+        Chunk c = pending.peekFirst();
+        if (c != null && flying.size() < maxInFlight) {
+          f = prepare(gpu, c, widths, !flying.isEmpty());
         }
-        List<DeviceBatch> batches = f.await(deadline);
-        landed = true;
-        metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
-        for (DeviceBatch b : batches) {
-          out.add(copy(gpu, b.address(), b.rows(), widths));
-          metrics.incRemoteBlocksFetched(1);
-          metrics.incRemoteBytesRead(b.layout().bufferBytes());
-          metrics.incRecordsRead(b.rows());
-        }
-      } catch (TransportException | RuntimeException e) {
-        // A FetchFailedException thrown above is checked (sneaky-thrown) and passes through here.
-        throw Scala.sneaky(fetchFailed(chunk.get(0), "device fetch from executor " + holder + ": " + e.getMessage(), e));
-      } finally {
-        if (landed) {
-          f.close();
+        if (f != null) {
+          pending.pollFirst();
+          long now = System.nanoTime();
+          if (firstSent == 0) {
+            firstSent = now;
+          }
+          flying.addLast(new InFlight(c, f, runtime.sendDeviceWriteAsync(c.holder(), f.request().encode()), now));
+          peakInFlight = Math.max(peakInFlight, flying.size());
         } else {
-          f.quarantine(runtime.node().config().fetchTimeout().toMillis()); // the holder may still write
+          land(gpu, flying.peekFirst(), widths, out);
+          flying.pollFirst().fetch().close();
         }
       }
+      done = true;
+    } finally {
+      if (!done) {
+        flying.forEach(x -> x.fetch().quarantine(timeoutMs)); // their holders may still write
+      }
+    }
+  }
+
+  /** Landing space for chunk {@code c}; null when {@code orNull} and there is none free now. */
+  private DeviceLanding.Fetch prepare(GpuExecutor gpu, Chunk c, int[] widths, boolean orNull) {
+    List<DeviceLanding.Want> wants = new ArrayList<>(c.blocks().size());
+    for (MapBlock b : c.blocks()) {
+      wants.add(new DeviceLanding.Want(b.id().mapId(), b.id().reduceId(), b.size()));
+    }
+    try {
+      if (orNull) {
+        return gpu.landing().tryPrepare(handle.shuffleId(), widths, wants);
+      }
+      long deadline = System.nanoTime() + runtime.node().config().fetchTimeout().toNanos();
+      return gpu.landing().prepare(handle.shuffleId(), widths, wants, deadline); // waits for other tasks' space
+    } catch (TransportException e) {
+      throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": device write request to executor "
+          + c.holder() + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** Waits for the holder's answer and the signal (fetch deadline from the send), then copies the blocks out. */
+  private void land(GpuExecutor gpu, InFlight x, int[] widths, List<DeviceBatch> out) {
+    long deadline = x.sentNanos() + runtime.node().config().fetchTimeout().toNanos();
+    String holder = x.chunk().holder();
+    try {
+      RpcMessages.DeviceWriteResult r;
+      try {
+        r = x.answer().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      } catch (java.util.concurrent.ExecutionException e) {
+        throw new TransportException(TransportError.UNAVAILABLE, String.valueOf(e.getCause().getMessage()),
+            e.getCause());
+      } catch (java.util.concurrent.TimeoutException e) {
+        throw new TransportException(TransportError.TIMEOUT, "no answer to device write request "
+            + x.fetch().request().requestId() + " by the fetch deadline");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new TransportException(TransportError.INTERNAL, "interrupted while waiting for executor " + holder);
+      }
+      if (!r.ok()) {
+        throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "executor " + holder
+            + " refused device write request " + x.fetch().request().requestId() + ": " + r.reason(), null));
+      }
+      List<DeviceBatch> batches = x.fetch().await(deadline);
+      lastLanded = System.nanoTime();
+      metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(lastLanded - x.sentNanos()));
+      for (DeviceBatch b : batches) {
+        out.add(copy(gpu, b.address(), b.rows(), widths));
+        remoteBlocks++;
+        remoteBytes += b.layout().bufferBytes();
+        metrics.incRemoteBlocksFetched(1);
+        metrics.incRemoteBytesRead(b.layout().bufferBytes());
+        metrics.incRecordsRead(b.rows());
+      }
+      requests++;
+    } catch (TransportException | RuntimeException e) {
+      // A FetchFailedException thrown above is checked (sneaky-thrown) and passes through here.
+      throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "device fetch from executor " + holder + ": "
+          + e.getMessage(), e));
     }
   }
 

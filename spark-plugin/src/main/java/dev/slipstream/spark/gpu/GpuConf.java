@@ -29,6 +29,11 @@ public final class GpuConf {
       "spark.slipstream.gpu.mapOutput.hostBytes", "2g",
       "Host memory that GPU map outputs may spill to when the device budget is spent; when both are spent the map"
           + " task fails naming both budgets.");
+  public static final ConfigEntry<Integer> SERVE_IN_FLIGHT = ConfigEntry.integer("spark.slipstream.gpu.serve.inFlight",
+      "4", 1, 64,
+      "Device write requests one executor pushes at once for its peers' reduce tasks, each on a stream of its own"
+          + " (a push kernel launch covers all blocks of a request); more wait until their fetch deadline."
+          + " A reduce task also keeps up to this many requests to its holders in flight.");
 
   private static final long MIN_BYTES = 1L << 20;
 
@@ -37,6 +42,7 @@ public final class GpuConf {
   private final long landingBytes;
   private final long mapOutputBytes;
   private final long hostSpillBytes;
+  private final int serveInFlight;
 
   public GpuConf(ConfigSource source) {
     this.mode = MODE.get(source);
@@ -47,6 +53,7 @@ public final class GpuConf {
     this.landingBytes = atLeast(LANDING_BYTES, LANDING_BYTES.get(source), MIN_BYTES);
     this.mapOutputBytes = atLeast(MAP_OUTPUT_BYTES, MAP_OUTPUT_BYTES.get(source), MIN_BYTES);
     this.hostSpillBytes = atLeast(HOST_SPILL_BYTES, HOST_SPILL_BYTES.get(source), 0);
+    this.serveInFlight = SERVE_IN_FLIGHT.get(source);
   }
 
   private static long atLeast(ConfigEntry<Long> e, long v, long min) {
@@ -63,6 +70,7 @@ public final class GpuConf {
   public long landingBytes() { return landingBytes; }
   public long mapOutputBytes() { return mapOutputBytes; }
   public long hostSpillBytes() { return hostSpillBytes; }
+  public int serveInFlight() { return serveInFlight; }
 
   /**
    * The CUDA device ordinal from a Spark resource address; the discovery script and Spark's

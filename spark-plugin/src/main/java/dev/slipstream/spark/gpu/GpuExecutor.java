@@ -45,6 +45,7 @@ public final class GpuExecutor implements AutoCloseable {
   private final DeviceBlockServer server;
   private final GpuEndpoint endpoint;
   private final Map<RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
+  private final Map<Long, GpuReadStats> reads = new ConcurrentHashMap<>();
   private volatile boolean closed;
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName) {
@@ -59,7 +60,8 @@ public final class GpuExecutor implements AutoCloseable {
       this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID), conf.mapOutputBytes(),
           conf.hostSpillBytes());
       made.add(store);
-      this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID, 1);
+      this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID,
+          conf.serveInFlight());
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
           landing.descriptor());
@@ -129,6 +131,20 @@ public final class GpuExecutor implements AutoCloseable {
     if (r != null) {
       r.close();
     }
+  }
+
+  /** Keeps what task {@code taskAttemptId}'s GPU shuffle read moved, until {@link #forgetRead}. */
+  public void recordRead(long taskAttemptId, GpuReadStats stats) {
+    reads.put(taskAttemptId, stats);
+  }
+
+  /** What task {@code taskAttemptId}'s last GPU shuffle read moved, while the task runs. */
+  public java.util.Optional<GpuReadStats> readStats(long taskAttemptId) {
+    return java.util.Optional.ofNullable(reads.get(taskAttemptId));
+  }
+
+  public void forgetRead(long taskAttemptId) {
+    reads.remove(taskAttemptId);
   }
 
   /** Frees a shuffle's device map outputs (those a push still reads go when it ends). */

@@ -43,4 +43,17 @@ public final class SlipstreamGpuShuffle {
     ShuffledRDD<Integer, DeviceBatch, DeviceBatch> shuffled = new ShuffledRDD<>(keyed.rdd(), partitioner, kt, vt, vt);
     return JavaPairRDD.fromRDD(shuffled, kt, vt).values();
   }
+
+  /**
+   * Inside a reduce task, after its GPU shuffle read: what the read moved and the span of its
+   * remote data path ({@link GpuReadStats}); empty outside a task or before a GPU shuffle read.
+   */
+  public static java.util.Optional<GpuReadStats> taskReadStats() {
+    org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+    if (task == null || !(org.apache.spark.SparkEnv.get().shuffleManager()
+        instanceof dev.slipstream.spark.SlipstreamShuffleManager m)) {
+      return java.util.Optional.empty();
+    }
+    return m.requireGpu().readStats(task.taskAttemptId());
+  }
 }

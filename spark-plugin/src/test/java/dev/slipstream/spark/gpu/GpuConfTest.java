@@ -21,6 +21,8 @@ class GpuConfTest {
     assertEquals(256L << 20, c.landingBytes());
     assertEquals(1L << 30, c.mapOutputBytes());
     assertEquals(2L << 30, c.hostSpillBytes());
+    assertEquals(4, c.serveInFlight());
+    assertEquals(16, conf(Map.of("spark.slipstream.gpu.serve.inFlight", "16")).serveInFlight());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "REQUIRE")).required());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "off")).off());
   }
@@ -32,6 +34,9 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.landing.bytes: got 4096 bytes, expected at least 1048576",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.landing.bytes", "4k"))).getMessage());
+    assertEquals("spark.slipstream.gpu.serve.inFlight: got '0', expected an integer in [1, 64]",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.serve.inFlight", "0"))).getMessage());
     assertEquals("spark.slipstream.gpu.resourceName: got an empty name, expected a Spark resource name such as 'gpu'",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.resourceName", " "))).getMessage());

@@ -75,6 +75,19 @@ public final class DeviceLanding implements AutoCloseable {
    * {@code deadlineNanos} (System.nanoTime()) before it gives up.
    */
   public Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos) throws TransportException {
+    return prepare(shuffleId, widths, wants, deadlineNanos, true);
+  }
+
+  /**
+   * As {@link #prepare(int, int[], List)}, but returns null instead of throwing when no free range
+   * is large enough now (a caller with requests in flight waits for those first).
+   */
+  public Fetch tryPrepare(int shuffleId, int[] widths, List<Want> wants) throws TransportException {
+    return prepare(shuffleId, widths, wants, System.nanoTime(), false);
+  }
+
+  private Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos, boolean orThrow)
+      throws TransportException {
     long need = 0;
     for (Want w : wants) {
       if (w.capacity() < 0) {
@@ -90,7 +103,11 @@ public final class DeviceLanding implements AutoCloseable {
     long base;
     long id;
     synchronized (this) {
-      base = reserve(need, deadlineNanos);
+      if (orThrow) {
+        base = reserve(need, deadlineNanos);
+      } else if (need > region.length() || (base = tryReserve(need)) < 0) {
+        return null;
+      }
       id = nextRequestId++;
     }
     List<DeviceWriteRequest.Entry> entries = new ArrayList<>(wants.size());

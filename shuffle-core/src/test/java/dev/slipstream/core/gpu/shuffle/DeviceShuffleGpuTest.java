@@ -197,33 +197,91 @@ class DeviceShuffleGpuTest {
     }
   }
 
+  /** Maps 1..count of shuffle 3, n rows each, partitioned into the store. */
+  private static void writeMaps(GpuContext ctx, DeviceMapOutputStore store, int count, int n) {
+    for (long map = 1; map <= count; map++) {
+      try (DeviceBatch b = upload(ctx, rows(map * n, n), n)) {
+        DeviceMapOutputWriter.write(ctx, store, 3, map, List.of(b), PARTS, W, 30_000);
+      }
+    }
+  }
+
+  /** A GPU with the push kernel, maps 1..6 of shuffle 3 (20,000 rows each) in a store, a landing region and a server. */
+  private static final class Rig implements AutoCloseable {
+    final GpuContext ctx = GpuContext.open(0);
+    final PushKernel kernel = PushKernel.load(ctx);
+    final DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 64L << 20, 0);
+    final DeviceLanding landing = new DeviceLanding(ctx, 64L << 20, 1);
+    final RemoteRegion view = RemoteRegion.alias(landing.region());
+    final DeviceBlockServer server;
+
+    Rig(int inFlight) {
+      server = new DeviceBlockServer(ctx, kernel, store, d -> view, 1 << 20, inFlight);
+      writeMaps(ctx, store, 6, 20_000);
+    }
+
+    void pushAll(long... maps) throws TransportException {
+      DeviceShuffleGpuTest.pushAll(server, landing, store, maps);
+    }
+
+    @Override
+    public void close() {
+      for (AutoCloseable c : new AutoCloseable[] {server, view, landing, store, kernel, ctx}) {
+        try {
+          c.close();
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+      }
+    }
+  }
+
   @Test
   void onePushLanePerLandingRegionServesRequestsOverChangingMapOutputs() throws TransportException {
     assumeGpu();
-    int n = 20_000;
-    try (GpuContext ctx = GpuContext.open(0);
-        PushKernel kernel = PushKernel.load(ctx);
-        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 64L << 20, 0);
-        DeviceLanding landing = new DeviceLanding(ctx, 32L << 20, 1);
-        RemoteRegion landingView = RemoteRegion.alias(landing.region());
-        DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> landingView, 1 << 20, 1)) {
-      for (long map = 1; map <= 6; map++) {
-        try (DeviceBatch b = upload(ctx, rows(map * n, n), n)) {
-          DeviceMapOutputWriter.write(ctx, store, 3, map, List.of(b), PARTS, W, 30_000);
+    try (Rig r = new Rig(1)) {
+      r.pushAll(1, 2);
+      r.pushAll(6, 5, 4, 3, 2, 1); // more outputs than the lane's first 4 slots
+      r.pushAll(3);
+      r.pushAll(2, 4);
+      assertEquals(1, r.server.lanesMade(), "requests one at a time into one landing region share one lane");
+      assertEquals(1, r.server.lanesIdle());
+      assertEquals(4, r.server.requestsServed());
+      r.server.forget(r.landing.descriptor());
+      assertEquals(0, r.server.lanesIdle(), "a forgotten landing region's lanes are closed");
+      r.pushAll(5);
+      assertEquals(2, r.server.lanesMade());
+      assertEquals(0, r.landing.used());
+    }
+  }
+
+  @Test
+  void requestsFromSeveralThreadsPushConcurrentlyWithinTheBoundByteExact() throws Exception {
+    assumeGpu();
+    try (Rig r = new Rig(2)) {
+      java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(6);
+      try {
+        List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+        for (int t = 0; t < 6; t++) {
+          long first = t + 1;
+          done.add(pool.submit(() -> {
+            r.ctx.makeCurrent();
+            for (int round = 0; round < 5; round++) {
+              r.pushAll(first, 7 - first);
+            }
+            return null;
+          }));
         }
+        for (java.util.concurrent.Future<?> f : done) {
+          f.get(120, java.util.concurrent.TimeUnit.SECONDS); // rethrows a thread's failed byte check
+        }
+      } finally {
+        pool.shutdownNow();
       }
-      pushAll(server, landing, store, 1, 2);
-      pushAll(server, landing, store, 6, 5, 4, 3, 2, 1); // more outputs than the lane's first 4 slots
-      pushAll(server, landing, store, 3);
-      pushAll(server, landing, store, 2, 4);
-      assertEquals(1, server.lanesMade(), "requests one at a time into one landing region share one lane");
-      assertEquals(1, server.lanesIdle());
-      assertEquals(4, server.requestsServed());
-      server.forget(landing.descriptor());
-      assertEquals(0, server.lanesIdle(), "a forgotten landing region's lanes are closed");
-      pushAll(server, landing, store, 5);
-      assertEquals(2, server.lanesMade());
-      assertEquals(0, landing.used());
+      assertEquals(30, r.server.requestsServed());
+      assertTrue(r.server.peakInFlight() >= 1 && r.server.peakInFlight() <= 2, "peak " + r.server.peakInFlight());
+      assertTrue(r.server.lanesMade() <= 2, "lanes made " + r.server.lanesMade() + ", expected at most the bound 2");
+      assertEquals(0, r.landing.used());
     }
   }
 

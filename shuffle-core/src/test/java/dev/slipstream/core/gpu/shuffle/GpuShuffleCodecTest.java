@@ -143,4 +143,11 @@ class GpuShuffleCodecTest {
     assertEquals(GpuPath.HOST, GpuPath.between(a0, null));
     assertEquals(GpuPath.HOST, GpuPath.between(null, null));
   }
+
+  @Test
+  void aBlockServerNeedsAtLeastOneRequestInFlight() {
+    assertEquals("device block server: 0 requests in flight, expected >= 1",
+        assertThrows(IllegalArgumentException.class, () -> new DeviceBlockServer(null, null, null, null, 1, 0))
+            .getMessage());
+  }
 }

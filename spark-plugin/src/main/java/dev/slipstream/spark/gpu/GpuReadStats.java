@@ -1,0 +1,37 @@
+package dev.slipstream.spark.gpu;
+
+/**
+ * What one reduce task's GPU shuffle read moved, measured inside the task: local blocks (on this
+ * executor's device), remote blocks pushed into its landing region by their holders, the device
+ * write requests that carried them, the most that were in flight at once, and the span of the
+ * remote data path: from the first request sent ({@link System#nanoTime()}) to the last block
+ * landed (its signal seen complete). The data-path throughput is remote bytes over that span.
+ *
+ * <p>Immutable. {@code System.nanoTime()} is CLOCK_MONOTONIC on Linux, one clock for every process
+ * of a machine, so spans of executors on one host can be compared.
+ */
+public record GpuReadStats(long localBlocks, long localBytes, long remoteBlocks, long remoteBytes, int requests,
+                           int peakInFlight, long firstSentNanos, long lastLandedNanos) {
+  public GpuReadStats {
+    if (localBlocks < 0 || localBytes < 0 || remoteBlocks < 0 || remoteBytes < 0 || requests < 0 || peakInFlight < 0) {
+      throw new IllegalArgumentException("GPU read stats: negative count (" + localBlocks + " local blocks, "
+          + localBytes + " bytes, " + remoteBlocks + " remote blocks, " + remoteBytes + " bytes, " + requests
+          + " requests, " + peakInFlight + " in flight), expected >= 0");
+    }
+    if (requests > 0 && lastLandedNanos - firstSentNanos < 0) {
+      throw new IllegalArgumentException("GPU read stats: last block landed at " + lastLandedNanos
+          + " ns, before the first request was sent at " + firstSentNanos + " ns");
+    }
+  }
+
+  /** Nanoseconds from the first request sent to the last block landed; 0 without requests. */
+  public long remoteNanos() {
+    return requests == 0 ? 0 : lastLandedNanos - firstSentNanos;
+  }
+
+  /** Remote bytes per second over {@link #remoteNanos()}; 0 without requests. */
+  public double remoteBytesPerSecond() {
+    long ns = remoteNanos();
+    return ns == 0 ? 0 : remoteBytes * 1e9 / ns;
+  }
+}
