@@ -34,10 +34,12 @@ import scala.Tuple2;
  * {@code [startMapIndex, endMapIndex)}, local blocks are copied on the device out of this
  * executor's device map-output store; for the remote blocks it reserves device landing space per
  * request (at most half the region, holders interleaved), keeps up to
- * {@code spark.slipstream.gpu.serve.inFlight} requests in flight (sent through the driver), waits
- * for each one's answer and signal with the fetch deadline, and copies each landed block out of
- * the landing region. Returns one device batch per block (key {@code 0}); they are closed when the
- * task completes. What the read moved and the span of its remote data path go to
+ * {@code spark.slipstream.gpu.serve.inFlight} requests in flight (sent through the driver), and
+ * waits for each one's answer and signal with the fetch deadline. Returns one device batch per
+ * block (key {@code 0}): views into the pinned local map outputs and into the landed ranges of the
+ * landing region (copies where the task would hold more than a quarter of the region), valid until
+ * the task completes, when the pins and ranges are released (also when the task fails: a landed
+ * range takes no more writes; a range still in flight is quarantined). What the read moved and the span of its remote data path go to
  * {@link GpuExecutor#recordRead} ({@link GpuReadStats}) until the task completes.
  *
  * <p>A holder that is not in the peer table, has no GPU endpoint, refuses, or misses the deadline
@@ -59,6 +61,12 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   private int peakInFlight;
   private long firstSent;
   private long lastLanded;
+  /** Landed requests whose blocks are handed out as views into the landing region. */
+  private final List<Held> held = new ArrayList<>();
+  private long heldBytes;
+  private long copiedBlocks;
+  /** Local map outputs, pinned while their blocks are handed out as views. */
+  private final Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
 
   GpuShuffleReader(GpuShuffleHandle<K, ?, C> handle, int startMapIndex, int endMapIndex, int startPartition,
                    int endPartition, TaskContext context, ShuffleReadMetricsReporter metrics, ExecutorRuntime runtime) {
@@ -79,7 +87,13 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     int shuffleId = handle.shuffleId();
     int[] widths = handle.partitioner().widths();
     List<DeviceBatch> out = new ArrayList<>();
-    context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> out.forEach(DeviceBatch::close));
+    // Views go with their ranges and pins when the task ends (failed or not): a held range has
+    // landed completely (its signal counted every block), so no holder writes into it any more.
+    context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> {
+      out.forEach(DeviceBatch::close);
+      held.forEach(h -> h.fetch().close());
+      pins.values().forEach(DeviceMapOutputStore.Pinned::close);
+    });
     List<MapBlock> local = new ArrayList<>();
     Map<String, List<MapBlock>> remote = new LinkedHashMap<>();
     for (MapBlock blk : MapBlock.nonEmpty(shuffleId, startMapIndex, endMapIndex, startPartition, endPartition,
@@ -91,8 +105,10 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
     }
     for (MapBlock b : local) {
-      try (DeviceMapOutputStore.Pinned p = gpu.store().pin(shuffleId, b.id().mapId())) {
-        out.add(copy(gpu, p.block().address() + p.offset(b.id().reduceId()), p.rows(b.id().reduceId()), widths));
+      try {
+        DeviceMapOutputStore.Pinned p = pins.computeIfAbsent(b.id().mapId(), m -> gpu.store().pin(shuffleId, m));
+        out.add(DeviceBatch.view(gpu.context().device(), p.block().address() + p.offset(b.id().reduceId()),
+            BatchLayout.packed(p.rows(b.id().reduceId()), widths)));
         metrics.incLocalBlocksFetched(1);
         metrics.incLocalBytesRead(p.bytes(b.id().reduceId()));
         localBytes += p.bytes(b.id().reduceId());
@@ -107,8 +123,8 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
     fetchRemote(gpu, holders, widths, out);
     long task = context.taskAttemptId();
-    gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, requests, peakInFlight,
-        firstSent, lastLanded));
+    gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, copiedBlocks, requests,
+        peakInFlight, firstSent, lastLanded));
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> gpu.forgetRead(task));
     List<Product2<K, C>> records = new ArrayList<>(out.size());
     for (DeviceBatch b : out) {
@@ -122,6 +138,9 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
 
   /** One request: blocks of one holder that fit half the landing region. */
   private record Chunk(String holder, List<MapBlock> blocks) {}
+
+  /** A landed request and where its views stand in the task's output. */
+  private record Held(DeviceLanding.Fetch fetch, int from, int to) {}
 
   /** A request sent and not yet landed. */
   private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<RpcMessages.DeviceWriteResult> answer,
@@ -193,13 +212,14 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
    * Fetches every remote block: up to {@code spark.slipstream.gpu.serve.inFlight} requests in flight
    * (holders interleaved, so different holders push at once), a new one sent while landing space is
    * free, else the oldest awaited first. A request that failed, or is still in flight when the task
-   * fails, has its range quarantined (its holder may still write); a landed one is released after
-   * its blocks were copied out.
+   * fails, has its range quarantined (its holder may still write); a landed one is kept for its
+   * views ({@link #keep}). Before waiting for other tasks' landing space, the task copies its own
+   * views out and releases their ranges, so tasks waiting for space hold none.
    */
   private void fetchRemote(GpuExecutor gpu, List<Holder> holders, int[] widths, List<DeviceBatch> out) {
-    Deque<Chunk> pending = new ArrayDeque<>(chunks(holders, gpu.landing().capacity() / 2));
-    Deque<InFlight> flying = new ArrayDeque<>();
     int maxInFlight = runtime.gpuConf().serveInFlight();
+    Deque<Chunk> pending = new ArrayDeque<>(chunks(holders, gpu.landing().capacity() / (2L * maxInFlight)));
+    Deque<InFlight> flying = new ArrayDeque<>();
     long timeoutMs = runtime.node().config().fetchTimeout().toMillis();
     boolean done = false;
     try {
@@ -207,7 +227,11 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         DeviceLanding.Fetch f = null;
         Chunk c = pending.peekFirst();
         if (c != null && flying.size() < maxInFlight) {
-          f = prepare(gpu, c, widths, !flying.isEmpty());
+          f = prepare(gpu, c, widths, true);
+          if (f == null && flying.isEmpty()) {
+            copyOutHeld(gpu, widths, out); // free this task's own ranges before waiting for other tasks'
+            f = prepare(gpu, c, widths, false);
+          }
         }
         if (f != null) {
           pending.pollFirst();
@@ -218,8 +242,8 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
           flying.addLast(new InFlight(c, f, runtime.sendDeviceWriteAsync(c.holder(), f.request().encode()), now));
           peakInFlight = Math.max(peakInFlight, flying.size());
         } else {
-          land(gpu, flying.peekFirst(), widths, out);
-          flying.pollFirst().fetch().close();
+          List<DeviceBatch> views = land(flying.peekFirst());
+          keep(gpu, flying.pollFirst().fetch(), views, widths, out);
         }
       }
       done = true;
@@ -248,8 +272,8 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
   }
 
-  /** Waits for the holder's answer and the signal (fetch deadline from the send), then copies the blocks out. */
-  private void land(GpuExecutor gpu, InFlight x, int[] widths, List<DeviceBatch> out) {
+  /** Waits for the holder's answer and the signal (fetch deadline from the send); returns the landed blocks' views. */
+  private List<DeviceBatch> land(InFlight x) {
     long deadline = x.sentNanos() + runtime.node().config().fetchTimeout().toNanos();
     String holder = x.chunk().holder();
     try {
@@ -274,7 +298,6 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       lastLanded = System.nanoTime();
       metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(lastLanded - x.sentNanos()));
       for (DeviceBatch b : batches) {
-        out.add(copy(gpu, b.address(), b.rows(), widths));
         remoteBlocks++;
         remoteBytes += b.layout().bufferBytes();
         metrics.incRemoteBlocksFetched(1);
@@ -282,10 +305,49 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         metrics.incRecordsRead(b.rows());
       }
       requests++;
+      return batches;
     } catch (TransportException | RuntimeException e) {
       // A FetchFailedException thrown above is checked (sneaky-thrown) and passes through here.
       throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "device fetch from executor " + holder + ": "
           + e.getMessage(), e));
+    }
+  }
+
+  /**
+   * Hands a landed request's blocks out as views into its range while this task holds at most a
+   * quarter of the landing region in views (other tasks' requests need room too); beyond that the
+   * blocks are copied into buffers of their own and the range is released at once.
+   */
+  private void keep(GpuExecutor gpu, DeviceLanding.Fetch f, List<DeviceBatch> views, int[] widths,
+      List<DeviceBatch> out) {
+    if (heldBytes + f.length() <= gpu.landing().capacity() / 4) {
+      held.add(new Held(f, out.size(), out.size() + views.size()));
+      heldBytes += f.length();
+      out.addAll(views);
+      return;
+    }
+    try {
+      for (DeviceBatch v : views) {
+        out.add(copy(gpu, v.address(), v.rows(), widths));
+        copiedBlocks++;
+      }
+    } finally {
+      f.close(); // landed: no holder writes into it any more
+    }
+  }
+
+  /** Replaces this task's views into the landing region by copies and releases their ranges. */
+  private void copyOutHeld(GpuExecutor gpu, int[] widths, List<DeviceBatch> out) {
+    while (!held.isEmpty()) {
+      Held h = held.get(held.size() - 1);
+      for (int i = h.from(); i < h.to(); i++) {
+        DeviceBatch v = out.get(i);
+        out.set(i, copy(gpu, v.address(), v.rows(), widths));
+      }
+      held.remove(held.size() - 1);
+      heldBytes -= h.fetch().length();
+      h.fetch().close();
+      copiedBlocks += h.to() - h.from();
     }
   }
 

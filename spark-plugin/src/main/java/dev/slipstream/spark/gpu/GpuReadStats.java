@@ -2,7 +2,8 @@ package dev.slipstream.spark.gpu;
 
 /**
  * What one reduce task's GPU shuffle read moved, measured inside the task: local blocks (on this
- * executor's device), remote blocks pushed into its landing region by their holders, the device
+ * executor's device), remote blocks pushed into its landing region by their holders and how many of
+ * those were copied out of it rather than handed out as views, the device
  * write requests that carried them, the most that were in flight at once, and the span of the
  * remote data path: from the first request sent ({@link System#nanoTime()}) to the last block
  * landed (its signal seen complete). The data-path throughput is remote bytes over that span.
@@ -10,13 +11,18 @@ package dev.slipstream.spark.gpu;
  * <p>Immutable. {@code System.nanoTime()} is CLOCK_MONOTONIC on Linux, one clock for every process
  * of a machine, so spans of executors on one host can be compared.
  */
-public record GpuReadStats(long localBlocks, long localBytes, long remoteBlocks, long remoteBytes, int requests,
-                           int peakInFlight, long firstSentNanos, long lastLandedNanos) {
+public record GpuReadStats(long localBlocks, long localBytes, long remoteBlocks, long remoteBytes, long copiedBlocks,
+                           int requests, int peakInFlight, long firstSentNanos, long lastLandedNanos) {
   public GpuReadStats {
-    if (localBlocks < 0 || localBytes < 0 || remoteBlocks < 0 || remoteBytes < 0 || requests < 0 || peakInFlight < 0) {
+    if (localBlocks < 0 || localBytes < 0 || remoteBlocks < 0 || remoteBytes < 0 || copiedBlocks < 0 || requests < 0
+        || peakInFlight < 0) {
       throw new IllegalArgumentException("GPU read stats: negative count (" + localBlocks + " local blocks, "
-          + localBytes + " bytes, " + remoteBlocks + " remote blocks, " + remoteBytes + " bytes, " + requests
-          + " requests, " + peakInFlight + " in flight), expected >= 0");
+          + localBytes + " bytes, " + remoteBlocks + " remote blocks, " + remoteBytes + " bytes, " + copiedBlocks
+          + " copied, " + requests + " requests, " + peakInFlight + " in flight), expected >= 0");
+    }
+    if (copiedBlocks > remoteBlocks) {
+      throw new IllegalArgumentException("GPU read stats: " + copiedBlocks + " blocks copied out of the landing region,"
+          + " expected at most the " + remoteBlocks + " remote blocks");
     }
     if (requests > 0 && lastLandedNanos - firstSentNanos < 0) {
       throw new IllegalArgumentException("GPU read stats: last block landed at " + lastLandedNanos

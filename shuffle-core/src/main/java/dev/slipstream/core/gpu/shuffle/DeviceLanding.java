@@ -200,6 +200,11 @@ public final class DeviceLanding implements AutoCloseable {
       return request;
     }
 
+    /** Bytes of the landing region this request holds (blocks, table and signal). */
+    public long length() {
+      return length;
+    }
+
     /** The block count the signal reaches when everything has landed: one per entry plus the table. */
     public long expectedBlocks() {
       return request.entries().size() + 1L;

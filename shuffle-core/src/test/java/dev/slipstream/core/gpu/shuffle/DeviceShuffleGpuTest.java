@@ -286,6 +286,39 @@ class DeviceShuffleGpuTest {
   }
 
   @Test
+  void landedViewsStayByteExactWhileLaterRequestsLandUntilTheirRangeIsReleased() throws TransportException {
+    assumeGpu();
+    try (Rig r = new Rig(1)) {
+      List<DeviceLanding.Want> wants = new ArrayList<>();
+      List<byte[]> sections = new ArrayList<>();
+      try (DeviceMapOutputStore.Pinned p = r.store.pin(3, 4)) {
+        for (int q = 0; q < PARTS; q++) {
+          byte[] b = new byte[(int) p.bytes(q)];
+          p.block().read(p.offset(q), b, 0, b.length);
+          sections.add(b);
+          wants.add(new DeviceLanding.Want(4, q, b.length));
+        }
+      }
+      DeviceLanding.Fetch held = r.landing.prepare(3, W, wants);
+      r.server.serve(held.request(), 30_000);
+      List<DeviceBatch> views = held.await(System.nanoTime() + 30_000_000_000L);
+      long base = r.landing.region().devicePointer();
+      for (int round = 0; round < 3; round++) {
+        r.pushAll(1, 2, 3, 5, 6); // other requests reserve and land around the held range
+      }
+      assertEquals(held.length(), r.landing.used(), "the held range stays reserved, the others were released");
+      for (int i = 0; i < views.size(); i++) {
+        DeviceBatch v = views.get(i);
+        assertEquals(BatchLayout.packedBytes(v.rows(), W), sections.get(i).length);
+        assertArrayEquals(sections.get(i), r.landing.region().read(v.address() - base, sections.get(i).length),
+            "view " + i + " after later requests landed");
+      }
+      held.close();
+      assertEquals(0, r.landing.used(), "released once the views are no longer used");
+    }
+  }
+
+  @Test
   void anOutputSpilledToHostMemoryComesBackByteExact() {
     assumeGpu();
     int n = 50_000;
