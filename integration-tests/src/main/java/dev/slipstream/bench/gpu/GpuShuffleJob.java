@@ -42,17 +42,22 @@ import scala.Tuple2;
  * only uploads the rows; generated rows are cached in each executor JVM after the checked jobs, so
  * generation is in neither. Printed per repetition: the job times and the shuffle throughput,
  * shuffled row bytes divided by (shuffle job time minus upload-only job time). The extra Spark stage
- * of a shuffle job (scheduling, task launch: tens of ms) is inside that time.
+ * of a shuffle job (scheduling, task launch: tens of ms) is inside that time. Besides that
+ * end-to-end figure, the timed GPU shuffle's reduce tasks report their data path as measured inside
+ * them ({@link DataPathReport}: remote bytes over the span from the first request sent to the last
+ * block landed, per reducer and aggregated).
  *
  * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
- * [--reps 3] [--discover PATH]}; executors get 12g of heap; needs -Dslipstream.plugin.jar (the executors' class path).
+ * [--reps 3] [--tasks-per-gpu 1] [--discover PATH]}; executors get 12g of heap; needs
+ * -Dslipstream.plugin.jar (the executors' class path).
  */
 public final class GpuShuffleJob {
   private GpuShuffleJob() {}
 
   public static void main(String[] args) throws Exception {
     Map<String, String> o = new TreeMap<>(Map.of("executors", "2", "maps", "8", "rows", "2000000",
-        "partitions", "16", "reps", "3", "discover", "bin/slipstream-gpu-discover", "seed", "7"));
+        "partitions", "16", "reps", "3", "discover", "bin/slipstream-gpu-discover", "seed", "7",
+        "tasks-per-gpu", "1"));
     for (int i = 0; i + 1 < args.length; i += 2) {
       if (!args[i].startsWith("--") || !o.containsKey(args[i].substring(2))) {
         throw new IllegalArgumentException("unknown option " + args[i] + ", expected one of --" + o.keySet());
@@ -65,6 +70,11 @@ public final class GpuShuffleJob {
     int parts = Integer.parseInt(o.get("partitions"));
     int reps = Integer.parseInt(o.get("reps"));
     long seed = Long.parseLong(o.get("seed"));
+    int tasksPerGpu = Integer.parseInt(o.get("tasks-per-gpu"));
+    if (tasksPerGpu < 1 || tasksPerGpu > 16) {
+      throw new IllegalArgumentException("--tasks-per-gpu " + tasksPerGpu + ", expected 1..16 (concurrent tasks of an"
+          + " executor sharing its GPU)");
+    }
     String discover = new java.io.File(o.get("discover")).getAbsolutePath();
     // (Not LocalCluster.executorClassPath(): that class links Spark SQL, which the GPU machine's stage leaves out.)
     String jar = System.getProperty("slipstream.plugin.jar");
@@ -74,7 +84,7 @@ public final class GpuShuffleJob {
     String app = System.getProperty("slipstream.app.classpath", "");
     String cp = app.isEmpty() ? jar : jar + java.io.File.pathSeparator + app;
     SparkConf conf = new SparkConf().setAppName("slipstream-gpu-shuffle")
-        .setMaster("local-cluster[" + executors + ",1,16384]")
+        .setMaster("local-cluster[" + executors + "," + tasksPerGpu + ",16384]")
         .set("spark.executor.memory", "12g")
         .set("spark.executor.extraClassPath", cp)
         .set("spark.driver.extraClassPath", cp)
@@ -88,7 +98,7 @@ public final class GpuShuffleJob {
         .set("spark.worker.resource.gpu.discoveryScript", discover)
         .set("spark.executor.resource.gpu.amount", "1")
         .set("spark.executor.resource.gpu.discoveryScript", discover)
-        .set("spark.task.resource.gpu.amount", "1")
+        .set("spark.task.resource.gpu.amount", tasksPerGpu == 1 ? "1" : String.valueOf(1.0 / tasksPerGpu))
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.locality.wait", "0s");
@@ -116,8 +126,8 @@ public final class GpuShuffleJob {
         System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1)));
       }
       long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
-      System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors%n", maps, rows,
-          LineitemGen.ROW_BYTES, bytes / 1e6, parts, executors);
+      System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors, %d task(s) at once"
+          + " per GPU%n", maps, rows, LineitemGen.ROW_BYTES, bytes / 1e6, parts, executors, tasksPerGpu);
       JavaRDD<Integer> mapIds = sc.parallelize(IntStream.range(0, maps).boxed().toList(), maps);
       // Checked (once): both paths, per-partition multiset checksums compared.
       long t0 = System.nanoTime();
@@ -147,9 +157,17 @@ public final class GpuShuffleJob {
         long t3 = System.nanoTime();
         long base = baseline(mapIds, seed, rows);
         long t4 = System.nanoTime();
-        long gpuRows = SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts, LineitemGen.WIDTHS)
-            .map(DeviceBatch::rows).reduce(Long::sum);
+        List<DataPathReport.Read> reads = SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts,
+            LineitemGen.WIDTHS).mapPartitions(it -> {
+              long n = 0;
+              while (it.hasNext()) {
+                n += it.next().rows();
+              }
+              return List.of(DataPathReport.Read.of(TaskContext.getPartitionId(), SparkEnv.get().executorId(), n,
+                  SlipstreamGpuShuffle.taskReadStats())).iterator();
+            }).collect();
         long t5 = System.nanoTime();
+        long gpuRows = reads.stream().mapToLong(DataPathReport.Read::rows).sum();
         long hostRows = total;
         long t6 = t5;
         if (rep == 1) {
@@ -167,6 +185,10 @@ public final class GpuShuffleJob {
             gpuS, throughput(bytes, gpuS - baseS), rep == 1
                 ? String.format(", host shuffle job %.3f s (throughput %s)", hostS, throughput(bytes, hostS - baseS))
                 : "");
+        if (rep == 1) {
+          System.out.println(DataPathReport.METHOD);
+        }
+        DataPathReport.lines(reads).forEach(System.out::println);
       }
     }
   }
