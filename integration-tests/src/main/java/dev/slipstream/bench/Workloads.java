@@ -44,6 +44,7 @@ public final class Workloads implements Serializable {
     w.put("recordsLargerThanALandingBuffer", Workloads::largeRecords);
     w.put("twoThousandReducePartitions", Workloads::manyPartitions);
     w.put("sqlJoinAndAggregationWithAqe", Workloads::sqlWithAqe);
+    w.put("sqlRowsNotCopiedAboveDirectPartitions", Workloads::sqlManyPartitions);
     return w;
   }
 
@@ -215,6 +216,48 @@ public final class Workloads implements Serializable {
         .collectAsList().forEach(r -> out.add("join " + r.mkString(",")));
     Collections.sort(out);
     return out;
+  }
+
+  /**
+   * Spark SQL hands a sort-based shuffle manager its reused rows without copying them. With 300
+   * partitions (above the direct writer's 200) Slipstream's serialized-sort writer must serialize
+   * each row before the next one overwrites it: a writer that kept row objects would return the
+   * last row of each batch many times over. Variable-length strings make every row different.
+   */
+  public static List<String> sqlManyPartitions(SparkSession s) {
+    String[] keys = {"spark.sql.adaptive.enabled", "spark.sql.autoBroadcastJoinThreshold", "spark.sql.shuffle.partitions"};
+    String[] before = new String[keys.length];
+    for (int i = 0; i < keys.length; i++) {
+      before[i] = s.conf().getOption(keys[i]).getOrElse(() -> null);
+    }
+    s.conf().set(keys[0], "false");
+    s.conf().set(keys[1], "-1");
+    s.conf().set(keys[2], "300");
+    try {
+      Dataset<Row> rows = s.range(0, 200_000, 1, 4)
+          .selectExpr("id", "id % 5003 as k", "repeat(concat('r', cast(id as string)), cast(id % 4 + 1 as int)) as text");
+      Dataset<Row> dims = s.range(0, 5003, 1, 2).selectExpr("id as k", "concat('dim-', id * 31 % 977) as name");
+      rows.createOrReplaceTempView("rows300");
+      dims.createOrReplaceTempView("dims300");
+      List<String> out = new ArrayList<>();
+      s.sql("select d.name, count(*), sum(length(r.text)), max(r.text) from rows300 r join dims300 d on r.k = d.k"
+          + " group by d.name").collectAsList().forEach(r -> out.add("agg " + r.mkString(",")));
+      s.sql("select r.id, r.text, d.name from rows300 r join dims300 d on r.k = d.k where r.id % 1009 = 0")
+          .collectAsList().forEach(r -> out.add("join " + r.mkString(",")));
+      rows.repartition(300, rows.col("text")).selectExpr("spark_partition_id() as p", "text").groupBy("p")
+          .agg(org.apache.spark.sql.functions.count("text"), org.apache.spark.sql.functions.max("text"))
+          .collectAsList().forEach(r -> out.add("part " + r.mkString(",")));
+      Collections.sort(out);
+      return out;
+    } finally {
+      for (int i = 0; i < keys.length; i++) {
+        if (before[i] == null) {
+          s.conf().unset(keys[i]);
+        } else {
+          s.conf().set(keys[i], before[i]);
+        }
+      }
+    }
   }
 
   /**

@@ -8,6 +8,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
+import dev.slipstream.bench.BlockManagerReads;
 import dev.slipstream.bench.LocalCluster;
 import dev.slipstream.bench.Workloads;
 import org.apache.spark.sql.SparkSession;
@@ -84,6 +85,21 @@ class ShuffleEquivalenceIT {
     assertTrue(written > 0, "executors wrote one-sided through tcp: " + m);
     assertEquals(written, received, "every byte written one-sided arrived in a landing region: " + m);
     assertTrue(delta(before, m, "requests.served") > 0, "executors served write requests: " + m);
+  }
+
+  /**
+   * Code that sees a {@code SortShuffleManager} may read shuffle blocks through Spark's block
+   * manager instead of the manager's reader (Delta Lake's optimized write does). Every block of a
+   * Slipstream shuffle must then come back from its holder's map-output store: local blocks
+   * through {@code getLocalBlockData}, the other executor's through Spark's block transfer service.
+   */
+  @Test
+  void blocksAreServedThroughSparksBlockManager() {
+    BlockManagerReads.Result r = BlockManagerReads.run(spark);
+    assertEquals(r.viaReader(), r.viaBlockManager());
+    assertTrue(r.localBlocks() > 0 && r.remoteBlocks() > 0,
+        "blocks were read both locally and from the other executor: local " + r.localBlocks() + ", remote "
+            + r.remoteBlocks());
   }
 
   private static long delta(Map<String, Map<String, Long>> before, Map<String, Map<String, Long>> after, String key) {

@@ -16,9 +16,8 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
-import org.apache.spark.shuffle.ShuffleBlockResolver;
+import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleHandle;
-import org.apache.spark.shuffle.ShuffleManager;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
@@ -30,6 +29,19 @@ import org.slf4j.LoggerFactory;
 /**
  * Slipstream's entry point: {@code spark.shuffle.manager=dev.slipstream.spark.SlipstreamShuffleManager}.
  *
+ * <p>It is a {@link SortShuffleManager} to Spark, and keeps that class's promise: no writer holds
+ * on to a record object after it returned from the iterator, except where Spark's own sort
+ * shuffle would (map-side combine, or a serializer that cannot relocate records). Spark SQL
+ * relies on it to pass its reused rows to the shuffle without copying each one
+ * ({@code ShuffleExchangeExec.needToCopyObjectsBeforeShuffle}). Slipstream's writers: the direct
+ * writer (at most {@code spark.slipstream.writer.directPartitionsMax} partitions) serializes each
+ * record at once; above that, without map-side combine and with a relocatable serializer, Spark's
+ * serialized sort ({@link SerializedWriter}) writes into the map-output store; otherwise Spark's
+ * {@code ExternalSorter}. Code that checks for a {@code SortShuffleManager} and then reads blocks
+ * through the block manager is served by {@link StoreBlockResolver}. Everything else of the
+ * superclass (its index files, its writers and reader) is used only when this manager falls back
+ * to Spark's sort shuffle ({@link #isFallback()}).
+ *
  * <p>Start-up: the configuration is validated in the constructor (bad values fail the JVM's
  * start with the key and the valid values). {@code SparkEnv.get()} is still null there on Spark
  * 3.5, so a start-up thread waits for it, then sets up the driver endpoint (driver) or opens the
@@ -39,8 +51,9 @@ import org.slf4j.LoggerFactory;
  * <p>Threading: thread-safe. Ownership: {@link #stop()} releases every transport, registered
  * region and file.
  */
-public class SlipstreamShuffleManager implements ShuffleManager {
+public class SlipstreamShuffleManager extends SortShuffleManager {
   private static final Logger LOG = LoggerFactory.getLogger(SlipstreamShuffleManager.class);
+  private static final String HOST_LOCAL_DISK_READS = "spark.shuffle.readHostLocalDisk";
 
   private final SparkConf sparkConf;
   private final SlipstreamConf conf;
@@ -48,14 +61,15 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   private final boolean isDriver;
   private final boolean localMode;
   private final CompletableFuture<Void> started = new CompletableFuture<>();
-  private final ShuffleBlockResolver resolver = SparkShim.blockResolver();
-  private final ShuffleManager fallback;
+  private final StoreBlockResolver resolver;
+  private final boolean fallback;
   private volatile DriverEndpoint driverEndpoint;
   private volatile ExecutorRuntime runtime;
   private volatile boolean stopped;
   private volatile Exception gpuFailure;
 
   public SlipstreamShuffleManager(SparkConf sparkConf) {
+    super(sparkConf);
     this.sparkConf = sparkConf;
     this.transports = Transports.load(SlipstreamShuffleManager.class.getClassLoader());
     this.conf = new SlipstreamConf(SlipstreamConf.source(sparkConf), transports);
@@ -71,11 +85,18 @@ public class SlipstreamShuffleManager implements ShuffleManager {
       // Every process decides the same from the same SparkConf, so driver and executors agree.
       LOG.warn("Slipstream cannot serve this configuration ({}); using Spark's sort shuffle instead. Set {}=fail to "
           + "make this a start-up failure.", unsupported.get(), SlipstreamConf.FALLBACK.key());
-      this.fallback = new SortShuffleManager(sparkConf);
+      this.fallback = true;
+      this.resolver = null;
       started.complete(null);
       return;
     }
-    this.fallback = null;
+    this.fallback = false;
+    this.resolver = new StoreBlockResolver(sparkConf, () -> runtime().node().store());
+    if (!sparkConf.contains(HOST_LOCAL_DISK_READS)) {
+      // Code that reads blocks through Spark's block fetcher (see the class comment) must ask the
+      // holder for them: they are not files that an executor of the same host could open.
+      sparkConf.set(HOST_LOCAL_DISK_READS, "false");
+    }
     Thread t = new Thread(this::startUp, "slipstream-startup");
     t.setDaemon(true);
     t.start();
@@ -124,7 +145,7 @@ public class SlipstreamShuffleManager implements ShuffleManager {
 
   /** True when this manager hands everything to Spark's sort shuffle (see {@link SlipstreamConf#unsupported()}). */
   public boolean isFallback() {
-    return fallback != null;
+    return fallback;
   }
 
   private void startUp() {
@@ -208,12 +229,12 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
     boolean gpuShuffle = dependency.partitioner() instanceof dev.slipstream.spark.gpu.GpuPartitioner;
-    if (fallback != null) {
+    if (fallback) {
       if (gpuShuffle) {
         throw new IllegalStateException("GPU shuffle " + shuffleId + " needs Slipstream, which is using Spark's sort"
             + " shuffle for this configuration: " + conf.unsupported().orElse("?"));
       }
-      return fallback.registerShuffle(shuffleId, dependency);
+      return super.registerShuffle(shuffleId, dependency);
     }
     if (gpuShuffle) {
       return new GpuShuffleHandle<>(shuffleId, dependency);
@@ -225,14 +246,18 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   @SuppressWarnings("unchecked")
   public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
                                               ShuffleWriteMetricsReporter metrics) {
-    if (fallback != null) {
-      return fallback.getWriter(handle, mapId, context, metrics);
+    if (fallback) {
+      return super.getWriter(handle, mapId, context, metrics);
     }
     if (handle instanceof GpuShuffleHandle<?, ?, ?> g) {
       return new GpuShuffleWriter<>((GpuShuffleHandle<K, V, Object>) g, mapId, context, metrics, runtime());
     }
-    return new SlipstreamShuffleWriter<>((SlipstreamShuffleHandle<K, V, Object>) handle, mapId, context, metrics, runtime(),
-        conf.directPartitionsMax());
+    SlipstreamShuffleHandle<K, V, Object> h = (SlipstreamShuffleHandle<K, V, Object>) handle;
+    ShuffleDependency<K, V, Object> dep = h.dependency();
+    if (dep.partitioner().numPartitions() > conf.directPartitionsMax() && canUseSerializedShuffle(dep)) {
+      return SerializedWriter.create(h, mapId, context, metrics, runtime(), sparkConf);
+    }
+    return new SlipstreamShuffleWriter<>(h, mapId, context, metrics, runtime(), conf.directPartitionsMax());
   }
 
   @Override
@@ -240,8 +265,8 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
                                               int startPartition, int endPartition, TaskContext context,
                                               ShuffleReadMetricsReporter metrics) {
-    if (fallback != null) {
-      return fallback.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+    if (fallback) {
+      return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
     if (handle instanceof GpuShuffleHandle<?, ?, ?> g) {
       return new GpuShuffleReader<>((GpuShuffleHandle<K, ?, C>) g, startMapIndex, endMapIndex, startPartition,
@@ -253,8 +278,8 @@ public class SlipstreamShuffleManager implements ShuffleManager {
 
   @Override
   public boolean unregisterShuffle(int shuffleId) {
-    if (fallback != null) {
-      return fallback.unregisterShuffle(shuffleId);
+    if (fallback) {
+      return super.unregisterShuffle(shuffleId);
     }
     ExecutorRuntime r = runtime;
     if (r != null) {
@@ -265,9 +290,9 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   }
 
   @Override
-  public ShuffleBlockResolver shuffleBlockResolver() {
-    if (fallback != null) {
-      return fallback.shuffleBlockResolver();
+  public IndexShuffleBlockResolver shuffleBlockResolver() {
+    if (fallback) {
+      return super.shuffleBlockResolver();
     }
     return resolver;
   }
@@ -275,8 +300,8 @@ public class SlipstreamShuffleManager implements ShuffleManager {
   @Override
   public void stop() {
     stopped = true;
-    if (fallback != null) {
-      fallback.stop();
+    if (fallback) {
+      super.stop();
       return;
     }
     ExecutorRuntime r = runtime;

@@ -3,15 +3,10 @@ package dev.slipstream.spark.shim;
 import org.apache.spark.Aggregator;
 import org.apache.spark.Partitioner;
 import org.apache.spark.TaskContext;
-import org.apache.spark.network.buffer.ManagedBuffer;
-import org.apache.spark.network.shuffle.MergedBlockMeta;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.serializer.Serializer;
-import org.apache.spark.shuffle.ShuffleBlockResolver;
-import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.BlockManagerId;
-import org.apache.spark.storage.ShuffleMergedBlockId;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Option;
 import scala.math.Ordering;
@@ -29,32 +24,5 @@ public final class SparkShim {
   public static <K, V, C> ExternalSorter<K, V, C> sorter(TaskContext context, Option<Aggregator<K, V, C>> aggregator,
       Option<Partitioner> partitioner, Option<Ordering<K>> ordering, Serializer serializer) {
     return new ExternalSorter<>(context, aggregator, partitioner, ordering, serializer, new org.apache.spark.shuffle.checksum.RowBasedChecksum[0]);
-  }
-
-  /**
-   * Slipstream serves blocks through its own transport, never through the block manager, so
-   * every lookup here is refused with the reason.
-   */
-  public static ShuffleBlockResolver blockResolver() {
-    return new ShuffleBlockResolver() {
-      @Override
-      public ManagedBuffer getBlockData(BlockId blockId, Option<String[]> dirs) {
-        throw new UnsupportedOperationException("block " + blockId
-            + " is held by Slipstream's map-output store and served only through its transport");
-      }
-
-      @Override
-      public scala.collection.immutable.Seq<ManagedBuffer> getMergedBlockData(ShuffleMergedBlockId blockId, Option<String[]> dirs) {
-        throw new UnsupportedOperationException("Slipstream does not use push-based merged shuffle (" + blockId + ")");
-      }
-
-      @Override
-      public MergedBlockMeta getMergedBlockMeta(ShuffleMergedBlockId blockId, Option<String[]> dirs) {
-        throw new UnsupportedOperationException("Slipstream does not use push-based merged shuffle (" + blockId + ")");
-      }
-
-      @Override
-      public void stop() {}
-    };
   }
 }
