@@ -11,16 +11,7 @@
 
 #include "host/slip_native.h"
 
-static int g_failures = 0;
-#define EXPECT(cond, ...)                                              \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      g_failures++;                                                    \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-    }                                                                  \
-  } while (0)
+#include "check.h"
 
 static bool contains(const char *s, const char *sub) { return strstr(s, sub) != nullptr; }
 
@@ -328,10 +319,5 @@ int main() {
   test_proxy_delivery_and_ordering();
   test_proxy_rejects();
   test_signal_wait_timeout();
-  if (g_failures) {
-    fprintf(stderr, "cpu_test: %d failures\n", g_failures);
-    return 1;
-  }
-  printf("cpu_test: all passed\n");
-  return 0;
+  return check_report("cpu_test");
 }

@@ -16,16 +16,7 @@
 #include "host/slip_gpunetio_nic.h"
 #include "host/slip_softnic.h"
 
-static int g_failures = 0;
-#define EXPECT(cond, ...)                                              \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      g_failures++;                                                    \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-    }                                                                  \
-  } while (0)
+#include "check.h"
 
 namespace {
 
@@ -421,10 +412,5 @@ int main() {
   test_create_checks();
   test_delivery_and_laps();
   test_rejects();
-  if (g_failures) {
-    fprintf(stderr, "softnic_test: %d failures\n", g_failures);
-    return 1;
-  }
-  printf("softnic_test: all passed\n");
-  return 0;
+  return check_report("softnic_test");
 }
