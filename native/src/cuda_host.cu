@@ -498,6 +498,9 @@ extern "C" slip_status slip_queueset_set_locals(slip_queueset *qs, uint32_t firs
   SLIP_CUDA_CHECK(cudaSetDevice(qs->ctx->device));
   SLIP_CUDA_CHECK(cudaMemcpy(&qs->d_table[first], &qs->table[first], n * sizeof(slip_dev_region),
                              cudaMemcpyHostToDevice));
+  // A copy from pageable memory may return before its DMA is done; the next push runs on a
+  // non-blocking stream that would not wait for it.
+  SLIP_CUDA_CHECK(cudaStreamSynchronize(0));
 done:
   return st;
 }

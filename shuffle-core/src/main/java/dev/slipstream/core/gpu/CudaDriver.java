@@ -4,6 +4,7 @@ import java.nio.ByteBuffer;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUresult;
+import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 
 /**
@@ -50,6 +51,18 @@ final class CudaDriver {
     ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));
     staging.put(0, src, off, len);
     check(JCudaDriver.cuMemcpyHtoD(at(address), Pointer.to(staging), len), "cuMemcpyHtoD(" + len + " bytes)");
+  }
+
+  /**
+   * Stream-ordered copy from a Java array: staged at once (the array may change after the call),
+   * reaching the device before any later work of {@code stream}.
+   */
+  static void copyToDeviceAsync(long address, byte[] src, int off, int len, CUstream stream) {
+    checkArray(src, off, len);
+    ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));
+    staging.put(0, src, off, len);
+    check(JCudaDriver.cuMemcpyHtoDAsync(at(address), Pointer.to(staging), len, stream),
+        "cuMemcpyHtoDAsync(" + len + " bytes)");
   }
 
   static void copyFromDevice(long address, byte[] dst, int off, int len) {

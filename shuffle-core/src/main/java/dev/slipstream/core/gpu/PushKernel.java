@@ -13,7 +13,6 @@ import jcuda.driver.CUfunction;
 import jcuda.driver.CUmodule;
 import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
-import jcuda.driver.CUstream_flags;
 import jcuda.driver.JCudaDriver;
 
 /**
@@ -151,14 +150,13 @@ public final class PushKernel implements AutoCloseable {
    * <p>Threading: one push at a time (callers serialise). Ownership: close it before the module.
    */
   public final class Launcher implements AutoCloseable {
-    private final CUstream stream = new CUstream();
+    private final GpuStream stream;
     private DeviceBuffer args;
     private boolean open;
 
     private Launcher() {
       ensureOpen();
-      ctx.makeCurrent();
-      CudaDriver.check(JCudaDriver.cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      stream = new GpuStream(ctx);
       open = true;
     }
 
@@ -204,22 +202,33 @@ public final class PushKernel implements AutoCloseable {
         }
         args = ctx.allocate(Math.max(4096, Integer.highestOneBit(a.capacity() - 1) * 2L));
       }
-      args.write(0, a.array());
+      // Stream-ordered: a plain copy from pageable memory may return before its DMA is done, and
+      // the kernel runs on a non-blocking stream that would not wait for it.
+      ctx.makeCurrent();
+      CudaDriver.copyToDeviceAsync(args.address(), a.array(), 0, a.capacity(), stream.handle());
       long base = args.address();
       Pointer p = Pointer.to(
           Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {base}),
           Pointer.to(new long[] {base + itemsAt}), Pointer.to(new long[] {base + startsAt}),
           Pointer.to(new int[] {batch}), Pointer.to(new long[] {base + statusAt}));
-      launch(stream, push, n, threads, p, timeoutMs, "push_kernel");
+      launch(stream.handle(), push, n, threads, p, timeoutMs, "push_kernel");
       return statuses(args.read(statusAt, 4 * n));
+    }
+
+    /** Copies {@code src} to device address {@code address}, ordered before this launcher's next push. */
+    public void write(long address, byte[] src) {
+      if (!open) {
+        throw new IllegalStateException("push launcher is closed");
+      }
+      ctx.makeCurrent();
+      CudaDriver.copyToDeviceAsync(address, src, 0, src.length, stream.handle());
     }
 
     @Override
     public void close() {
       if (open) {
         open = false;
-        ctx.makeCurrent();
-        JCudaDriver.cuStreamDestroy(stream);
+        stream.close();
         if (args != null) {
           args.close();
         }
@@ -257,7 +266,7 @@ public final class PushKernel implements AutoCloseable {
           Pointer.to(new long[] {signals}), Pointer.to(new long[] {dExpected.address()}), Pointer.to(new int[] {n}),
           Pointer.to(new long[] {timeoutNs}), Pointer.to(new long[] {dResult.address()}));
       synchronized (own) {
-        launch(own.stream, waitSignals, (n + 127) / 128, 128, args, timeoutMs, "wait_signals_kernel");
+        launch(own.stream.handle(), waitSignals, (n + 127) / 128, 128, args, timeoutMs, "wait_signals_kernel");
       }
       return statuses(dResult.read(0, 4 * n));
     }

@@ -4,11 +4,14 @@ import dev.slipstream.core.gpu.GpuContext;
 import dev.slipstream.core.gpu.GpuRegion;
 import dev.slipstream.core.gpu.MemoryKind;
 import dev.slipstream.core.gpu.RegionDescriptor;
+import dev.slipstream.core.gpu.SignalWatcher;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
 import java.util.TreeMap;
 
@@ -30,6 +33,10 @@ public final class DeviceLanding implements AutoCloseable {
   private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
   private long used;
   private long nextRequestId = 1;
+  /** Null when the device takes stream-ordered waits, else why not (awaits then poll with reads). */
+  private final String noStreamWait;
+  private final Deque<SignalWatcher> watchers = new ArrayDeque<>();
+  private boolean closed;
 
   public DeviceLanding(GpuContext ctx, long bytes, int regionId) {
     if (bytes < 64) {
@@ -39,6 +46,34 @@ public final class DeviceLanding implements AutoCloseable {
     this.region = GpuRegion.create(ctx, MemoryKind.DEVICE, bytes, regionId);
     this.descriptor = region.exportDescriptor();
     free.put(0L, region.length());
+    String why;
+    try {
+      why = SignalWatcher.unsupportedReason(ctx);
+    } catch (RuntimeException e) {
+      why = "stream memory operations could not be queried: " + e.getMessage();
+    }
+    this.noStreamWait = why;
+  }
+
+  /** Null when awaits wait on the device (stream-ordered), else why they poll the signal with reads. */
+  public String noStreamOrderedWait() {
+    return noStreamWait;
+  }
+
+  private synchronized SignalWatcher takeWatcher() {
+    if (closed) {
+      throw new IllegalStateException("device landing region is closed");
+    }
+    SignalWatcher w = watchers.pollFirst();
+    return w != null ? w : SignalWatcher.create(ctx);
+  }
+
+  private synchronized void giveBack(SignalWatcher w) {
+    if (closed) {
+      w.close();
+    } else {
+      watchers.addFirst(w);
+    }
   }
 
   public RegionDescriptor descriptor() {
@@ -118,7 +153,12 @@ public final class DeviceLanding implements AutoCloseable {
     }
     Fetch f = new Fetch(base, need);
     try {
-      region.write(base + signalAt, new byte[8]);
+      SignalWatcher w = takeWatcher();
+      try {
+        w.reset(region.devicePointer() + base + signalAt);
+      } finally {
+        giveBack(w);
+      }
       f.request = new DeviceWriteRequest(id, shuffleId, descriptor(), base + tableAt, base + signalAt, widths, entries)
           .check();
       return f;
@@ -216,27 +256,48 @@ public final class DeviceLanding implements AutoCloseable {
      * the table and returns one batch per entry, in request order: views into this range.
      */
     public List<DeviceBatch> await(long deadlineNanos) throws TransportException {
+      int n = request.entries().size();
+      ByteBuffer t;
       long sig;
-      long pause = 1;
-      for (;;) {
-        sig = ByteBuffer.wrap(region.read(request.signalOffset(), 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
-        if ((sig >>> 40) >= expectedBlocks()) {
-          break;
+      if (noStreamWait == null) {
+        // Stream-ordered: the device waits for the signal, then copies the table and the signal
+        // (adjacent: prepare lays them out so) to pinned host memory; the host reads no device
+        // memory while it waits.
+        long from = request.tableOffset();
+        int len = Math.toIntExact(request.signalOffset() + 8 - from);
+        SignalWatcher w = takeWatcher();
+        SignalWatcher.Seen seen;
+        try {
+          seen = w.await(region.devicePointer() + from, len, region.devicePointer() + request.signalOffset(),
+              expectedBlocks() << 40, deadlineNanos);
+        } finally {
+          giveBack(w);
         }
-        if (System.nanoTime() - deadlineNanos > 0) {
-          throw new TransportException(TransportError.TIMEOUT, "device write request " + request.requestId()
-              + ": signal at " + (sig >>> 40) + " of " + expectedBlocks() + " blocks by the deadline");
+        sig = seen.signal();
+        if (!seen.reached()) {
+          throw timedOut(sig);
         }
-        java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
-        pause = Math.min(200, pause * 2);
+        t = seen.range();
+      } else {
+        long pause = 1;
+        for (;;) {
+          sig = ByteBuffer.wrap(region.read(request.signalOffset(), 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+          if ((sig >>> 40) >= expectedBlocks()) {
+            break;
+          }
+          if (System.nanoTime() - deadlineNanos > 0) {
+            throw timedOut(sig);
+          }
+          java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
+          pause = Math.min(200, pause * 2);
+        }
+        t = ByteBuffer.wrap(region.read(request.tableOffset(), DeviceWriteRequest.TABLE_ENTRY * n))
+            .order(ByteOrder.LITTLE_ENDIAN);
       }
       if ((sig >>> 40) != expectedBlocks()) {
         throw new TransportException(TransportError.INTERNAL, "device write request " + request.requestId()
             + ": signal counted " + (sig >>> 40) + " blocks, expected " + expectedBlocks());
       }
-      int n = request.entries().size();
-      ByteBuffer t = ByteBuffer.wrap(region.read(request.tableOffset(), DeviceWriteRequest.TABLE_ENTRY * n))
-          .order(ByteOrder.LITTLE_ENDIAN);
       int[] widths = request.widths();
       List<DeviceBatch> out = new ArrayList<>(n);
       for (DeviceWriteRequest.Entry e : request.entries()) {
@@ -251,6 +312,11 @@ public final class DeviceLanding implements AutoCloseable {
         out.add(DeviceBatch.view(ctx.device(), region.devicePointer() + e.landingOffset(), packed));
       }
       return out;
+    }
+
+    private TransportException timedOut(long sig) {
+      return new TransportException(TransportError.TIMEOUT, "device write request " + request.requestId()
+          + ": signal at " + (sig >>> 40) + " of " + expectedBlocks() + " blocks by the deadline");
     }
 
     @Override
@@ -281,6 +347,9 @@ public final class DeviceLanding implements AutoCloseable {
 
   @Override
   public synchronized void close() {
+    closed = true;
+    watchers.forEach(SignalWatcher::close);
+    watchers.clear();
     quarantine.shutdownNow();
     long outstanding = used;
     region.close();

@@ -59,7 +59,7 @@ final class PushLane implements AutoCloseable {
       long signalOffset, long timeoutMs) {
     int m = outputs.size();
     ensureCapacity(m, tableBytes.length);
-    table.write(0, tableBytes);
+    launcher.write(table.devicePointer(), tableBytes); // ordered before the push on the lane's stream
     if (m > 0) {
       qs.setLocals(0, outputs);
     }

@@ -1,0 +1,76 @@
+package dev.slipstream.core.gpu;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The stream-ordered signal wait on one GPU: the device waits for the word, the range is copied
+ * after it was reached, a missed deadline reports the value seen then and drains the stream, a
+ * reset is on the device when it returns. Skips with the reason without a GPU or without 64-bit
+ * stream memory operations.
+ */
+class SignalWatcherGpuTest {
+  private static byte[] le(long v) {
+    return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, v).array();
+  }
+
+  private static long word(DeviceBuffer b, long off) {
+    return ByteBuffer.wrap(b.read(off, 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+  }
+
+  @Test
+  void waitsOnTheDeviceReadsTheRangeAfterTheSignalAndReportsAMissedDeadline() throws Exception {
+    GpuTestSupport.assumeGpu();
+    try (GpuContext ctx = GpuContext.open(0)) {
+      String why = SignalWatcher.unsupportedReason(ctx);
+      assumeTrue(why == null, why);
+      try (DeviceBuffer buf = ctx.allocate(64); SignalWatcher w = SignalWatcher.create(ctx)) {
+        long table = buf.address();
+        long signal = table + 32;
+        buf.fill((byte) 0);
+        buf.write(32, le((1L << 40) | 5));
+        SignalWatcher.Seen missed = w.await(table, 40, signal, 2L << 40, System.nanoTime() + 50_000_000L);
+        assertFalse(missed.reached());
+        assertEquals((1L << 40) | 5, missed.signal(), "the value seen at the deadline");
+        assertEquals(2L << 40, word(buf, 32), "the word is set to the awaited value so the stream drains");
+
+        w.reset(signal);
+        assertEquals(0, word(buf, 32));
+
+        byte[] pattern = GpuTestSupport.pattern(7, 32);
+        Thread writer = new Thread(() -> {
+          try {
+            Thread.sleep(30);
+            ctx.makeCurrent();
+            buf.write(0, pattern); // the table first, then the signal, as a push does
+            buf.write(32, le((3L << 40) | 77));
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        });
+        writer.start();
+        SignalWatcher.Seen seen = w.await(table, 40, signal, 3L << 40, System.nanoTime() + 10_000_000_000L);
+        writer.join();
+        assertTrue(seen.reached());
+        assertEquals((3L << 40) | 77, seen.signal());
+        byte[] got = new byte[40];
+        seen.range().get(0, got);
+        assertArrayEquals(pattern, Arrays.copyOf(got, 32), "the range as copied after the signal was reached");
+
+        assertEquals("signal wait: range at 0x" + Long.toHexString(table) + " of 40 bytes, signal at 0x"
+            + Long.toHexString(table + 24) + "; expected a non-null range of >= 8 bytes that ends with the 8-byte"
+            + " aligned signal word",
+            assertThrows(IllegalArgumentException.class, () -> w.await(table, 40, table + 24, 1, 0)).getMessage());
+      }
+    }
+  }
+}
