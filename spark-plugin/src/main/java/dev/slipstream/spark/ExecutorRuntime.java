@@ -98,6 +98,8 @@ final class ExecutorRuntime implements AutoCloseable {
     this.spillDir = new File(localDir, "slipstream-" + executorId + "-" + UUID.randomUUID()).toPath();
     this.node = new ShuffleNode(transport, conf.core(), spillDir, executorId);
     this.me = new PeerInfo(executorId, host, node.localEndpoint(), node.landing().descriptor());
+    node.deviceWrites().setHandler((from, request, reply) ->
+        serveDeviceWrite(request, (id, ok, bytes, reason) -> reply.answer(ok, bytes, reason)));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
         this::metrics, this::serveDeviceWrite);
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
@@ -231,12 +233,23 @@ final class ExecutorRuntime implements AutoCloseable {
   }
 
   /**
-   * As {@link #sendDeviceWrite}, without blocking the task: the answer (or the failure) completes the
+   * Sends a reduce task's device write request to {@code holder} without blocking the task: executor
+   * to executor over the transport (spark.slipstream.gpu.requestPath=transport, the default), or
+   * relayed by the driver ({@link #sendDeviceWrite}); the answer (or the failure) completes the
    * returned future, so a reduce task keeps requests to several holders in flight.
    */
   java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> sendDeviceWriteAsync(String holder,
       byte[] request) {
     java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> f = new java.util.concurrent.CompletableFuture<>();
+    if (conf.gpu().requestsOverTransport()) {
+      PeerInfo p = peers.get(holder);
+      if (p == null) {
+        f.completeExceptionally(new IllegalStateException("executor " + holder + " is not in Slipstream's peer table"));
+        return f;
+      }
+      return node.deviceWrites().send(p.endpoint(), request)
+          .thenApply(r -> new RpcMessages.DeviceWriteResult(r.id(), r.ok(), r.bytes(), r.reason()));
+    }
     try {
       deviceFetchThreads.execute(() -> {
         try {
@@ -251,8 +264,20 @@ final class ExecutorRuntime implements AutoCloseable {
     return f;
   }
 
-  /** Serves a peer's device write request on a serving thread; the reply is sent exactly once. */
+  /** An answer to a device write request, with the request's id (-1 when it did not decode). */
+  @FunctionalInterface
+  private interface DeviceWriteAnswer {
+    void answer(long requestId, boolean ok, long bytes, String reason);
+  }
+
+  /** Serves a device write request relayed by the driver; the RPC reply is sent exactly once. */
   private void serveDeviceWrite(byte[] request, java.util.function.Consumer<byte[]> reply) {
+    serveDeviceWrite(request, (id, ok, bytes, reason) ->
+        reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(id, ok, bytes, reason))));
+  }
+
+  /** Serves a peer's device write request on a serving thread; the answer is given exactly once. */
+  private void serveDeviceWrite(byte[] request, DeviceWriteAnswer answer) {
     try {
       deviceWriteThread.execute(() -> {
         long id = -1;
@@ -260,14 +285,13 @@ final class ExecutorRuntime implements AutoCloseable {
           dev.slipstream.spark.gpu.GpuExecutor g = requireGpu();
           id = dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request).requestId();
           long bytes = g.serve(request, conf.core().fetchTimeout().toMillis());
-          reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(id, true, bytes, "")));
+          answer.answer(id, true, bytes, "");
         } catch (Exception e) {
-          reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(id, false, 0, String.valueOf(e.getMessage()))));
+          answer.answer(id, false, 0, String.valueOf(e.getMessage()));
         }
       });
     } catch (java.util.concurrent.RejectedExecutionException e) {
-      reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(-1, false, 0, "executor " + executorId
-          + " is stopping")));
+      answer.answer(-1, false, 0, "executor " + executorId + " is stopping");
     }
   }
 

@@ -48,7 +48,8 @@ import scala.Tuple2;
  * block landed, per reducer and aggregated).
  *
  * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
- * [--reps 3] [--tasks-per-gpu 1] [--discover PATH]}; executors get 12g of heap; needs
+ * [--reps 3] [--tasks-per-gpu 1] [--request-path transport|driver] [--discover PATH]}; executors get 12g
+ * of heap; needs
  * -Dslipstream.plugin.jar (the executors' class path).
  */
 public final class GpuShuffleJob {
@@ -57,7 +58,7 @@ public final class GpuShuffleJob {
   public static void main(String[] args) throws Exception {
     Map<String, String> o = new TreeMap<>(Map.of("executors", "2", "maps", "8", "rows", "2000000",
         "partitions", "16", "reps", "3", "discover", "bin/slipstream-gpu-discover", "seed", "7",
-        "tasks-per-gpu", "1"));
+        "tasks-per-gpu", "1", "request-path", "transport"));
     for (int i = 0; i + 1 < args.length; i += 2) {
       if (!args[i].startsWith("--") || !o.containsKey(args[i].substring(2))) {
         throw new IllegalArgumentException("unknown option " + args[i] + ", expected one of --" + o.keySet());
@@ -92,6 +93,7 @@ public final class GpuShuffleJob {
         .set("spark.slipstream.transport", "tcp")
         .set("spark.plugins", SlipstreamGpuPlugin.class.getName())
         .set("spark.slipstream.gpu.mode", "require")
+        .set("spark.slipstream.gpu.requestPath", o.get("request-path"))
         .set("spark.slipstream.gpu.landing.bytes", "2g")
         .set("spark.slipstream.gpu.mapOutput.memoryBytes", "8g")
         .set("spark.worker.resource.gpu.amount", "1")
@@ -127,7 +129,8 @@ public final class GpuShuffleJob {
       }
       long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
       System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors, %d task(s) at once"
-          + " per GPU%n", maps, rows, LineitemGen.ROW_BYTES, bytes / 1e6, parts, executors, tasksPerGpu);
+          + " per GPU, device write requests over the %s%n", maps, rows, LineitemGen.ROW_BYTES, bytes / 1e6, parts,
+          executors, tasksPerGpu, o.get("request-path"));
       JavaRDD<Integer> mapIds = sc.parallelize(IntStream.range(0, maps).boxed().toList(), maps);
       // Checked (once): both paths, per-partition multiset checksums compared.
       long t0 = System.nanoTime();

@@ -15,6 +15,10 @@ import java.util.List;
 public final class ShuffleMessages {
   public static final byte TYPE_WRITE_REQUEST = 16;
   public static final byte TYPE_WRITE_FAILURE = 17;
+  public static final byte TYPE_DEVICE_WRITE = 18;
+  public static final byte TYPE_DEVICE_WRITE_RESULT = 19;
+  /** Largest device write request carried (its own codec checks the contents). */
+  public static final int MAX_DEVICE_REQUEST = 4 << 20;
   public static final int MAX_ENTRIES = 1 << 16;
   public static final int MAX_REASON = 8 * 1024;
   /** Bytes per entry of the block table the holder writes: available length, whole-block checksum. */
@@ -23,7 +27,7 @@ public final class ShuffleMessages {
   private ShuffleMessages() {}
 
   /** Common supertype of decoded messages. */
-  public sealed interface Message permits WriteRequest, WriteFailure {}
+  public sealed interface Message permits WriteRequest, WriteFailure, DeviceWrite, DeviceWriteResult {}
 
   /**
    * One piece of a block to write into the landing region: the bytes of block
@@ -77,6 +81,47 @@ public final class ShuffleMessages {
     }
   }
 
+  /**
+   * A GPU shuffle's device write request (issue 6; encoded by its own codec, opaque here), sent
+   * executor to executor; {@code id} matches the answer.
+   */
+  public record DeviceWrite(long id, byte[] request) implements Message {
+    public DeviceWrite {
+      request = request.clone();
+    }
+
+    @Override
+    public byte[] request() {
+      return request.clone();
+    }
+
+    public ByteBuffer encode() {
+      WireWriter w = new WireWriter(32 + request.length);
+      w.putHeader(TYPE_DEVICE_WRITE).putLong(id).putBytes(request);
+      return w.toByteBuffer();
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof DeviceWrite d && d.id == id && java.util.Arrays.equals(d.request, request);
+    }
+
+    @Override
+    public int hashCode() {
+      return Long.hashCode(id) * 31 + java.util.Arrays.hashCode(request);
+    }
+  }
+
+  /** The holder's answer to {@link DeviceWrite} {@code id}: pushed ({@code bytes}), or refused with the reason. */
+  public record DeviceWriteResult(long id, boolean ok, long bytes, String reason) implements Message {
+    public ByteBuffer encode() {
+      String r = reason.length() > MAX_REASON / 4 ? reason.substring(0, MAX_REASON / 4) : reason;
+      WireWriter w = new WireWriter(40 + r.length() * 3);
+      w.putHeader(TYPE_DEVICE_WRITE_RESULT).putLong(id).putByte((byte) (ok ? 1 : 0)).putLong(bytes).putString(r);
+      return w.toByteBuffer();
+    }
+  }
+
   /** Decodes a message; every field is checked before use. */
   public static Message decode(ByteBuffer buf) throws TransportException {
     WireReader r = new WireReader(buf);
@@ -117,9 +162,32 @@ public final class ShuffleMessages {
         r.expectEnd("write failure");
         return new WriteFailure(id, e, reason);
       }
+      case TYPE_DEVICE_WRITE -> {
+        long id = r.getLong("device write id");
+        byte[] req = r.getBytes("device write request", MAX_DEVICE_REQUEST);
+        r.expectEnd("device write");
+        return new DeviceWrite(id, req);
+      }
+      case TYPE_DEVICE_WRITE_RESULT -> {
+        long id = r.getLong("device write id");
+        byte ok = r.getByte("device write outcome");
+        if (ok != 0 && ok != 1) {
+          throw new TransportException(TransportError.MALFORMED, "device write result: outcome byte " + ok
+              + ", expected 0 (refused) or 1 (pushed)");
+        }
+        long bytes = r.getLong("pushed bytes");
+        if (bytes < 0) {
+          throw new TransportException(TransportError.MALFORMED, "device write result: " + bytes
+              + " bytes pushed, expected >= 0");
+        }
+        String reason = r.getString("refusal reason", MAX_REASON);
+        r.expectEnd("device write result");
+        return new DeviceWriteResult(id, ok == 1, bytes, reason);
+      }
       default -> throw new TransportException(TransportError.UNKNOWN_TYPE,
-          "shuffle message: got type id " + type + ", expected " + TYPE_WRITE_REQUEST + " (write request) or "
-              + TYPE_WRITE_FAILURE + " (write failure)");
+          "shuffle message: got type id " + type + ", expected " + TYPE_WRITE_REQUEST + " (write request), "
+              + TYPE_WRITE_FAILURE + " (write failure), " + TYPE_DEVICE_WRITE + " (device write) or "
+              + TYPE_DEVICE_WRITE_RESULT + " (device write result)");
     }
   }
 }

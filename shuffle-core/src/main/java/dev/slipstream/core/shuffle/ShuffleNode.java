@@ -28,7 +28,8 @@ import org.slf4j.LoggerFactory;
  * <p>Protocol (pull-driven writes): the reader reserves landing space and sends the holder a
  * {@link WriteRequest}; the holder writes the block ranges one-sided into the landing region and
  * adds the byte count to the request's signal slot; the reader consumes after the signal. A
- * holder that cannot serve answers with a {@link WriteFailure}.
+ * holder that cannot serve answers with a {@link WriteFailure}. GPU shuffles' device write
+ * requests travel the same message path ({@link #deviceWrites()}).
  *
  * <p>Threading: thread-safe. Ownership: the node owns everything it creates; {@link #close()}
  * fails pending requests, stops the server, closes the store, deregisters landing memory and
@@ -56,6 +57,7 @@ public final class ShuffleNode implements AutoCloseable {
   private final AtomicLong bytesFetched = new AtomicLong();
   private final AtomicLong malformedMessages = new AtomicLong();
   private final AtomicLong checksumRetries = new AtomicLong();
+  private final DeviceWriteExchange deviceWrites;
   private volatile boolean closed;
 
   public ShuffleNode(Transport transport, CoreConfig config, Path spillDir, String name) throws TransportException {
@@ -80,6 +82,7 @@ public final class ShuffleNode implements AutoCloseable {
     });
     t0.setRemoveOnCancelPolicy(true); // a completed request's deadline leaves the queue at once
     this.timer = t0;
+    this.deviceWrites = new DeviceWriteExchange(transport, timer, config.fetchTimeout(), name);
     transport.setMessageHandler(this::onMessage);
   }
 
@@ -88,6 +91,8 @@ public final class ShuffleNode implements AutoCloseable {
   public LandingPool landing() { return landing; }
   public CoreConfig config() { return config; }
   public EndpointDescriptor localEndpoint() { return transport.localEndpoint(); }
+  /** GPU device write requests to and from peers, over this node's transport. */
+  public DeviceWriteExchange deviceWrites() { return deviceWrites; }
 
   private void onMessage(EndpointDescriptor from, ByteBuffer message) {
     ShuffleMessages.Message m;
@@ -100,6 +105,10 @@ public final class ShuffleNode implements AutoCloseable {
     }
     if (m instanceof WriteRequest req) {
       server.submit(from, req);
+    } else if (m instanceof ShuffleMessages.DeviceWrite d) {
+      deviceWrites.onRequest(from, d);
+    } else if (m instanceof ShuffleMessages.DeviceWriteResult r) {
+      deviceWrites.onResult(from, r);
     } else if (m instanceof WriteFailure f) {
       PendingRequest p = pending.get(f.requestId());
       if (p != null && p.holder.equals(from)) {
@@ -218,6 +227,7 @@ public final class ShuffleNode implements AutoCloseable {
 
   /** Fails every request waiting on {@code holder} (it left the cluster). */
   public void peerLost(EndpointDescriptor holder, String why) {
+    deviceWrites.peerLost(holder, why);
     for (PendingRequest p : pending.values()) {
       if (p.holder.equals(holder)) {
         fail(p, new TransportException(TransportError.PEER_LOST, "holder " + holder + " was lost: " + why));
@@ -275,6 +285,7 @@ public final class ShuffleNode implements AutoCloseable {
     for (PendingRequest p : pending.values()) {
       fail(p, new TransportException(TransportError.CLOSED, "shuffle node is closing"));
     }
+    deviceWrites.close();
     timer.shutdownNow();
     server.close();
     store.close();

@@ -374,4 +374,69 @@ class ShuffleNodeTest {
     assertEquals(0, holder.transport().registeredRegionCount());
     holder = node("holder3", small());
   }
+
+  @Test
+  void deviceWriteRequestsGoExecutorToExecutorAndEachAnswerMeetsItsRequest() throws Exception {
+    holder.deviceWrites().setHandler((from, request, reply) -> {
+      assertEquals(reader.localEndpoint(), from);
+      new Thread(() -> reply.answer(request[0] != 7, request.length * 10L, request[0] == 7 ? "no such output" : ""))
+          .start(); // answered off the transport thread, out of order
+    });
+    List<java.util.concurrent.CompletableFuture<ShuffleMessages.DeviceWriteResult>> sent = new ArrayList<>();
+    for (int i = 1; i <= 20; i++) {
+      byte[] req = new byte[i * 3];
+      req[0] = (byte) i;
+      sent.add(reader.deviceWrites().send(holder.localEndpoint(), req));
+    }
+    for (int i = 1; i <= 20; i++) {
+      ShuffleMessages.DeviceWriteResult r = sent.get(i - 1).get(10, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals(i != 7, r.ok(), "request " + i);
+      assertEquals(i * 30L, r.bytes());
+      assertEquals(i == 7 ? "no such output" : "", r.reason());
+    }
+    assertEquals(20, reader.deviceWrites().sent());
+    assertEquals(20, holder.deviceWrites().answered());
+    assertEquals(0, reader.deviceWrites().waiting());
+  }
+
+  @Test
+  void deviceWritesToAnExecutorWithoutAGpuPathAreRefusedAndUnansweredOnesFailOnce() throws Exception {
+    ShuffleMessages.DeviceWriteResult r = reader.deviceWrites().send(holder.localEndpoint(), new byte[] {1})
+        .get(10, java.util.concurrent.TimeUnit.SECONDS);
+    assertFalse(r.ok());
+    assertEquals("executor holder serves no device write requests (no GPU path)", r.reason());
+    holder.deviceWrites().setHandler((from, request, reply) -> { }); // never answers
+    var lost = reader.deviceWrites().send(holder.localEndpoint(), new byte[] {2});
+    reader.peerLost(holder.localEndpoint(), "executor lost");
+    var e = assertThrows(java.util.concurrent.ExecutionException.class, () -> lost.get(10,
+        java.util.concurrent.TimeUnit.SECONDS));
+    assertEquals(TransportError.PEER_LOST, ((TransportException) e.getCause()).error());
+    Map<String, String> quick = small();
+    quick.put("spark.slipstream.reader.fetchTimeout", "200ms");
+    try (ShuffleNode impatient = node("impatient", quick)) {
+      var late = impatient.deviceWrites().send(holder.localEndpoint(), new byte[] {3});
+      e = assertThrows(java.util.concurrent.ExecutionException.class, () -> late.get(10,
+          java.util.concurrent.TimeUnit.SECONDS));
+      assertEquals(TransportError.TIMEOUT, ((TransportException) e.getCause()).error());
+      assertTrue(e.getCause().getMessage().contains("did not answer device write 1 within 200 ms"),
+          e.getCause().getMessage());
+      var closing = impatient.deviceWrites().send(holder.localEndpoint(), new byte[] {4});
+      impatient.close();
+      e = assertThrows(java.util.concurrent.ExecutionException.class, () -> closing.get(10,
+          java.util.concurrent.TimeUnit.SECONDS));
+      assertEquals(TransportError.CLOSED, ((TransportException) e.getCause()).error());
+    }
+  }
+
+  @Test
+  void deviceWriteMessagesRoundTripAndForgedOutcomesAreRejected() throws Exception {
+    var w = new ShuffleMessages.DeviceWrite(9, new byte[] {1, 2, 3});
+    assertEquals(w, ShuffleMessages.decode(w.encode()));
+    var r = new ShuffleMessages.DeviceWriteResult(9, false, 0, "refused: widths");
+    assertEquals(r, ShuffleMessages.decode(r.encode()));
+    java.nio.ByteBuffer forged = new ShuffleMessages.DeviceWriteResult(9, true, 5, "").encode();
+    forged.put(forged.position() + 4 + 8, (byte) 2); // after the header (magic, version, type) and the id
+    var e = assertThrows(TransportException.class, () -> ShuffleMessages.decode(forged));
+    assertEquals("MALFORMED: device write result: outcome byte 2, expected 0 (refused) or 1 (pushed)", e.getMessage());
+  }
 }

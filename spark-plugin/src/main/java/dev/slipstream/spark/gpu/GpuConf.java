@@ -34,6 +34,11 @@ public final class GpuConf {
       "Device write requests one executor pushes at once for its peers' reduce tasks, each on a stream of its own"
           + " (a push kernel launch covers all blocks of a request); more wait until their fetch deadline."
           + " A reduce task also keeps up to this many requests to its holders in flight.");
+  public static final ConfigEntry<String> REQUEST_PATH = ConfigEntry.choice("spark.slipstream.gpu.requestPath",
+      "transport", List.of("transport", "driver"),
+      "How a reduce task's device write requests reach the holders: transport = executor to executor over"
+          + " Slipstream's transport (the host path's message path); driver = relayed by the driver over Spark RPC"
+          + " (slower; kept to compare).");
 
   private static final long MIN_BYTES = 1L << 20;
 
@@ -43,6 +48,7 @@ public final class GpuConf {
   private final long mapOutputBytes;
   private final long hostSpillBytes;
   private final int serveInFlight;
+  private final String requestPath;
 
   public GpuConf(ConfigSource source) {
     this.mode = MODE.get(source);
@@ -54,6 +60,7 @@ public final class GpuConf {
     this.mapOutputBytes = atLeast(MAP_OUTPUT_BYTES, MAP_OUTPUT_BYTES.get(source), MIN_BYTES);
     this.hostSpillBytes = atLeast(HOST_SPILL_BYTES, HOST_SPILL_BYTES.get(source), 0);
     this.serveInFlight = SERVE_IN_FLIGHT.get(source);
+    this.requestPath = REQUEST_PATH.get(source);
   }
 
   private static long atLeast(ConfigEntry<Long> e, long v, long min) {
@@ -71,6 +78,8 @@ public final class GpuConf {
   public long mapOutputBytes() { return mapOutputBytes; }
   public long hostSpillBytes() { return hostSpillBytes; }
   public int serveInFlight() { return serveInFlight; }
+  /** True when device write requests go executor to executor over the transport, false when the driver relays them. */
+  public boolean requestsOverTransport() { return "transport".equals(requestPath); }
 
   /**
    * The CUDA device ordinal from a Spark resource address; the discovery script and Spark's
