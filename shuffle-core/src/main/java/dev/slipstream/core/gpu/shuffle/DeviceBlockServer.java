@@ -29,10 +29,11 @@ import java.util.function.Function;
 /**
  * The holder's side of the GPU path: serves a {@link DeviceWriteRequest} by launching the push
  * kernel from the map outputs in the {@link DeviceMapOutputStore} into the reader's device landing
- * region (imported through CUDA IPC by {@code landings}), over an nvlink queue set: one queue per
- * map output (a queue has one source region) and one for the block table; every queue adds its
- * (blocks, bytes) to the request's signal word after its data, so the reader, once the block count
- * reaches entries + 1, has every byte.
+ * region (imported through CUDA IPC by {@code landings}), over an nvlink queue set: each block in
+ * pieces of {@link DeviceWriteRequest#CHUNK_BYTES}, the pieces of a map output spread over several
+ * queues (a queue has one source region; {@link PushLane}), and one queue for the block table;
+ * every queue adds its (pieces, bytes) to the request's signal word after its data, so the reader,
+ * once the count reaches {@link DeviceWriteRequest#expectedBlocks()}, has every byte.
  *
  * <p>Per reader landing region it keeps {@link PushLane}s (queue set, table region, stream and
  * argument buffer), made on the first request and reused, so a request costs a table copy, a
@@ -140,8 +141,17 @@ public final class DeviceBlockServer implements AutoCloseable {
     outputs.forEach(o -> items.add(new ArrayList<>()));
     for (DeviceWriteRequest.Entry e : req.entries()) {
       DeviceMapOutputStore.Pinned p = pins.get(e.mapAttemptId());
-      items.get(sourceIndex.get(e.mapAttemptId())).add(
-          new PushKernel.Item(p.offset(e.partition()), e.landingOffset(), p.bytes(e.partition())));
+      List<PushKernel.Item> out = items.get(sourceIndex.get(e.mapAttemptId()));
+      long src = p.offset(e.partition());
+      long bytes = p.bytes(e.partition());
+      long n = DeviceWriteRequest.chunks(e.capacity());
+      for (long i = 0; i < n; i++) {
+        long at = i * DeviceWriteRequest.CHUNK_BYTES;
+        long len = Math.max(0, Math.min(DeviceWriteRequest.CHUNK_BYTES, bytes - at));
+        // A piece past the block's real bytes is empty; it still counts, at an offset inside both regions.
+        out.add(len == 0 ? new PushKernel.Item(src, e.landingOffset(), 0)
+            : new PushKernel.Item(src + at, e.landingOffset() + at, len));
+      }
     }
     PushLane lane = acquire(req, timeoutMs);
     boolean keep = false;

@@ -245,9 +245,9 @@ public final class DeviceLanding implements AutoCloseable {
       return length;
     }
 
-    /** The block count the signal reaches when everything has landed: one per entry plus the table. */
+    /** The block count the signal reaches when everything has landed ({@link DeviceWriteRequest#expectedBlocks()}). */
     public long expectedBlocks() {
-      return request.entries().size() + 1L;
+      return request.expectedBlocks();
     }
 
     /**

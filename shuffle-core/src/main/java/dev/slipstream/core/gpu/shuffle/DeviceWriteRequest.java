@@ -17,9 +17,12 @@ import java.util.List;
  * {@code landingOffset} of the reader's device landing region (imported by the holder through CUDA
  * IPC from {@code landing}), then a {@link #TABLE_ENTRY}-byte record per entry at
  * {@code tableOffset} (the block's bytes and rows, 8-byte little-endian each), then to add to the
- * signal word at {@code signalOffset}: once the signal's block count reaches entries + 1, every
- * byte has landed. {@code widths} are the payload column widths the reader expects; the holder
- * refuses a map output of another shape.
+ * signal word at {@code signalOffset}: once the signal's block count reaches
+ * {@link #expectedBlocks()}, every byte has landed. The holder pushes each block as
+ * {@link #chunks(long) chunks(capacity)} pieces of at most {@link #CHUNK_BYTES} (those past the
+ * block's real bytes empty), spread over many CUDA blocks, and each piece counts one in the signal;
+ * the table counts one. {@code widths} are the payload column widths the reader expects; the
+ * holder refuses a map output of another shape.
  *
  * <p>Immutable. {@link #decode} checks every field; {@link #check()} checks every range against
  * the landing region, so a holder never writes outside it.
@@ -31,6 +34,24 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
   public static final int TABLE_ENTRY = 16;
   /** Landing offsets are 16-byte aligned: the partition kernel's sections are. */
   public static final int ALIGN = 16;
+  /** The piece of a block one push queue sends at a time (a protocol constant: both sides count by it). */
+  public static final long CHUNK_BYTES = 1L << 20;
+  /** The signal's block count has 24 bits (SLIP_SIGNAL_BYTES_BITS = 40 of 64). */
+  static final long MAX_SIGNAL_BLOCKS = (1L << 24) - 1;
+
+  /** Pieces a block of {@code capacity} bytes is pushed in: at least one. */
+  public static long chunks(long capacity) {
+    return Math.max(1, (capacity + CHUNK_BYTES - 1) / CHUNK_BYTES);
+  }
+
+  /** The block count the signal reaches once everything landed: every entry's chunks plus the table. */
+  public long expectedBlocks() {
+    long n = 1;
+    for (Entry e : entries) {
+      n += chunks(e.capacity());
+    }
+    return n;
+  }
 
   /** One block to push: its bytes go to {@code [landingOffset, landingOffset + capacity)}. */
   public record Entry(long mapAttemptId, int partition, long landingOffset, long capacity) {}
@@ -57,6 +78,10 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
     }
     if (entries.isEmpty() || entries.size() > MAX_ENTRIES) {
       throw malformed(entries.size() + " entries, expected 1.." + MAX_ENTRIES);
+    }
+    if (expectedBlocks() > MAX_SIGNAL_BLOCKS) {
+      throw malformed(expectedBlocks() + " pieces of " + CHUNK_BYTES + " bytes to signal, expected at most "
+          + MAX_SIGNAL_BLOCKS + " (the signal's block count)");
     }
     if (widths.length > BatchLayout.MAX_COLUMNS) {
       throw malformed(widths.length + " payload widths, expected at most " + BatchLayout.MAX_COLUMNS);

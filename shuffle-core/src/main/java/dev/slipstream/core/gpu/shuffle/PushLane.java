@@ -15,11 +15,13 @@ import java.util.function.IntSupplier;
 
 /**
  * What a holder keeps per reader landing region to push into it without per-request setup: an
- * nvlink queue set over {@code sources} source slots, the block-table slot and the landing region,
+ * nvlink queue set (up to {@link #MAX_DATA_QUEUES} + 1 queues, grown by doubling) over
+ * {@code sources} source slots, the block-table slot and the landing region,
  * the block-table staging region, and a {@link PushKernel.Launcher} (its own stream and argument
  * buffer). A request rewrites the source slots with its map outputs' regions
  * ({@link QueueSet#setLocals}); the set is rebuilt only when a request has more map outputs than
- * slots (doubling), the table region only when a request has more entries than it holds.
+ * slots or needs more queues (doubling), the table region only when a request has more entries
+ * than it holds.
  *
  * <p>Table order: source slots {@code 0..sources-1}, the table at {@code sources}, the landing at
  * {@code sources + 1}. Between requests a lane holds no map output (the slots are rewritten before
@@ -30,6 +32,8 @@ import java.util.function.IntSupplier;
 final class PushLane implements AutoCloseable {
   private static final int FIRST_SOURCES = 4;
   private static final long FIRST_TABLE_BYTES = 4096;
+  /** Data queues (CUDA blocks) a push spreads its pieces over, at most: about half an H200's 132 SMs. */
+  static final int MAX_DATA_QUEUES = 64;
 
   private final GpuContext ctx;
   private final RemoteRegion landing;
@@ -37,6 +41,7 @@ final class PushLane implements AutoCloseable {
   private final PushKernel.Launcher launcher;
   private QueueSet qs;
   private int sources;
+  private int queues;
   private GpuRegion table;
   private boolean tableSet;
   private long pushes;
@@ -51,14 +56,24 @@ final class PushLane implements AutoCloseable {
 
   /**
    * Pushes {@code items.get(i)} from {@code outputs.get(i)} and the block table {@code tableBytes}
-   * to {@code tableOffset} of the landing region, every queue adding its (blocks, bytes) to the
+   * to {@code tableOffset} of the landing region, every queue adding its (items, bytes) to the
    * signal word at {@code signalOffset} after its data; returns each queue's status, the table's
-   * queue last. On an error status, {@link #error()} gives the text.
+   * queue last. An output's items are spread round-robin over its share of
+   * {@link #MAX_DATA_QUEUES} queues (by item count, at least one), so large blocks move on many
+   * CUDA blocks at once. On an error status, {@link #error()} gives the text.
    */
   SlipStatus[] push(List<GpuRegion> outputs, List<List<PushKernel.Item>> items, byte[] tableBytes, long tableOffset,
       long signalOffset, long timeoutMs) {
     int m = outputs.size();
-    ensureCapacity(m, tableBytes.length);
+    long total = items.stream().mapToLong(List::size).sum();
+    int[] share = new int[m];
+    int dataQueues = 0;
+    for (int i = 0; i < m; i++) {
+      long t = items.get(i).size();
+      share[i] = (int) Math.max(1, Math.min(t, MAX_DATA_QUEUES * t / Math.max(1, total)));
+      dataQueues += share[i];
+    }
+    ensureCapacity(m, dataQueues + 1, tableBytes.length);
     launcher.write(table.devicePointer(), tableBytes); // ordered before the push on the lane's stream
     if (m > 0) {
       qs.setLocals(0, outputs);
@@ -68,17 +83,25 @@ final class PushLane implements AutoCloseable {
       tableSet = true;
     }
     int landingIndex = sources + 1;
-    List<PushKernel.Queue> queues = new ArrayList<>(m + 1);
-    List<List<PushKernel.Item>> perQueue = new ArrayList<>(m + 1);
-    for (int q = 0; q < m; q++) {
-      queues.add(new PushKernel.Queue(q, landingIndex, landingIndex, signalOffset));
-      perQueue.add(items.get(q));
+    List<PushKernel.Queue> cfg = new ArrayList<>(dataQueues + 1);
+    List<List<PushKernel.Item>> perQueue = new ArrayList<>(dataQueues + 1);
+    for (int i = 0; i < m; i++) {
+      List<List<PushKernel.Item>> mine = new ArrayList<>(share[i]);
+      for (int q = 0; q < share[i]; q++) {
+        cfg.add(new PushKernel.Queue(i, landingIndex, landingIndex, signalOffset));
+        mine.add(new ArrayList<>());
+      }
+      List<PushKernel.Item> its = items.get(i);
+      for (int k = 0; k < its.size(); k++) {
+        mine.get(k % share[i]).add(its.get(k));
+      }
+      perQueue.addAll(mine);
     }
-    queues.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
+    cfg.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
     perQueue.add(List.of(new PushKernel.Item(0, tableOffset, tableBytes.length)));
     int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
     pushes++;
-    return launcher.push(qs, queues, perQueue, batch, 256, timeoutMs);
+    return launcher.push(qs, cfg, perQueue, batch, 256, timeoutMs);
   }
 
   /** Throws the first error completion of the last push, with its text, and clears it. */
@@ -86,7 +109,7 @@ final class PushLane implements AutoCloseable {
     qs.check(true);
   }
 
-  private void ensureCapacity(int outputs, int tableLength) {
+  private void ensureCapacity(int outputs, int queuesNeeded, int tableLength) {
     if (table == null || table.length() < tableLength) {
       long want = FIRST_TABLE_BYTES;
       while (want < tableLength) {
@@ -99,20 +122,25 @@ final class PushLane implements AutoCloseable {
       table = t;
       tableSet = false;
     }
-    if (qs == null || outputs > sources) {
+    if (qs == null || outputs > sources || queuesNeeded > queues) {
       int k = Math.max(FIRST_SOURCES, sources);
       while (k < outputs) {
         k *= 2;
       }
+      int nq = Math.max(FIRST_SOURCES + 1, queues);
+      while (nq < queuesNeeded) {
+        nq *= 2;
+      }
       // Every slot starts as the table region; a push rewrites the slots it uses first.
       List<GpuRegion> locals = new ArrayList<>(Collections.nCopies(k + 1, table));
-      QueueSet fresh = QueueSet.create(ctx, Backend.NVLINK, k + 1, 0, locals, List.of(landing));
+      QueueSet fresh = QueueSet.create(ctx, Backend.NVLINK, nq, 0, locals, List.of(landing));
       if (qs != null) {
         qs.close();
         rebuilds++;
       }
       qs = fresh;
       sources = k;
+      queues = nq;
       tableSet = true;
     }
   }

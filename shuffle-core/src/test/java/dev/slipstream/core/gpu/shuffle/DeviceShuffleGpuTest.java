@@ -319,6 +319,43 @@ class DeviceShuffleGpuTest {
   }
 
   @Test
+  void blocksLargerThanAPieceArePushedOverManyQueuesByteExactWithEmptyPiecesCounted() throws TransportException {
+    assumeGpu();
+    int n = 1_500_000; // two partitions of about 15 MB: 15 pieces each
+    try (GpuContext ctx = GpuContext.open(0);
+        PushKernel kernel = PushKernel.load(ctx);
+        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 5000), 128L << 20, 0);
+        DeviceLanding landing = new DeviceLanding(ctx, 64L << 20, 1);
+        RemoteRegion view = RemoteRegion.alias(landing.region());
+        DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> view, 1 << 20, 1);
+        DeviceBatch b = upload(ctx, rows(0, n), n)) {
+      DeviceMapOutputWriter.write(ctx, store, 5, 1, List.of(b), 2, W, 30_000);
+      byte[][] blocks = new byte[2][];
+      try (DeviceMapOutputStore.Pinned p = store.pin(5, 1)) {
+        for (int q = 0; q < 2; q++) {
+          blocks[q] = new byte[(int) p.bytes(q)];
+          p.block().read(p.offset(q), blocks[q], 0, blocks[q].length);
+        }
+      }
+      assertTrue(blocks[0].length > 8 * DeviceWriteRequest.CHUNK_BYTES, "block of " + blocks[0].length + " bytes");
+      long spare = 5 * DeviceWriteRequest.CHUNK_BYTES / 2; // capacity beyond the real bytes: 2 or 3 empty pieces
+      List<DeviceLanding.Want> wants = List.of(new DeviceLanding.Want(1, 0, blocks[0].length + spare),
+          new DeviceLanding.Want(1, 1, blocks[1].length));
+      try (DeviceLanding.Fetch f = landing.prepare(5, W, wants)) {
+        long pieces = DeviceWriteRequest.chunks(BatchLayout.align16(blocks[0].length + spare))
+            + DeviceWriteRequest.chunks(BatchLayout.align16(blocks[1].length)) + 1;
+        assertEquals(pieces, f.expectedBlocks());
+        assertEquals((long) blocks[0].length + blocks[1].length, server.serve(f.request(), 30_000));
+        List<DeviceBatch> landed = f.await(System.nanoTime() + 30_000_000_000L); // checks the count is exact
+        for (int q = 0; q < 2; q++) {
+          long off = landed.get(q).address() - landing.region().devicePointer();
+          assertArrayEquals(blocks[q], landing.region().read(off, blocks[q].length), "block " + q);
+        }
+      }
+    }
+  }
+
+  @Test
   void anOutputSpilledToHostMemoryComesBackByteExact() {
     assumeGpu();
     int n = 50_000;

@@ -72,6 +72,22 @@ class GpuShuffleCodecTest {
   }
 
   @Test
+  void blocksArePushedInPiecesThatTheSignalCountsOneEach() throws TransportException {
+    long c = DeviceWriteRequest.CHUNK_BYTES;
+    assertEquals(1, DeviceWriteRequest.chunks(16));
+    assertEquals(1, DeviceWriteRequest.chunks(c));
+    assertEquals(2, DeviceWriteRequest.chunks(c + 16));
+    var req = request(64L << 20, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 16),
+        new DeviceWriteRequest.Entry(1, 1, 16, c), new DeviceWriteRequest.Entry(2, 0, 16 + c, c + 16),
+        new DeviceWriteRequest.Entry(2, 1, 32 + 2 * c, 3 * c)), 32 + 5 * c, 32 + 5 * c + 64);
+    req.check();
+    assertEquals(1 + 1 + 2 + 3 + 1, req.expectedBlocks(), "pieces of every block, plus the table");
+    var tooMany = request(Long.MAX_VALUE / 2, List.of(new DeviceWriteRequest.Entry(1, 0, 0, (1L << 24) * c)), 0, 64);
+    assertEquals("MALFORMED: device write request: 16777217 pieces of 1048576 bytes to signal, expected at most"
+        + " 16777215 (the signal's block count)", assertThrows(TransportException.class, tooMany::check).getMessage());
+  }
+
+  @Test
   void deviceWriteRequestRefusesRangesOutsideOverlappingOrMisaligned() {
     var outside = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 4096, 8192)), 0, 64);
     assertEquals("MALFORMED: device write request: block (1, 0): offset 4096 + length 8192 outside landing region 1 (length 8192)",
