@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On the GPU machine: build, test (incl. compute-sanitizer memcheck and racecheck on small cases),
 # run the baselines and the benchmark, and write everything under $OUT (or ./gpu-out).
-#   native/gpu-run.sh [stages...]   stages: env build test sanitize baselines bench ncu gpunetio
-#                                   (default: all)
+#   native/gpu-run.sh [stages...]   stages: env build test sanitize baselines bench ncu gpunetio a2a
+#                                   (default: all but a2a)
+# a2a (issue 7): slip_a2a with SLIP_A2A_RANKS processes (default "2 4 8"), and NCCL all-to-all at
+# the same ranks where there are that many GPUs; more ranks than GPUs share GPUs (a check of the
+# exchange, not a figure).
 # The baselines are read from .baselines/ (a copy of shared/baselines: ../shared does not travel).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -78,6 +81,20 @@ if want ncu; then
       "$bin/slip_bench" partition --quick --shape w12 --parts $parts
   done
   step ncu.log 120 "${ncu_cmd[@]}" -k regex:push_kernel -c 3 "$bin/slip_bench" pair --quick
+fi
+if want a2a; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  work=/tmp/slip-baselines; mkdir -p "$work"
+  [[ -d "$repo/.baselines" ]] && cp "$repo/.baselines"/* "$work"/
+  for n in ${SLIP_A2A_RANKS:-2 4 8}; do
+    step a2a.log 240 "$bin/slip_a2a" --ranks "$n" ${SLIP_A2A_ARGS:-}
+    if [[ $n -le $ngpu && -f "$work/nccl_a2a.py" ]]; then
+      step a2a.log 240 torchrun --nproc_per_node="$n" "$work/nccl_a2a.py"
+    else
+      echo "NCCL all-to-all with $n ranks skipped: $ngpu GPUs here, or no .baselines/nccl_a2a.py" | tee -a "$out/a2a.log"
+    fi
+  done
+  grep -h '^csv,' "$out/a2a.log" >"$out/a2a.csv" || true
 fi
 if want gpunetio; then
   # gpunetio backend (issue 4): DOCA GPUNetIO device code against the software NIC. The build finds
