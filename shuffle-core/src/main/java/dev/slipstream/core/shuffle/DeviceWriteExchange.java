@@ -80,6 +80,10 @@ public final class DeviceWriteExchange {
       return p.done();
     }
     pending.put(id, p);
+    if (closed) { // close() ran between the check above and the put: it may not have seen this request
+      fail(id, new TransportException(TransportError.CLOSED, "shuffle node is closed"));
+      return p.done();
+    }
     try {
       java.util.concurrent.ScheduledFuture<?> deadline = timer.schedule(() -> fail(id, new TransportException(
           TransportError.TIMEOUT, "holder " + holder + " did not answer device write " + id + " within "
