@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../tests/pair_common.cuh"
+#include "push_plan.cuh"
 #include "slipstream/kernels.h"
 
 namespace {
@@ -175,27 +176,15 @@ void assign_queues(Rank &k) {
   k.nq = k.q_first[n];
 }
 
-struct Plan {
-  std::vector<slip_push_queue_cfg> cfg;
-  std::vector<slip_push_item> items;
-  std::vector<uint32_t> start;
-  slip_push_queue_cfg *d_cfg = nullptr;
-  slip_push_item *d_items = nullptr;
-  uint32_t *d_start = nullptr;
-  int *d_status = nullptr;
-  uint32_t batch = 1;
-  std::vector<uint64_t> items_to;  // items per launch to each destination
-};
-
 // Slice d of this rank's source ([d * slice, (d + 1) * slice)) goes to slot rank of rank d's
 // landing, in pieces of min(block, kChunk) dealt round-robin over d's queues; the i-th queue to d
 // signals slot (rank * nq_max + i) of d's signal region. Table indices: the source is local 0,
 // then the remotes: rank d's landing 1 + 2d, its signals 2 + 2d.
-Plan make_plan(const Rank &k, uint64_t slice, uint64_t block, uint32_t nq_max) {
-  Plan p;
+PushPlan make_plan(const Rank &k, uint64_t slice, uint64_t block, uint32_t nq_max, std::vector<uint64_t> &items_to) {
+  PushPlan p;
   const int n = k.m.ranks;
   p.cfg.resize(k.nq);
-  p.items_to.assign(n, 0);
+  items_to.assign(n, 0);
   std::vector<std::vector<slip_push_item>> per_q(k.nq);
   const uint64_t piece = std::min(block, kChunk);
   for (int d = 0; d < n; d++) {
@@ -206,36 +195,20 @@ Plan make_plan(const Rank &k, uint64_t slice, uint64_t block, uint32_t nq_max) {
     for (uint64_t o = 0; o < slice; o += piece, i++)
       per_q[q0 + i % (q1 - q0)].push_back({(uint64_t)d * slice + o, (uint64_t)k.m.rank * slice + o,
                                            std::min(piece, slice - o)});
-    p.items_to[d] = i;
+    items_to[d] = i;
   }
-  for (auto &v : per_q) {
-    p.start.push_back((uint32_t)p.items.size());
-    p.items.insert(p.items.end(), v.begin(), v.end());
-  }
-  p.start.push_back((uint32_t)p.items.size());
-  p.batch = (uint32_t)std::max<uint64_t>(1, std::min<uint64_t>(32, (512 * 1024) / piece));
-  T_CUDA(cudaMalloc(&p.d_cfg, p.cfg.size() * sizeof p.cfg[0]));
-  T_CUDA(cudaMalloc(&p.d_items, p.items.size() * sizeof p.items[0] + 1));
-  T_CUDA(cudaMalloc(&p.d_start, p.start.size() * 4));
-  T_CUDA(cudaMalloc(&p.d_status, p.cfg.size() * sizeof(int)));
-  T_CUDA(cudaMemcpy(p.d_cfg, p.cfg.data(), p.cfg.size() * sizeof p.cfg[0], cudaMemcpyHostToDevice));
-  T_CUDA(cudaMemcpy(p.d_items, p.items.data(), p.items.size() * sizeof p.items[0], cudaMemcpyHostToDevice));
-  T_CUDA(cudaMemcpy(p.d_start, p.start.data(), p.start.size() * 4, cudaMemcpyHostToDevice));
+  plan_upload(p, per_q, piece);
   return p;
 }
 
-void free_plan(Plan &p) {
-  for (void *q : {(void *)p.d_cfg, (void *)p.d_items, (void *)p.d_start, (void *)p.d_status}) T_CUDA(cudaFree(q));
-}
-
-void launch(Rank &k, Plan &p) {
+void launch(Rank &k, PushPlan &p) {
   T_SLIP(slip_push(slip_queueset_device(k.qs), k.nq, p.d_cfg, p.d_items, p.d_start, p.batch, kThreads, p.d_status,
                    k.stream));
 }
 
 // One exchange size: 2 warm-up launches, then `reps` launches each timed alone between barriers
 // (all ranks start together, as a collective would); returns this rank's median ms.
-double time_exchange(Rank &k, Plan &p, int reps) {
+double time_exchange(Rank &k, PushPlan &p, int reps) {
   for (int w = 0; w < 2; w++) launch(k, p);
   wait_stream(k.stream);
   std::vector<double> t;
@@ -249,14 +222,7 @@ double time_exchange(Rank &k, Plan &p, int reps) {
     T_CUDA(cudaEventElapsedTime(&ms, k.e0, k.e1));
     t.push_back(ms);
   }
-  std::vector<int> st(k.nq);
-  T_CUDA(cudaMemcpy(st.data(), p.d_status, k.nq * sizeof(int), cudaMemcpyDeviceToHost));
-  for (uint32_t q = 0; q < k.nq; q++)
-    if (st[q] != SLIP_OK) {
-      fprintf(stderr, "[rank %d] push queue %u: status %d\n", k.m.rank, q, st[q]);
-      T_SLIP(slip_queueset_check(k.qs, 1));
-      exit(3);
-    }
+  plan_check_status(p, k.qs, k.m.rank);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
@@ -349,14 +315,15 @@ int run(Rank &k, bool quick, uint64_t block) {
     T_CUDA(cudaMemset(slip_region_ptr(k.landing), 0x5A, max_per_gpu));
     T_CUDA(cudaMemset(slip_region_ptr(k.sig), 0, slip_region_length(k.sig)));
     T_CUDA(cudaDeviceSynchronize());
-    Plan p = make_plan(k, slice, block, nq_max);
+    std::vector<uint64_t> items_to;
+    PushPlan p = make_plan(k, slice, block, nq_max, items_to);
     mesh_barrier(m);
     const double ms = time_exchange(k, p, reps);
     mesh_barrier(m);
     // Items each sender pushed to this rank per launch, for the signal check.
     std::vector<uint64_t> items_from(m.ranks);
     for (int r = 0; r < m.ranks; r++) {
-      uint64_t mine_to_r = p.items_to[r], got = 0;
+      uint64_t mine_to_r = items_to[r], got = 0;
       if (r == m.rank) {
         items_from[r] = mine_to_r;
         continue;
@@ -387,7 +354,7 @@ int run(Rank &k, bool quick, uint64_t block) {
              m.ranks, (slice * (uint64_t)m.ranks) >> 20, worst, best, sent / (worst * 1e6), v ? "" : " NOT VERIFIED");
       fflush(stdout);
     }
-    free_plan(p);
+    plan_free(p);
   }
   mesh_barrier(m);
   slip_queueset_destroy(k.qs);

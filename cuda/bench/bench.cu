@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../tests/pair_common.cuh"
+#include "push_plan.cuh"
 #include "host/slip_softnic.h"
 #include "slipstream/kernels.h"
 #include "slipstream/partition_tuning.h"
@@ -95,18 +96,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-struct PushPlan {
-  std::vector<slip_push_queue_cfg> cfg;
-  std::vector<slip_push_item> items;
-  std::vector<uint32_t> start;
-  slip_push_queue_cfg *d_cfg = nullptr;
-  slip_push_item *d_items = nullptr;
-  uint32_t *d_start = nullptr;
-  int *d_status = nullptr;
-  uint32_t batch = 1;
-  uint64_t items_per_launch = 0;
-};
-
 // Blocks of `block` bytes covering [base, base + bytes), chunked, dealt round-robin over queues
 // [q0, q1) that write to (dst, sig). Offsets are the same in source and landing.
 void plan_add(PushPlan &pl, std::vector<std::vector<slip_push_item>> &per_q, uint32_t q0, uint32_t q1, uint32_t dst,
@@ -116,27 +105,6 @@ void plan_add(PushPlan &pl, std::vector<std::vector<slip_push_item>> &per_q, uin
   uint64_t k = 0;
   for (uint64_t o = 0; o < bytes; o += piece, k++)
     per_q[q0 + k % (q1 - q0)].push_back({base + o, base + o, std::min(piece, bytes - o)});
-}
-
-void plan_upload(PushPlan &pl, std::vector<std::vector<slip_push_item>> &per_q, uint64_t piece) {
-  for (auto &v : per_q) {
-    pl.start.push_back((uint32_t)pl.items.size());
-    pl.items.insert(pl.items.end(), v.begin(), v.end());
-  }
-  pl.start.push_back((uint32_t)pl.items.size());
-  pl.items_per_launch = pl.items.size();
-  pl.batch = (uint32_t)std::max<uint64_t>(1, std::min<uint64_t>(32, (512 * 1024) / piece));
-  T_CUDA(cudaMalloc(&pl.d_cfg, pl.cfg.size() * sizeof pl.cfg[0]));
-  T_CUDA(cudaMalloc(&pl.d_items, pl.items.size() * sizeof pl.items[0] + 1));
-  T_CUDA(cudaMalloc(&pl.d_start, pl.start.size() * 4));
-  T_CUDA(cudaMalloc(&pl.d_status, pl.cfg.size() * sizeof(int)));
-  T_CUDA(cudaMemcpy(pl.d_cfg, pl.cfg.data(), pl.cfg.size() * sizeof pl.cfg[0], cudaMemcpyHostToDevice));
-  T_CUDA(cudaMemcpy(pl.d_items, pl.items.data(), pl.items.size() * sizeof pl.items[0], cudaMemcpyHostToDevice));
-  T_CUDA(cudaMemcpy(pl.d_start, pl.start.data(), pl.start.size() * 4, cudaMemcpyHostToDevice));
-}
-
-void plan_free(PushPlan &pl) {
-  for (void *q : {(void *)pl.d_cfg, (void *)pl.d_items, (void *)pl.d_start, (void *)pl.d_status}) T_CUDA(cudaFree(q));
 }
 
 // Times `reps` back-to-back launches (after 2 warm-ups); returns ms per launch, checks statuses.
@@ -154,14 +122,7 @@ double time_push(Bench &b, slip_queueset *qs, PushPlan &pl, int reps) {
   wait_event(b.e1);
   float ms = 0;
   T_CUDA(cudaEventElapsedTime(&ms, b.e0, b.e1));
-  std::vector<int> st(nq);
-  T_CUDA(cudaMemcpy(st.data(), pl.d_status, nq * sizeof(int), cudaMemcpyDeviceToHost));
-  for (uint32_t q = 0; q < nq; q++)
-    if (st[q] != SLIP_OK) {
-      fprintf(stderr, "[rank %d] push queue %u: status %d\n", b.p.rank, q, st[q]);
-      T_SLIP(slip_queueset_check(qs, 1));
-      exit(3);
-    }
+  plan_check_status(pl, qs, b.p.rank);
   return ms / reps;
 }
 
