@@ -476,27 +476,45 @@ done:
   return st;
 }
 
-extern "C" slip_status slip_queueset_set_locals(slip_queueset *qs, uint32_t first, const slip_region *const *regions,
-                                                uint32_t n) {
+extern "C" slip_status slip_queueset_stage_locals(slip_queueset *qs, uint32_t first,
+                                                  const slip_region *const *regions, uint32_t n, void *image,
+                                                  uint64_t image_bytes, uint64_t *dst) {
   slip_status st = SLIP_OK;
-  if (!qs || (n && !regions)) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_set_locals: null argument");
+  if (!qs || (n && !regions) || (n && !image) || !dst)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_stage_locals: null argument");
   if (qs->backend != SLIP_BACKEND_NVLINK)
-    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "slip_queueset_set_locals: backend %d, expected %d (nvlink: the proxy executor"
+    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "slip_queueset_stage_locals: backend %d, expected %d (nvlink: the proxy executor"
               " and the software NIC keep their own copy of the table)", qs->backend, SLIP_BACKEND_NVLINK);
   if ((uint64_t)first + n > qs->nlocals)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "local table entries %u + %u, expected within the %u local entries", first, n,
               qs->nlocals);
+  if (image_bytes < (uint64_t)n * sizeof(slip_dev_region))
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "table image of %llu bytes for %u entries, expected at least %llu",
+              (unsigned long long)image_bytes, n, (unsigned long long)((uint64_t)n * sizeof(slip_dev_region)));
   for (uint32_t i = 0; i < n; i++)
     if (!regions[i]) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "local region %u is null", first + i);
-  if (n == 0) goto done;
   for (uint32_t i = 0; i < n; i++) {
     const slip_region *r = regions[i];
     uint32_t host = r->kind == SLIP_MEM_HOST_SHM ? (uint32_t)SLIP_DEV_REGION_HOST : 0u;
     qs->table[first + i] = {(uint64_t)(uintptr_t)r->dptr, r->length, r->key, r->id,
                             SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE | host};
   }
+  if (n) memcpy(image, &qs->table[first], n * sizeof(slip_dev_region));
+  *dst = (uint64_t)(uintptr_t)&qs->d_table[first];
+done:
+  return st;
+}
+
+extern "C" slip_status slip_queueset_set_locals(slip_queueset *qs, uint32_t first, const slip_region *const *regions,
+                                                uint32_t n) {
+  slip_status st = SLIP_OK;
+  std::vector<slip_dev_region> image(n ? n : 1);
+  uint64_t dst = 0;
+  SLIP_CHECK(slip_queueset_stage_locals(qs, first, regions, n, image.data(), image.size() * sizeof(slip_dev_region),
+                                        &dst));
+  if (n == 0) goto done;
   SLIP_CUDA_CHECK(cudaSetDevice(qs->ctx->device));
-  SLIP_CUDA_CHECK(cudaMemcpy(&qs->d_table[first], &qs->table[first], n * sizeof(slip_dev_region),
+  SLIP_CUDA_CHECK(cudaMemcpy((void *)(uintptr_t)dst, image.data(), n * sizeof(slip_dev_region),
                              cudaMemcpyHostToDevice));
   // A copy from pageable memory may return before its DMA is done; the next push runs on a
   // non-blocking stream that would not wait for it.

@@ -155,6 +155,13 @@ slip_status slip_queueset_set_key(slip_queueset *qs, uint32_t index, uint64_t ke
  * the device table is synchronous and not ordered against running kernels. */
 slip_status slip_queueset_set_locals(slip_queueset *qs, uint32_t first, const slip_region *const *regions,
                                      uint32_t n);
+/* As slip_queueset_set_locals, but leaves the copy to the caller so it can be ordered on the stream
+ * of the push that uses the entries: updates the host copy of entries [first, first + n), writes
+ * their device image (n * sizeof(slip_dev_region) bytes) to `image` (at least `image_bytes` long) and
+ * the device address of entry `first` to `*dst`. The caller copies `image` to `*dst` before the next
+ * push on the same stream, and only while no kernel on another stream uses the set. */
+slip_status slip_queueset_stage_locals(slip_queueset *qs, uint32_t first, const slip_region *const *regions,
+                                       uint32_t n, void *image, uint64_t image_bytes, uint64_t *dst);
 /* SLIP_OK, or the first error completion reported by a kernel or the executor, with its text in
  * slip_last_error(). clear != 0 resets the record. */
 slip_status slip_queueset_check(slip_queueset *qs, int clear);

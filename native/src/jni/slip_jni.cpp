@@ -270,6 +270,34 @@ jint JNICALL queueSetSetLocals(JNIEnv *env, jclass, jlong qs, jint first, jlongA
   return slip_queueset_set_locals(handle<slip_queueset>(qs), (uint32_t)first, p.data(), (uint32_t)n);
 }
 
+jint JNICALL queueSetStageLocals(JNIEnv *env, jclass, jlong qs, jint first, jlongArray regions, jbyteArray image,
+                                jlongArray dst) {
+  if (!check_array(env, regions, 0, "queueSetStageLocals regions")) return SLIP_ERR_INVALID_ARG;
+  const jsize n = env->GetArrayLength(regions);
+  if (!check_array(env, image, (jsize)(n * (jsize)sizeof(slip_dev_region)), "queueSetStageLocals image") ||
+      !check_array(env, dst, 1, "queueSetStageLocals dst"))
+    return SLIP_ERR_INVALID_ARG;
+  if (first < 0) {
+    throw_iae(env, "queue set local entry %d, expected >= 0", (int)first);
+    return SLIP_ERR_INVALID_ARG;
+  }
+  std::vector<jlong> h((size_t)n + 1);
+  env->GetLongArrayRegion(regions, 0, n, h.data());
+  std::vector<const slip_region *> p((size_t)n + 1);
+  for (jsize i = 0; i < n; i++) p[(size_t)i] = handle<slip_region>(h[(size_t)i]);
+  std::vector<slip_dev_region> img((size_t)n + 1);
+  uint64_t at = 0;
+  slip_status st = slip_queueset_stage_locals(handle<slip_queueset>(qs), (uint32_t)first, p.data(), (uint32_t)n,
+                                              img.data(), img.size() * sizeof(slip_dev_region), &at);
+  if (st == SLIP_OK) {
+    env->SetByteArrayRegion(image, 0, (jsize)(n * (jsize)sizeof(slip_dev_region)),
+                            reinterpret_cast<const jbyte *>(img.data()));
+    jlong out = (jlong)at;
+    env->SetLongArrayRegion(dst, 0, 1, &out);
+  }
+  return st;
+}
+
 // ---- host signals ----
 
 jint JNICALL signalWaitGe(JNIEnv *env, jclass, jlong addr, jlong value, jlong timeoutNs) {
@@ -388,6 +416,7 @@ const JNINativeMethod kMethods[] = {
     M(queueSetCheck, "(JZ)I"),
     M(queueSetSetKey, "(JIJ)I"),
     M(queueSetSetLocals, "(JI[J)I"),
+    M(queueSetStageLocals, "(JI[J[B[J)I"),
     M(signalWaitGe, "(JJJ)I"),
     M(partitionBounds, "([IJI[J)I"),
     M(partitionRun, "(IJJ[I[JIJJJJJJJ)I"),

@@ -1,5 +1,7 @@
 package dev.slipstream.spark;
 
+import dev.slipstream.core.gpu.shuffle.DeviceBlockServer;
+import dev.slipstream.core.shuffle.ServeTimeline;
 import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportContext;
@@ -99,7 +101,7 @@ final class ExecutorRuntime implements AutoCloseable {
     this.node = new ShuffleNode(transport, conf.core(), spillDir, executorId);
     this.me = new PeerInfo(executorId, host, node.localEndpoint(), node.landing().descriptor());
     node.deviceWrites().setHandler((from, request, reply) ->
-        serveDeviceWrite(request, (id, ok, bytes, reason) -> reply.answer(ok, bytes, reason)));
+        serveDeviceWrite(request, (id, ok, bytes, reason, timeline) -> reply.answer(ok, bytes, reason, timeline)));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
         this::metrics, this::serveDeviceWrite);
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
@@ -248,7 +250,7 @@ final class ExecutorRuntime implements AutoCloseable {
         return f;
       }
       return node.deviceWrites().send(p.endpoint(), request)
-          .thenApply(r -> new RpcMessages.DeviceWriteResult(r.id(), r.ok(), r.bytes(), r.reason()));
+          .thenApply(r -> new RpcMessages.DeviceWriteResult(r.id(), r.ok(), r.bytes(), r.reason(), r.timeline()));
     }
     try {
       deviceFetchThreads.execute(() -> {
@@ -264,34 +266,46 @@ final class ExecutorRuntime implements AutoCloseable {
     return f;
   }
 
-  /** An answer to a device write request, with the request's id (-1 when it did not decode). */
+  /**
+   * An answer to a device write request, with the request's id (-1 when it did not decode) and when
+   * it was served.
+   */
   @FunctionalInterface
   private interface DeviceWriteAnswer {
-    void answer(long requestId, boolean ok, long bytes, String reason);
+    void answer(long requestId, boolean ok, long bytes, String reason, ServeTimeline timeline);
   }
 
   /** Serves a device write request relayed by the driver; the RPC reply is sent exactly once. */
   private void serveDeviceWrite(byte[] request, java.util.function.Consumer<byte[]> reply) {
-    serveDeviceWrite(request, (id, ok, bytes, reason) ->
-        reply.accept(RpcMessages.encode(new RpcMessages.DeviceWriteResult(id, ok, bytes, reason))));
+    serveDeviceWrite(request, (id, ok, bytes, reason, timeline) -> reply.accept(RpcMessages.encode(
+        new RpcMessages.DeviceWriteResult(id, ok, bytes, reason, timeline.answeredAt(System.nanoTime())))));
   }
 
   /** Serves a peer's device write request on a serving thread; the answer is given exactly once. */
   private void serveDeviceWrite(byte[] request, DeviceWriteAnswer answer) {
+    long received = System.nanoTime();
     try {
       deviceWriteThread.execute(() -> {
+        long started = System.nanoTime();
+        long[] marks = new long[DeviceBlockServer.MARKS];
         long id = -1;
+        long bytes = 0;
+        boolean ok = false;
+        String reason = "";
         try {
           dev.slipstream.spark.gpu.GpuExecutor g = requireGpu();
           id = dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request).requestId();
-          long bytes = g.serve(request, conf.core().fetchTimeout().toMillis());
-          answer.answer(id, true, bytes, "");
+          bytes = g.serve(request, conf.core().fetchTimeout().toMillis(), marks);
+          ok = true;
         } catch (Exception e) {
-          answer.answer(id, false, 0, String.valueOf(e.getMessage()));
+          reason = String.valueOf(e.getMessage());
         }
+        answer.answer(id, ok, bytes, reason, new ServeTimeline(received, started,
+            marks[DeviceBlockServer.MARK_CHECKED], marks[DeviceBlockServer.MARK_LANE_READY],
+            marks[DeviceBlockServer.MARK_LAUNCHED], marks[DeviceBlockServer.MARK_ENDED], 0));
       });
     } catch (java.util.concurrent.RejectedExecutionException e) {
-      answer.answer(-1, false, 0, "executor " + executorId + " is stopping");
+      answer.answer(-1, false, 0, "executor " + executorId + " is stopping", ServeTimeline.NONE);
     }
   }
 

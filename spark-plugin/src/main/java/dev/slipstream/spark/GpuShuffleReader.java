@@ -11,6 +11,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.gpu.GpuExecutor;
 import dev.slipstream.spark.gpu.GpuReadStats;
+import dev.slipstream.spark.gpu.RequestPhases;
 import dev.slipstream.spark.rpc.PeerInfo;
 import dev.slipstream.spark.rpc.RpcMessages;
 import java.util.ArrayDeque;
@@ -33,9 +34,11 @@ import scala.Tuple2;
  * Reduce side of a GPU shuffle: for partitions {@code [startPartition, endPartition)} of map outputs
  * {@code [startMapIndex, endMapIndex)}, local blocks are copied on the device out of this
  * executor's device map-output store; for the remote blocks it reserves device landing space per
- * request (at most half the region, holders interleaved), keeps up to
- * {@code spark.slipstream.gpu.serve.inFlight} requests in flight (sent through the driver), and
- * waits for each one's answer and signal with the fetch deadline. Returns one device batch per
+ * request (whole blocks; a holder's blocks spread over up to {@code spark.slipstream.gpu.serve.inFlight}
+ * requests of at least {@code spark.slipstream.gpu.request.minBytes}, each at most
+ * landing / (2 x inFlight); holders interleaved), keeps up to {@code serve.inFlight} requests in flight
+ * (executor to executor over the transport, or through the driver), and waits for each one's answer
+ * and signal with the fetch deadline; {@link RequestPhases} records where each request's time went. Returns one device batch per
  * block (key {@code 0}): views into the pinned local map outputs and into the landed ranges of the
  * landing region (copies where the task would hold more than a quarter of the region), valid until
  * the task completes, when the pins and ranges are released (also when the task fails: a landed
@@ -46,6 +49,8 @@ import scala.Tuple2;
  * becomes a {@link FetchFailedException}. Threading: one task thread.
  */
 final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
+  /** How long after sending a request its signal is polled back to back before polls pause. */
+  private static final long SPIN_NANOS = 5_000_000;
   private final GpuShuffleHandle<K, ?, C> handle;
   private final int startMapIndex;
   private final int endMapIndex;
@@ -61,6 +66,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   private int peakInFlight;
   private long firstSent;
   private long lastLanded;
+  private final RequestPhases phases = new RequestPhases();
   /** Landed requests whose blocks are handed out as views into the landing region. */
   private final List<Held> held = new ArrayList<>();
   private long heldBytes;
@@ -124,7 +130,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     fetchRemote(gpu, holders, widths, out);
     long task = context.taskAttemptId();
     gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, copiedBlocks, requests,
-        peakInFlight, firstSent, lastLanded));
+        peakInFlight, firstSent, lastLanded, phases));
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> gpu.forgetRead(task));
     List<Product2<K, C>> records = new ArrayList<>(out.size());
     for (DeviceBatch b : out) {
@@ -134,17 +140,17 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   }
 
   /** The remote blocks of one holder, checked: its peer entry has a GPU endpoint on the nvlink path. */
-  private record Holder(String executorId, List<MapBlock> blocks) {}
+  record Holder(String executorId, List<MapBlock> blocks) {}
 
-  /** One request: blocks of one holder that fit half the landing region. */
-  private record Chunk(String holder, List<MapBlock> blocks) {}
+  /** One request: blocks of one holder. */
+  record Chunk(String holder, List<MapBlock> blocks) {}
 
   /** A landed request and where its views stand in the task's output. */
   private record Held(DeviceLanding.Fetch fetch, int from, int to) {}
 
-  /** A request sent and not yet landed. */
+  /** A request sent and not yet landed: when its preparation began and when it was sent. */
   private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<RpcMessages.DeviceWriteResult> answer,
-                          long sentNanos) {}
+                          long startNanos, long sentNanos) {}
 
   private Holder check(GpuExecutor gpu, String holder, List<MapBlock> blocks) {
     Optional<PeerInfo> peer = runtime.peer(holder);
@@ -178,10 +184,16 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     return new Holder(holder, blocks);
   }
 
-  /** Splits each holder's blocks into requests of at most {@code budget} bytes, holders interleaved. */
-  private static List<Chunk> chunks(List<Holder> holders, long budget) {
+  /**
+   * Splits each holder's blocks into requests, holders interleaved: of at most {@code maxBytes}, and
+   * into up to {@code spread} requests of at least {@code minBytes} each (whole blocks; a larger
+   * block goes alone), so a holder's requests push side by side.
+   */
+  static List<Chunk> chunks(List<Holder> holders, long maxBytes, long minBytes, int spread) {
     List<List<Chunk>> per = new ArrayList<>();
     for (Holder h : holders) {
+      long all = h.blocks().stream().mapToLong(MapBlock::size).sum();
+      long budget = Math.min(maxBytes, Math.max(minBytes, (all + spread - 1) / spread));
       List<Chunk> cs = new ArrayList<>();
       List<MapBlock> cur = new ArrayList<>();
       long bytes = 0;
@@ -218,7 +230,8 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
    */
   private void fetchRemote(GpuExecutor gpu, List<Holder> holders, int[] widths, List<DeviceBatch> out) {
     int maxInFlight = runtime.gpuConf().serveInFlight();
-    Deque<Chunk> pending = new ArrayDeque<>(chunks(holders, gpu.landing().capacity() / (2L * maxInFlight)));
+    Deque<Chunk> pending = new ArrayDeque<>(chunks(holders, gpu.landing().capacity() / (2L * maxInFlight),
+        runtime.gpuConf().requestMinBytes(), maxInFlight));
     Deque<InFlight> flying = new ArrayDeque<>();
     long timeoutMs = runtime.node().config().fetchTimeout().toMillis();
     boolean done = false;
@@ -226,6 +239,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       while (!pending.isEmpty() || !flying.isEmpty()) {
         DeviceLanding.Fetch f = null;
         Chunk c = pending.peekFirst();
+        long start = System.nanoTime();
         if (c != null && flying.size() < maxInFlight) {
           f = prepare(gpu, c, widths, true);
           if (f == null && flying.isEmpty()) {
@@ -239,7 +253,10 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
           if (firstSent == 0) {
             firstSent = now;
           }
-          flying.addLast(new InFlight(c, f, runtime.sendDeviceWriteAsync(c.holder(), f.request().encode()), now));
+          CompletableFuture<RpcMessages.DeviceWriteResult> answer =
+              runtime.sendDeviceWriteAsync(c.holder(), f.request().encode());
+          flying.addLast(new InFlight(c, f, answer, start, now));
+          f.begin(); // its signal is watched from now on
           peakInFlight = Math.max(peakInFlight, flying.size());
         } else {
           List<DeviceBatch> views = land(flying.peekFirst());
@@ -272,30 +289,55 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
   }
 
-  /** Waits for the holder's answer and the signal (fetch deadline from the send); returns the landed blocks' views. */
+  /**
+   * Waits for the request's signal (fetch deadline from the send) and returns the landed blocks'
+   * views. The data path does not wait for the holder's answer (the signal alone says everything
+   * landed, and it is watched from the moment the request was sent); an answer that comes
+   * first matters when it is a refusal or a failed send, which fail the fetch at once.
+   */
   private List<DeviceBatch> land(InFlight x) {
     long deadline = x.sentNanos() + runtime.node().config().fetchTimeout().toNanos();
     String holder = x.chunk().holder();
+    long id = x.fetch().request().requestId();
     try {
-      RpcMessages.DeviceWriteResult r;
-      try {
-        r = x.answer().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-      } catch (java.util.concurrent.ExecutionException e) {
-        throw new TransportException(TransportError.UNAVAILABLE, String.valueOf(e.getCause().getMessage()),
-            e.getCause());
-      } catch (java.util.concurrent.TimeoutException e) {
-        throw new TransportException(TransportError.TIMEOUT, "no answer to device write request "
-            + x.fetch().request().requestId() + " by the fetch deadline");
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new TransportException(TransportError.INTERNAL, "interrupted while waiting for executor " + holder);
+      List<DeviceBatch> batches;
+      long pause = 1;
+      for (;;) {
+        batches = x.fetch().poll();
+        if (batches != null) {
+          break;
+        }
+        if (x.answer().isDone()) {
+          RpcMessages.DeviceWriteResult r;
+          try {
+            r = x.answer().getNow(null);
+          } catch (java.util.concurrent.CompletionException | java.util.concurrent.CancellationException e) {
+            Throwable c = e.getCause() != null ? e.getCause() : e;
+            throw new TransportException(TransportError.UNAVAILABLE, String.valueOf(c.getMessage()), c);
+          }
+          if (!r.ok()) {
+            throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "executor " + holder
+                + " refused device write request " + id + ": " + r.reason(), null));
+          }
+          // Pushed: the signal is due.
+        }
+        if (System.nanoTime() - deadline > 0) {
+          long sig = x.fetch().abandon();
+          throw new TransportException(TransportError.TIMEOUT, "device write request " + id + ": "
+              + (x.answer().isDone() ? "answered, but" : "no answer, and") + " the signal at " + (sig >>> 40) + " of "
+              + x.fetch().expectedBlocks() + " blocks by the fetch deadline");
+        }
+        // Each poll reads the signal once (a copy of microseconds): the first few milliseconds are
+        // polled back to back, a push that takes longer is looked at every 50 us.
+        if (System.nanoTime() - x.sentNanos() > SPIN_NANOS) {
+          java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
+          pause = Math.min(50, pause * 2);
+        }
       }
-      if (!r.ok()) {
-        throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "executor " + holder
-            + " refused device write request " + x.fetch().request().requestId() + ": " + r.reason(), null));
-      }
-      List<DeviceBatch> batches = x.fetch().await(deadline);
-      lastLanded = System.nanoTime();
+      long landed = System.nanoTime();
+      lastLanded = landed;
+      // The holder's timeline comes with its answer, which may follow the data.
+      x.answer().thenAccept(r -> phases.add(x.startNanos(), x.sentNanos(), r.timeline(), landed));
       metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(lastLanded - x.sentNanos()));
       for (DeviceBatch b : batches) {
         remoteBlocks++;

@@ -1,6 +1,7 @@
 package dev.slipstream.bench.gpu;
 
 import dev.slipstream.spark.gpu.GpuReadStats;
+import dev.slipstream.spark.gpu.RequestPhases;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -22,13 +23,13 @@ final class DataPathReport {
 
   /** One reduce task's read, with its partition, executor and the rows it counted. */
   record Read(int partition, String executor, long rows, long localBytes, long remoteBytes, long remoteBlocks,
-              long copiedBlocks, int requests, int peakInFlight, long firstSentNanos, long lastLandedNanos)
-      implements Serializable {
+              long copiedBlocks, int requests, int peakInFlight, long firstSentNanos, long lastLandedNanos,
+              RequestPhases phases) implements Serializable {
     static Read of(int partition, String executor, long rows, Optional<GpuReadStats> stats) {
       GpuReadStats s = stats.orElseThrow(() -> new IllegalStateException("reduce task of partition " + partition
           + " on executor " + executor + ": no GPU read stats (the task did not read through the GPU path)"));
       return new Read(partition, executor, rows, s.localBytes(), s.remoteBytes(), s.remoteBlocks(), s.copiedBlocks(),
-          s.requests(), s.peakInFlight(), s.firstSentNanos(), s.lastLandedNanos());
+          s.requests(), s.peakInFlight(), s.firstSentNanos(), s.lastLandedNanos(), s.phases());
     }
 
     long spanNanos() {
@@ -39,7 +40,8 @@ final class DataPathReport {
   static final String METHOD = "data path (inside the reduce tasks): remote bytes pushed into the reducer's landing"
       + " region / (last block landed - first device write request sent), System.nanoTime() in the task; aggregate"
       + " = all remote bytes / (last landed of any reducer - first sent of any reducer), and / the sum of the"
-      + " reducers' spans";
+      + " reducers' spans; requests: where a device write request's time went, mean per request over all reducers"
+      + " (reader and holder System.nanoTime() instants; phases as in RequestPhases)";
 
   /** The report's lines: one per reducer, then the aggregates. */
   static List<String> lines(List<Read> reads) {
@@ -51,6 +53,7 @@ final class DataPathReport {
     long spans = 0;
     long first = Long.MAX_VALUE;
     long last = Long.MIN_VALUE;
+    RequestPhases phases = new RequestPhases();
     for (Read r : sorted) {
       out.add(String.format("  reducer %d (executor %s): %d rows, local %.1f MB, remote %.1f MB in %d blocks"
           + " (%d copied out), %d requests (peak %d in flight), %.3f ms: %s", r.partition(), r.executor(), r.rows(),
@@ -58,6 +61,7 @@ final class DataPathReport {
           r.peakInFlight(), r.spanNanos() / 1e6, rate(r.remoteBytes(), r.spanNanos())));
       remote += r.remoteBytes();
       local += r.localBytes();
+      phases = phases.plus(r.phases());
       if (r.requests() > 0) {
         spans += r.spanNanos();
         first = Math.min(first, r.firstSentNanos());
@@ -68,6 +72,7 @@ final class DataPathReport {
     out.add(String.format("  aggregate: remote %.1f MB, local %.1f MB; over the union span %.3f ms: %s;"
         + " over the sum of spans %.3f ms: %s", remote / 1e6, local / 1e6, union / 1e6, rate(remote, union),
         spans / 1e6, rate(remote, spans)));
+    out.add("  requests: " + phases.describe());
     return out;
   }
 

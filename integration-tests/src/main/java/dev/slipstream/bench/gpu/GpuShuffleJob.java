@@ -48,7 +48,9 @@ import scala.Tuple2;
  * block landed, per reducer and aggregated).
  *
  * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
- * [--reps 3] [--tasks-per-gpu 1] [--request-path transport|driver] [--discover PATH]}; executors get 12g
+ * [--reps 3] [--tasks-per-gpu 1] [--request-path transport|driver] [--host-timed true|false]
+ * [--conf spark.k=v,...] [--discover PATH]}; {@code --host-timed false} leaves out the timed host
+ * shuffle (the checked one still runs); {@code --conf} adds Spark settings; executors get 12g
  * of heap; needs
  * -Dslipstream.plugin.jar (the executors' class path).
  */
@@ -59,6 +61,8 @@ public final class GpuShuffleJob {
     Map<String, String> o = new TreeMap<>(Map.of("executors", "2", "maps", "8", "rows", "2000000",
         "partitions", "16", "reps", "3", "discover", "bin/slipstream-gpu-discover", "seed", "7",
         "tasks-per-gpu", "1", "request-path", "transport"));
+    o.put("host-timed", "true");
+    o.put("conf", "");
     for (int i = 0; i + 1 < args.length; i += 2) {
       if (!args[i].startsWith("--") || !o.containsKey(args[i].substring(2))) {
         throw new IllegalArgumentException("unknown option " + args[i] + ", expected one of --" + o.keySet());
@@ -104,6 +108,20 @@ public final class GpuShuffleJob {
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.locality.wait", "0s");
+    for (String kv : o.get("conf").split(",")) {
+      if (kv.isBlank()) {
+        continue;
+      }
+      int eq = kv.indexOf('=');
+      if (eq <= 0 || !kv.startsWith("spark.")) {
+        throw new IllegalArgumentException("--conf: got '" + kv + "', expected spark.key=value[,spark.key=value...]");
+      }
+      conf.set(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
+    }
+    if (!o.get("host-timed").equals("true") && !o.get("host-timed").equals("false")) {
+      throw new IllegalArgumentException("--host-timed: got '" + o.get("host-timed") + "', expected true or false");
+    }
+    boolean hostTimed = Boolean.parseBoolean(o.get("host-timed"));
     try (JavaSparkContext sc = new JavaSparkContext(conf)) {
       long deadline = System.nanoTime() + 180_000_000_000L;
       while (sc.sc().statusTracker().getExecutorInfos().length < executors + 1) {
@@ -173,7 +191,7 @@ public final class GpuShuffleJob {
         long gpuRows = reads.stream().mapToLong(DataPathReport.Read::rows).sum();
         long hostRows = total;
         long t6 = t5;
-        if (rep == 1) {
+        if (rep == 1 && hostTimed) {
           hostRows = hostRecords(mapIds, seed, rows).partitionBy(new KeyPartitioner(parts)).count();
           t6 = System.nanoTime();
         }
@@ -185,7 +203,7 @@ public final class GpuShuffleJob {
         double gpuS = (t5 - t4) / 1e9;
         double hostS = (t6 - t5) / 1e9;
         System.out.printf("rep %d: upload-only job %.3f s, GPU shuffle job %.3f s (throughput %s)%s%n", rep, baseS,
-            gpuS, throughput(bytes, gpuS - baseS), rep == 1
+            gpuS, throughput(bytes, gpuS - baseS), rep == 1 && hostTimed
                 ? String.format(", host shuffle job %.3f s (throughput %s)", hostS, throughput(bytes, hostS - baseS))
                 : "");
         if (rep == 1) {

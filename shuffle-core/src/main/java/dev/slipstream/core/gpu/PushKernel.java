@@ -153,6 +153,8 @@ public final class PushKernel implements AutoCloseable {
     private final GpuStream stream;
     private DeviceBuffer args;
     private boolean open;
+    private long launched;
+    private long ended;
 
     private Launcher() {
       ensureOpen();
@@ -211,8 +213,18 @@ public final class PushKernel implements AutoCloseable {
           Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {base}),
           Pointer.to(new long[] {base + itemsAt}), Pointer.to(new long[] {base + startsAt}),
           Pointer.to(new int[] {batch}), Pointer.to(new long[] {base + statusAt}));
-      launch(stream.handle(), push, n, threads, p, timeoutMs, "push_kernel");
+      launched = launch(stream.handle(), push, n, threads, p, timeoutMs, "push_kernel");
+      ended = System.nanoTime();
       return statuses(args.read(statusAt, 4 * n));
+    }
+
+    /** {@link System#nanoTime()} when the last push's launch call returned, and when its end was seen. */
+    public long launchedNanos() {
+      return launched;
+    }
+
+    public long endedNanos() {
+      return ended;
     }
 
     /** Copies {@code src} to device address {@code address}, ordered before this launcher's next push. */
@@ -272,19 +284,21 @@ public final class PushKernel implements AutoCloseable {
     }
   }
 
-  private void launch(CUstream stream, CUfunction f, int blocks, int threads, Pointer args, long timeoutMs,
+  /** Launches and polls until the kernel ended; returns {@link System#nanoTime()} right after the launch call. */
+  private long launch(CUstream stream, CUfunction f, int blocks, int threads, Pointer args, long timeoutMs,
       String name) {
     ensureOpen();
     ctx.makeCurrent();
     CudaDriver.check(JCudaDriver.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, args, null),
         "cuLaunchKernel(" + name + ", " + blocks + " x " + threads + ")");
+    long launched = System.nanoTime();
     // Poll rather than block: a proxy push waits on the native executor thread, which a blocked
     // synchronous CUDA call in another thread was seen to hold off (native/README.md).
     long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
     for (;;) {
       int r = JCudaDriver.cuStreamQuery(stream);
       if (r == CUresult.CUDA_SUCCESS) {
-        return;
+        return launched;
       }
       if (r != CUresult.CUDA_ERROR_NOT_READY) {
         CudaDriver.check(r, name + " (cuStreamQuery)");

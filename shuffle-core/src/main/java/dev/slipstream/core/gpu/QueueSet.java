@@ -80,6 +80,26 @@ public final class QueueSet implements AutoCloseable {
     SlipNative.setQueueSetLocals(handle(), first, h);
   }
 
+  /** Bytes of one device table entry ({@code slip_dev_region}; {@code AbiLayoutTest} checks it). */
+  public static final int DEV_REGION_BYTES = 32;
+
+  /** Local entries staged by {@link #stageLocals}: their device image and where it goes. */
+  public record StagedLocals(long deviceAddress, byte[] image) {}
+
+  /**
+   * As {@link #setLocals}, but without the copy: updates the host table and returns the entries'
+   * device image and address, for the caller to copy on the stream of the push that uses them
+   * (ordered before it, with no synchronisation). Only while no kernel on another stream uses the set.
+   */
+  public StagedLocals stageLocals(int first, List<GpuRegion> regions) {
+    long[] h = new long[regions.size()];
+    for (int i = 0; i < h.length; i++) {
+      h[i] = regions.get(i).handle();
+    }
+    byte[] image = new byte[h.length * DEV_REGION_BYTES];
+    return new StagedLocals(SlipNative.stageQueueSetLocals(handle(), first, h, image), image);
+  }
+
   /** Overrides the key device code presents for table entry {@code index} (tests of forged requests). */
   public void overrideKey(int index, long key) {
     SlipNative.setQueueSetKey(handle(), index, key);

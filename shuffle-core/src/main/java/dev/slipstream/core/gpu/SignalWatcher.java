@@ -4,31 +4,48 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.concurrent.locks.LockSupport;
 import jcuda.Pointer;
-import jcuda.driver.CUdevice_attribute;
 import jcuda.driver.CUresult;
-import jcuda.driver.CUstreamWaitValue_flags;
 import jcuda.driver.JCudaDriver;
 
 /**
- * A stream-ordered wait for a receive signal, so that the host reads no device memory while it
- * waits: on a stream of its own the device waits until a 64-bit signal word reaches a value
- * ({@code cuStreamWaitValue64}, {@code (int64_t)(*signal - value) >= 0}), then copies a range into
- * pinned host memory ({@code cuMemcpyDtoHAsync}); the host polls the stream ({@code cuStreamQuery},
- * no copy) and reads the range from host memory. Because the copy starts after the wait, the range
- * (a block table, say, and the signal word itself) is read after the signal was seen, as a reader
- * that trusts only the signal needs.
+ * Watches a receive signal in device memory without blocking any stream: on a stream of its own it
+ * copies the 64-bit signal word to pinned host memory ({@code cuMemcpyDtoHAsync}) and, once a copy
+ * shows the word reached the awaited value, copies a range (a block table, say, ending with the
+ * signal word) after it; the host polls the stream ({@code cuStreamQuery}) and reads host memory.
+ * Because the range is copied after the signal was seen, it is read as a reader that trusts only
+ * the signal needs (writers fence their data before they add to the signal).
  *
- * <p>At the deadline the word's current value is read once, and the word is set to the awaited
- * value so the stream drains (a caller times out only on a range it then quarantines; later adds
- * by a late writer land on top). Threading: one wait at a time. Ownership: close it before its
- * {@link GpuContext}.
+ * <p>Why not a device-side wait ({@code cuStreamWaitValue64})? A stream blocked on a value holds
+ * the hardware queue it shares with other streams of the process; an executor that waits for its
+ * peer's push while the peer waits for its own push (each executor is reader and holder at once)
+ * can then stall both pushes until the deadline. Copies never block a queue.
+ *
+ * <p>Use: {@link #begin} a wait, {@link #poll} it (it blocks at most for its own copy, 0.2 ms)
+ * until it answers, or
+ * {@link #cancel} it; {@link #await} does all three with a deadline. Threading: one wait at a
+ * time, one thread at a time. Ownership: close it before its {@link GpuContext}.
  */
 public final class SignalWatcher implements AutoCloseable {
+  private static final int IDLE = 0;
+  /** Begun; no copy in flight. */
+  private static final int BEGUN = 1;
+  /** The signal word's copy is in flight. */
+  private static final int SIGNAL = 2;
+  /** The range's copy is in flight (the signal was seen at its value). */
+  private static final int RANGE = 3;
+  /** How long a poll spins for its own copy before it returns (the copy stays in flight). */
+  private static final long COPY_SPIN_NANOS = 200_000;
+
   private final GpuContext ctx;
   private final GpuStream stream;
   private Pointer host;
   private long hostBytes;
   private boolean open;
+  private int state = IDLE;
+  private long from;
+  private int len;
+  private long signal;
+  private long value;
 
   /** What a wait saw: whether the signal reached the value, its value, and the range copied after (null if not). */
   public record Seen(boolean reached, long signal, ByteBuffer range) {}
@@ -36,21 +53,6 @@ public final class SignalWatcher implements AutoCloseable {
   private SignalWatcher(GpuContext ctx) {
     this.ctx = ctx;
     this.stream = new GpuStream(ctx);
-  }
-
-  /**
-   * Whether {@code ctx}'s device takes 64-bit stream memory operations; null if it does, else why
-   * not (callers then poll the signal with device-to-host reads).
-   */
-  public static String unsupportedReason(GpuContext ctx) {
-    ctx.makeCurrent();
-    int[] v = new int[1];
-    jcuda.driver.CUdevice d = new jcuda.driver.CUdevice();
-    CudaDriver.check(JCudaDriver.cuDeviceGet(d, ctx.device()), "cuDeviceGet(" + ctx.device() + ")");
-    CudaDriver.check(JCudaDriver.cuDeviceGetAttribute(v,
-        CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, d), "cuDeviceGetAttribute");
-    return v[0] != 0 ? null : "device " + ctx.device() + " has no 64-bit stream memory operations"
-        + " (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 0)";
   }
 
   /** A watcher with its own non-blocking stream on {@code ctx}'s device. */
@@ -63,13 +65,37 @@ public final class SignalWatcher implements AutoCloseable {
   /**
    * Waits until the word at device address {@code signal} reaches {@code value}, then returns the
    * {@code len} bytes at device address {@code from}, which end with the signal word, as copied after
-   * that (little-endian), or, at
-   * {@code deadlineNanos} ({@link System#nanoTime()}), a {@link Seen} that did not reach it with the
-   * value read then.
+   * that (little-endian), or, at {@code deadlineNanos} ({@link System#nanoTime()}), a {@link Seen}
+   * that did not reach it with the value read then: {@link #begin}, {@link #poll} until it answers,
+   * {@link #cancel} at the deadline.
    */
   public Seen await(long from, int len, long signal, long value, long deadlineNanos) {
+    begin(from, len, signal, value);
+    long pause = 1;
+    for (;;) {
+      Seen s = poll();
+      if (s != null) {
+        return s;
+      }
+      if (System.nanoTime() - deadlineNanos > 0) {
+        return cancel();
+      }
+      LockSupport.parkNanos(pause * 1000);
+      pause = Math.min(200, pause * 2);
+    }
+  }
+
+  /**
+   * Starts watching the word at {@code signal} for {@code value} ({@code (int64_t)(word - value) >= 0}),
+   * to copy the {@code len} bytes at {@code from} (which end with the signal word) once it is
+   * reached. Blocks nothing; {@link #poll} does the work. One wait at a time.
+   */
+  public void begin(long from, int len, long signal, long value) {
     if (!open) {
       throw new IllegalStateException("signal watcher is closed");
+    }
+    if (state != IDLE) {
+      throw new IllegalStateException("signal watcher already waits for the word at 0x" + Long.toHexString(this.signal));
     }
     if (len < 8 || from == 0 || signal != from + len - 8 || (signal & 7) != 0) {
       throw new IllegalArgumentException("signal wait: range at 0x" + Long.toHexString(from) + " of " + len
@@ -78,26 +104,67 @@ public final class SignalWatcher implements AutoCloseable {
     }
     ctx.makeCurrent();
     ensureHost(len);
-    CudaDriver.check(JCudaDriver.cuStreamWaitValue64(stream.handle(), CudaDriver.at(signal), value,
-        CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-    CudaDriver.check(JCudaDriver.cuMemcpyDtoHAsync(host, CudaDriver.at(from), len, stream.handle()), "cuMemcpyDtoHAsync");
-    long pause = 1;
-    for (;;) {
-      int r = JCudaDriver.cuStreamQuery(stream.handle());
-      if (r == CUresult.CUDA_SUCCESS) {
-        ByteBuffer b = ByteBuffer.allocate(len).order(ByteOrder.LITTLE_ENDIAN);
-        b.put(0, host.getByteBuffer(0, len), 0, len);
-        return new Seen(true, b.getLong(len - 8), b);
-      }
-      if (r != CUresult.CUDA_ERROR_NOT_READY) {
-        CudaDriver.check(r, "signal wait (cuStreamQuery)");
-      }
-      if (System.nanoTime() - deadlineNanos > 0) {
-        return timedOut(signal, value);
-      }
-      LockSupport.parkNanos(pause * 1000);
-      pause = Math.min(200, pause * 2);
+    this.from = from;
+    this.len = len;
+    this.signal = signal;
+    this.value = value;
+    state = BEGUN;
+  }
+
+  /** Whether a wait was begun and has not been answered by {@link #poll} or {@link #cancel} yet. */
+  public boolean waiting() {
+    return state != IDLE;
+  }
+
+  /**
+   * Advances the begun wait (waiting at most 0.2 ms for its copies): the wait's outcome once the
+   * signal reached its value and the range was copied after that, else null. The watcher is then free for the next wait.
+   */
+  public Seen poll() {
+    if (state == IDLE) {
+      throw new IllegalStateException("signal watcher: poll without a wait begun");
     }
+    ctx.makeCurrent();
+    if (state == BEGUN) {
+      copy(signal, 8);
+      state = SIGNAL;
+    }
+    if (!copied()) {
+      return null;
+    }
+    if (state == SIGNAL) {
+      long word = host.getByteBuffer(0, 8).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+      if (word - value < 0) {
+        state = BEGUN; // not yet: the next poll reads it afresh
+        return null;
+      }
+      copy(from, len);
+      state = RANGE;
+      if (!copied()) {
+        return null;
+      }
+    }
+    state = IDLE;
+    ByteBuffer b = ByteBuffer.allocate(len).order(ByteOrder.LITTLE_ENDIAN);
+    b.put(0, host.getByteBuffer(0, len), 0, len);
+    return new Seen(true, b.getLong(len - 8), b);
+  }
+
+  /**
+   * Ends the begun wait without waiting for the signal: lets a copy in flight finish, reads the
+   * word once, and returns a {@link Seen} that did not reach the value, with the word as read. The
+   * word is left as it is (a late writer may still add to it: the caller quarantines the range).
+   */
+  public Seen cancel() {
+    if (state == IDLE) {
+      throw new IllegalStateException("signal watcher: cancel without a wait begun");
+    }
+    ctx.makeCurrent();
+    state = IDLE;
+    CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "signal watch drain (cuStreamSynchronize)");
+    byte[] now = new byte[8];
+    CudaDriver.copyFromDevice(signal, now, 0, 8);
+    return new Seen(false, ByteBuffer.wrap(now).order(ByteOrder.LITTLE_ENDIAN).getLong(), null);
   }
 
   /**
@@ -109,19 +176,38 @@ public final class SignalWatcher implements AutoCloseable {
     if (!open) {
       throw new IllegalStateException("signal watcher is closed");
     }
+    if (state != IDLE) {
+      throw new IllegalStateException("signal watcher: reset while it waits for the word at 0x"
+          + Long.toHexString(this.signal));
+    }
     ctx.makeCurrent();
     CudaDriver.copyToDeviceAsync(signal, new byte[8], 0, 8, stream.handle());
     CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "signal reset (cuStreamSynchronize)");
   }
 
-  /** Reads the word once, then sets it to {@code value} so the wait is satisfied and the stream drains. */
-  private Seen timedOut(long signal, long value) {
-    byte[] now = new byte[8];
-    CudaDriver.copyFromDevice(signal, now, 0, 8);
-    byte[] v = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, value).array();
-    CudaDriver.copyToDevice(signal, v, 0, 8);
-    CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "signal wait drain (cuStreamSynchronize)");
-    return new Seen(false, ByteBuffer.wrap(now).order(ByteOrder.LITTLE_ENDIAN).getLong(), null);
+  private void copy(long at, int bytes) {
+    CudaDriver.check(JCudaDriver.cuMemcpyDtoHAsync(host, CudaDriver.at(at), bytes, stream.handle()),
+        "cuMemcpyDtoHAsync(" + bytes + " bytes)");
+  }
+
+  /**
+   * Whether the stream's copies are done (throws on a CUDA error), spinning up to
+   * {@link #COPY_SPIN_NANOS} for them: a copy of a few bytes takes microseconds, and a poll that
+   * comes back for it later would add a caller's pause to every step.
+   */
+  private boolean copied() {
+    long until = System.nanoTime() + COPY_SPIN_NANOS;
+    for (;;) {
+      int r = JCudaDriver.cuStreamQuery(stream.handle());
+      if (r != CUresult.CUDA_ERROR_NOT_READY) {
+        CudaDriver.check(r, "signal watch (cuStreamQuery)");
+        return true;
+      }
+      if (System.nanoTime() - until > 0) {
+        return false;
+      }
+      Thread.onSpinWait();
+    }
   }
 
   private void ensureHost(int len) {
@@ -142,6 +228,9 @@ public final class SignalWatcher implements AutoCloseable {
   @Override
   public void close() {
     if (open) {
+      if (state != IDLE) {
+        cancel(); // no copy into the host buffer may be in flight when it goes
+      }
       open = false;
       stream.close();
       if (host != null) {

@@ -61,6 +61,8 @@ final class SlipNative {
 
   private static native int queueSetSetLocals(long qs, int first, long[] regions);
 
+  private static native int queueSetStageLocals(long qs, int first, long[] regions, byte[] image, long[] dst);
+
   private static native int signalWaitGe(long address, long value, long timeoutNs);
 
   private static native int partitionBounds(int[] widths, long rows, int nparts, long[] out);
@@ -192,6 +194,17 @@ final class SlipNative {
 
   static void setQueueSetLocals(long qs, int first, long[] regions) {
     check(queueSetSetLocals(qs, first, regions), "queue set local entries");
+  }
+
+  /**
+   * Updates local entries [first, first + regions.length) of the set's host table and returns the
+   * device address of entry {@code first}; {@code image} receives their device image
+   * ({@code slip_dev_region}, 32 bytes each) for the caller to copy there, stream-ordered.
+   */
+  static long stageQueueSetLocals(long qs, int first, long[] regions, byte[] image) {
+    long[] dst = new long[1];
+    check(queueSetStageLocals(qs, first, regions, image, dst), "queue set local entries");
+    return dst[0];
   }
 
   /** Waits until the host word at {@code address} is at least {@code value}. */

@@ -37,10 +37,13 @@ public final class DeviceWriteExchange {
     void serve(EndpointDescriptor from, byte[] request, Reply reply);
   }
 
-  /** The holder's answer: pushed ({@code ok}, block bytes pushed), or refused with the reason. */
+  /**
+   * The holder's answer: pushed ({@code ok}, block bytes pushed), or refused with the reason, and
+   * when it was served (its {@code answered} instant is set here, as it goes to the transport).
+   */
   @FunctionalInterface
   public interface Reply {
-    void answer(boolean ok, long bytes, String reason);
+    void answer(boolean ok, long bytes, String reason, ServeTimeline timeline);
   }
 
   private record Pending(EndpointDescriptor holder, CompletableFuture<DeviceWriteResult> done) {}
@@ -117,9 +120,9 @@ public final class DeviceWriteExchange {
     }
     java.util.concurrent.atomic.AtomicBoolean once = new java.util.concurrent.atomic.AtomicBoolean();
     try {
-      h.serve(from, m.request(), (ok, bytes, reason) -> {
+      h.serve(from, m.request(), (ok, bytes, reason, timeline) -> {
         if (once.compareAndSet(false, true)) {
-          reply(from, new DeviceWriteResult(m.id(), ok, bytes, reason));
+          reply(from, new DeviceWriteResult(m.id(), ok, bytes, reason, timeline.answeredAt(System.nanoTime())));
         }
       });
     } catch (RuntimeException e) {

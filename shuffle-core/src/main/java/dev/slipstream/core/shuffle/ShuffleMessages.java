@@ -113,11 +113,17 @@ public final class ShuffleMessages {
   }
 
   /** The holder's answer to {@link DeviceWrite} {@code id}: pushed ({@code bytes}), or refused with the reason. */
-  public record DeviceWriteResult(long id, boolean ok, long bytes, String reason) implements Message {
+  public record DeviceWriteResult(long id, boolean ok, long bytes, String reason, ServeTimeline timeline)
+      implements Message {
+    public DeviceWriteResult(long id, boolean ok, long bytes, String reason) {
+      this(id, ok, bytes, reason, ServeTimeline.NONE);
+    }
+
     public ByteBuffer encode() {
       String r = reason.length() > MAX_REASON / 4 ? reason.substring(0, MAX_REASON / 4) : reason;
-      WireWriter w = new WireWriter(40 + r.length() * 3);
+      WireWriter w = new WireWriter(96 + r.length() * 3);
       w.putHeader(TYPE_DEVICE_WRITE_RESULT).putLong(id).putByte((byte) (ok ? 1 : 0)).putLong(bytes).putString(r);
+      timeline.write(w);
       return w.toByteBuffer();
     }
   }
@@ -181,8 +187,9 @@ public final class ShuffleMessages {
               + " bytes pushed, expected >= 0");
         }
         String reason = r.getString("refusal reason", MAX_REASON);
+        ServeTimeline timeline = ServeTimeline.read(r);
         r.expectEnd("device write result");
-        return new DeviceWriteResult(id, ok == 1, bytes, reason);
+        return new DeviceWriteResult(id, ok == 1, bytes, reason, timeline);
       }
       default -> throw new TransportException(TransportError.UNKNOWN_TYPE,
           "shuffle message: got type id " + type + ", expected " + TYPE_WRITE_REQUEST + " (write request), "

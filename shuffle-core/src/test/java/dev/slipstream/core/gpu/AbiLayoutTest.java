@@ -73,5 +73,6 @@ class AbiLayoutTest {
     assertEquals(64, field("slip_proxy_ctrl", "tail")[0]);
     assertEquals(48, field("slip_dev_error", "-")[1]);
     assertEquals(32, field("slip_dev_region", "-")[1]);
+    assertEquals(QueueSet.DEV_REGION_BYTES, field("slip_dev_region", "-")[1]);
   }
 }

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -13,10 +12,9 @@ import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /**
- * The stream-ordered signal wait on one GPU: the device waits for the word, the range is copied
- * after it was reached, a missed deadline reports the value seen then and drains the stream, a
- * reset is on the device when it returns. Skips with the reason without a GPU or without 64-bit
- * stream memory operations.
+ * The signal watch on one GPU: polled with copies, the range is copied after the word was seen
+ * reached, a missed deadline or a cancel reports the value seen then and leaves the word alone, a
+ * reset is on the device when it returns. Skips with the reason without a GPU.
  */
 class SignalWatcherGpuTest {
   private static byte[] le(long v) {
@@ -31,8 +29,6 @@ class SignalWatcherGpuTest {
   void waitsOnTheDeviceReadsTheRangeAfterTheSignalAndReportsAMissedDeadline() throws Exception {
     GpuTestSupport.assumeGpu();
     try (GpuContext ctx = GpuContext.open(0)) {
-      String why = SignalWatcher.unsupportedReason(ctx);
-      assumeTrue(why == null, why);
       try (DeviceBuffer buf = ctx.allocate(64); SignalWatcher w = SignalWatcher.create(ctx)) {
         long table = buf.address();
         long signal = table + 32;
@@ -41,7 +37,7 @@ class SignalWatcherGpuTest {
         SignalWatcher.Seen missed = w.await(table, 40, signal, 2L << 40, System.nanoTime() + 50_000_000L);
         assertFalse(missed.reached());
         assertEquals((1L << 40) | 5, missed.signal(), "the value seen at the deadline");
-        assertEquals(2L << 40, word(buf, 32), "the word is set to the awaited value so the stream drains");
+        assertEquals((1L << 40) | 5, word(buf, 32), "a missed deadline leaves the word as it is");
 
         w.reset(signal);
         assertEquals(0, word(buf, 32));
@@ -70,6 +66,51 @@ class SignalWatcherGpuTest {
             + Long.toHexString(table + 24) + "; expected a non-null range of >= 8 bytes that ends with the 8-byte"
             + " aligned signal word",
             assertThrows(IllegalArgumentException.class, () -> w.await(table, 40, table + 24, 1, 0)).getMessage());
+      }
+    }
+  }
+
+  @Test
+  void aBegunWaitIsPolledWithoutBlockingAndCanBeCancelled() throws Exception {
+    GpuTestSupport.assumeGpu();
+    try (GpuContext ctx = GpuContext.open(0)) {
+      try (DeviceBuffer buf = ctx.allocate(64); SignalWatcher w = SignalWatcher.create(ctx)) {
+        long table = buf.address();
+        long signal = table + 32;
+        buf.fill((byte) 0);
+        w.begin(table, 40, signal, 2L << 40);
+        assertTrue(w.waiting());
+        assertEquals(null, w.poll(), "nothing written yet");
+        assertEquals("signal watcher already waits for the word at 0x" + Long.toHexString(signal),
+            assertThrows(IllegalStateException.class, () -> w.begin(table, 40, signal, 1)).getMessage());
+        byte[] pattern = GpuTestSupport.pattern(3, 32);
+        buf.write(0, pattern);
+        buf.write(32, le((2L << 40) | 9));
+        SignalWatcher.Seen seen = null;
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (seen == null && System.nanoTime() < deadline) {
+          seen = w.poll();
+        }
+        assertTrue(seen != null && seen.reached(), "the wait ended once the word reached the value");
+        assertFalse(w.waiting());
+        byte[] got = new byte[32];
+        seen.range().get(0, got);
+        assertArrayEquals(pattern, got);
+
+        // A wait nobody will satisfy is cancelled; the watcher takes the next one.
+        w.reset(signal);
+        w.begin(table, 40, signal, 5L << 40);
+        assertEquals(null, w.poll());
+        SignalWatcher.Seen cancelled = w.cancel();
+        assertFalse(cancelled.reached());
+        assertEquals(0, cancelled.signal());
+        assertEquals(0, word(buf, 32), "a cancel leaves the word as it is");
+        assertThrows(IllegalStateException.class, w::poll);
+        w.reset(signal);
+        buf.write(32, le(1L << 40));
+        SignalWatcher.Seen next = w.await(table, 40, signal, 1L << 40, System.nanoTime() + 10_000_000_000L);
+        assertTrue(next.reached(), "the watcher serves the next wait after a cancel");
+        assertEquals(1L << 40, next.signal());
       }
     }
   }

@@ -379,7 +379,8 @@ class ShuffleNodeTest {
   void deviceWriteRequestsGoExecutorToExecutorAndEachAnswerMeetsItsRequest() throws Exception {
     holder.deviceWrites().setHandler((from, request, reply) -> {
       assertEquals(reader.localEndpoint(), from);
-      new Thread(() -> reply.answer(request[0] != 7, request.length * 10L, request[0] == 7 ? "no such output" : ""))
+      new Thread(() -> reply.answer(request[0] != 7, request.length * 10L, request[0] == 7 ? "no such output" : "",
+          ServeTimeline.NONE))
           .start(); // answered off the transport thread, out of order
     });
     List<java.util.concurrent.CompletableFuture<ShuffleMessages.DeviceWriteResult>> sent = new ArrayList<>();
@@ -438,5 +439,21 @@ class ShuffleNodeTest {
     forged.put(forged.position() + 4 + 8, (byte) 2); // after the header (magic, version, type) and the id
     var e = assertThrows(TransportException.class, () -> ShuffleMessages.decode(forged));
     assertEquals("MALFORMED: device write result: outcome byte 2, expected 0 (refused) or 1 (pushed)", e.getMessage());
+  }
+
+  @Test
+  void deviceWriteResultsCarryTheServeTimelineAndRejectOneOutOfOrder() throws Exception {
+    var t = new ServeTimeline(10, 20, 30, 40, 0, 0, 70); // refused after the lane: launch and end not reached
+    var r = new ShuffleMessages.DeviceWriteResult(4, false, 0, "refused", t);
+    assertEquals(r, ShuffleMessages.decode(r.encode()));
+    java.nio.ByteBuffer forged = new ShuffleMessages.DeviceWriteResult(4, true, 8, "",
+        new ServeTimeline(10, 20, 30, 40, 50, 60, 70)).encode();
+    forged.putLong(forged.limit() - 8 * 2, 5); // "ended" before "launched"
+    var e = assertThrows(TransportException.class, () -> ShuffleMessages.decode(forged));
+    assertEquals("MALFORMED: serve timeline: ended at 5 ns, before launched at 50 ns; expected instants in order"
+        + " (0: not reached)", e.getMessage());
+    java.nio.ByteBuffer cut = r.encode();
+    cut.limit(cut.limit() - 8);
+    assertThrows(TransportException.class, () -> ShuffleMessages.decode(cut));
   }
 }

@@ -34,6 +34,17 @@ public final class GpuConf {
       "Device write requests one executor pushes at once for its peers' reduce tasks, each on a stream of its own"
           + " (a push kernel launch covers all blocks of a request); more wait until their fetch deadline."
           + " A reduce task also keeps up to this many requests to its holders in flight.");
+  public static final ConfigEntry<Long> REQUEST_MIN_BYTES = ConfigEntry.size("spark.slipstream.gpu.request.minBytes",
+      "4m",
+      "A reduce task splits the blocks it reads from one holder into up to spark.slipstream.gpu.serve.inFlight device"
+          + " write requests of whole blocks, so their pushes and fixed costs overlap, but none below this size"
+          + " (a block larger than it goes alone).");
+  public static final ConfigEntry<Integer> PUSH_BLOCKS = ConfigEntry.integer("spark.slipstream.gpu.push.blocks", "64",
+      1, 1024,
+      "CUDA blocks one device write request's push kernel spreads its 1 MiB pieces over, at most (each block owns"
+          + " one nvlink queue; requests in flight at once run side by side).");
+  public static final ConfigEntry<Integer> PUSH_THREADS = ConfigEntry.integer("spark.slipstream.gpu.push.threads",
+      "256", 32, 1024, "Threads per CUDA block of the push kernel: a multiple of 32.");
   public static final ConfigEntry<String> REQUEST_PATH = ConfigEntry.choice("spark.slipstream.gpu.requestPath",
       "transport", List.of("transport", "driver"),
       "How a reduce task's device write requests reach the holders: transport = executor to executor over"
@@ -48,6 +59,9 @@ public final class GpuConf {
   private final long mapOutputBytes;
   private final long hostSpillBytes;
   private final int serveInFlight;
+  private final long requestMinBytes;
+  private final int pushBlocks;
+  private final int pushThreads;
   private final String requestPath;
 
   public GpuConf(ConfigSource source) {
@@ -60,6 +74,13 @@ public final class GpuConf {
     this.mapOutputBytes = atLeast(MAP_OUTPUT_BYTES, MAP_OUTPUT_BYTES.get(source), MIN_BYTES);
     this.hostSpillBytes = atLeast(HOST_SPILL_BYTES, HOST_SPILL_BYTES.get(source), 0);
     this.serveInFlight = SERVE_IN_FLIGHT.get(source);
+    this.requestMinBytes = atLeast(REQUEST_MIN_BYTES, REQUEST_MIN_BYTES.get(source), 1);
+    this.pushBlocks = PUSH_BLOCKS.get(source);
+    this.pushThreads = PUSH_THREADS.get(source);
+    if (pushThreads % 32 != 0) {
+      throw new IllegalArgumentException(PUSH_THREADS.key() + ": got " + pushThreads
+          + ", expected a multiple of 32 (whole warps) in 32..1024");
+    }
     this.requestPath = REQUEST_PATH.get(source);
   }
 
@@ -78,6 +99,9 @@ public final class GpuConf {
   public long mapOutputBytes() { return mapOutputBytes; }
   public long hostSpillBytes() { return hostSpillBytes; }
   public int serveInFlight() { return serveInFlight; }
+  public long requestMinBytes() { return requestMinBytes; }
+  public int pushBlocks() { return pushBlocks; }
+  public int pushThreads() { return pushThreads; }
   /** True when device write requests go executor to executor over the transport, false when the driver relays them. */
   public boolean requestsOverTransport() { return "transport".equals(requestPath); }
 

@@ -61,7 +61,7 @@ public final class GpuExecutor implements AutoCloseable {
           conf.hostSpillBytes());
       made.add(store);
       this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID,
-          conf.serveInFlight());
+          conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads());
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
           landing.descriptor());
@@ -122,6 +122,11 @@ public final class GpuExecutor implements AutoCloseable {
   /** Serves a peer's device write request (bytes as sent); throws with the reason when refused. */
   public long serve(byte[] request, long timeoutMs) throws TransportException {
     return server.serve(DeviceWriteRequest.decode(request), timeoutMs);
+  }
+
+  /** As {@link #serve(byte[], long)}, filling {@code marks} ({@link DeviceBlockServer#MARKS}) as it goes. */
+  public long serve(byte[] request, long timeoutMs, long[] marks) throws TransportException {
+    return server.serve(DeviceWriteRequest.decode(request), timeoutMs, marks);
   }
 
   /** Forgets a lost peer's push lanes and imported landing region. */

@@ -7,12 +7,22 @@ package dev.slipstream.spark.gpu;
  * write requests that carried them, the most that were in flight at once, and the span of the
  * remote data path: from the first request sent ({@link System#nanoTime()}) to the last block
  * landed (its signal seen complete). The data-path throughput is remote bytes over that span.
+ * {@link RequestPhases} breaks the requests' time down (reader and holder instants); it is the
+ * reader's live record, since a request's timeline arrives with the holder's answer, which may
+ * follow the data: {@link #phases()} is a snapshot.
  *
- * <p>Immutable. {@code System.nanoTime()} is CLOCK_MONOTONIC on Linux, one clock for every process
+ * <p>Immutable but for {@code phases}, which only grows. {@code System.nanoTime()} is CLOCK_MONOTONIC on Linux, one clock for every process
  * of a machine, so spans of executors on one host can be compared.
  */
 public record GpuReadStats(long localBlocks, long localBytes, long remoteBlocks, long remoteBytes, long copiedBlocks,
-                           int requests, int peakInFlight, long firstSentNanos, long lastLandedNanos) {
+                           int requests, int peakInFlight, long firstSentNanos, long lastLandedNanos,
+                           RequestPhases phases) {
+  public GpuReadStats(long localBlocks, long localBytes, long remoteBlocks, long remoteBytes, long copiedBlocks,
+      int requests, int peakInFlight, long firstSentNanos, long lastLandedNanos) {
+    this(localBlocks, localBytes, remoteBlocks, remoteBytes, copiedBlocks, requests, peakInFlight, firstSentNanos,
+        lastLandedNanos, new RequestPhases());
+  }
+
   public GpuReadStats {
     if (localBlocks < 0 || localBytes < 0 || remoteBlocks < 0 || remoteBytes < 0 || copiedBlocks < 0 || requests < 0
         || peakInFlight < 0) {
@@ -28,6 +38,11 @@ public record GpuReadStats(long localBlocks, long localBytes, long remoteBlocks,
       throw new IllegalArgumentException("GPU read stats: last block landed at " + lastLandedNanos
           + " ns, before the first request was sent at " + firstSentNanos + " ns");
     }
+  }
+
+  @Override
+  public RequestPhases phases() {
+    return phases.snapshot();
   }
 
   /** Nanoseconds from the first request sent to the last block landed; 0 without requests. */

@@ -52,7 +52,12 @@ public final class RpcMessages {
   public record DeviceWrite(byte[] request) implements Message {}
 
   /** The holder's answer: pushed ({@code ok}, block bytes) or refused with the reason; the reader trusts only its signal. */
-  public record DeviceWriteResult(long requestId, boolean ok, long bytes, String reason) implements Message {}
+  public record DeviceWriteResult(long requestId, boolean ok, long bytes, String reason,
+                                  dev.slipstream.core.shuffle.ServeTimeline timeline) implements Message {
+    public DeviceWriteResult(long requestId, boolean ok, long bytes, String reason) {
+      this(requestId, ok, bytes, reason, dev.slipstream.core.shuffle.ServeTimeline.NONE);
+    }
+  }
 
   /**
    * A reader's device write request for executor {@code executorId}, sent to the driver, which
@@ -88,6 +93,7 @@ public final class RpcMessages {
     } else if (m instanceof DeviceWriteResult d) {
       w.putHeader(DEVICE_WRITE_RESULT).putLong(d.requestId()).putByte(d.ok() ? 1 : 0).putLong(d.bytes())
           .putString(d.reason());
+      d.timeline().write(w);
     }
     return w.toByteArray();
   }
@@ -128,7 +134,9 @@ public final class RpcMessages {
           throw new TransportException(TransportError.MALFORMED, "device write result: outcome " + ok
               + ", expected 0 (refused) or 1 (pushed)");
         }
-        yield new DeviceWriteResult(id, ok == 1, r.getLong("bytes pushed"), r.getString("reason", 8192));
+        long pushed = r.getLong("bytes pushed");
+        String reason = r.getString("reason", 8192);
+        yield new DeviceWriteResult(id, ok == 1, pushed, reason, dev.slipstream.core.shuffle.ServeTimeline.read(r));
       }
       default -> throw new TransportException(TransportError.UNKNOWN_TYPE,
           "slipstream rpc message: got type id " + type + ", expected " + REGISTER + ".." + FORWARD_DEVICE_WRITE);

@@ -54,6 +54,8 @@ public final class DeviceBlockServer implements AutoCloseable {
   private final Function<RegionDescriptor, RemoteRegion> landings;
   private final AtomicInteger tableIds;
   private final int maxInFlight;
+  private final int pushQueues;
+  private final int pushThreads;
   private final Semaphore inFlight;
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
@@ -73,9 +75,27 @@ public final class DeviceBlockServer implements AutoCloseable {
    */
   public DeviceBlockServer(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
       Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight) {
+    this(ctx, kernel, store, landings, firstTableId, maxInFlight, PushLane.MAX_DATA_QUEUES, PushLane.THREADS);
+  }
+
+  /**
+   * As above, with the push kernel's grid: a request's pieces spread over at most {@code pushQueues}
+   * CUDA blocks of {@code pushThreads} threads (a multiple of 32 in 32..1024).
+   */
+  public DeviceBlockServer(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
+      Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight, int pushQueues,
+      int pushThreads) {
     if (maxInFlight < 1) {
       throw new IllegalArgumentException("device block server: " + maxInFlight + " requests in flight, expected >= 1");
     }
+    if (pushQueues < 1 || pushQueues > MAX_PUSH_QUEUES || pushThreads < 32 || pushThreads > 1024
+        || pushThreads % 32 != 0) {
+      throw new IllegalArgumentException("device block server: push grid of " + pushQueues + " CUDA blocks x "
+          + pushThreads + " threads, expected 1.." + MAX_PUSH_QUEUES + " blocks and a multiple of 32 in 32..1024"
+          + " threads");
+    }
+    this.pushQueues = pushQueues;
+    this.pushThreads = pushThreads;
     this.ctx = ctx;
     this.kernel = kernel;
     this.store = store;
@@ -85,8 +105,30 @@ public final class DeviceBlockServer implements AutoCloseable {
     this.inFlight = new Semaphore(maxInFlight);
   }
 
+  /** The most CUDA blocks a push may spread over (queue sets are sized by doubling up to this). */
+  public static final int MAX_PUSH_QUEUES = 1024;
+
+  /**
+   * Instants ({@link System#nanoTime()}) of serving one request, filled in by
+   * {@link #serve(DeviceWriteRequest, long, long[])} as it gets there (0: not reached): checks and
+   * pins done, lane ready (table copied, source slots rewritten), kernel launched, kernel end seen.
+   */
+  public static final int MARK_CHECKED = 0;
+  public static final int MARK_LANE_READY = 1;
+  public static final int MARK_LAUNCHED = 2;
+  public static final int MARK_ENDED = 3;
+  public static final int MARKS = 4;
+
   /** Serves {@code req} and returns the block bytes pushed; throws with the reason, writing nothing, if it is refused. */
   public long serve(DeviceWriteRequest req, long timeoutMs) throws TransportException {
+    return serve(req, timeoutMs, new long[MARKS]);
+  }
+
+  /** As {@link #serve(DeviceWriteRequest, long)}, filling {@code marks} ({@link #MARKS} long) as it goes. */
+  public long serve(DeviceWriteRequest req, long timeoutMs, long[] marks) throws TransportException {
+    if (marks.length < MARKS) {
+      throw new IllegalArgumentException("serve marks: " + marks.length + " slots, expected >= " + MARKS);
+    }
     req.check();
     Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
     try {
@@ -120,7 +162,8 @@ public final class DeviceBlockServer implements AutoCloseable {
         table.putLong(bytes).putLong(p.rows(e.partition()));
         total += bytes;
       }
-      push(req, pins, table.array(), timeoutMs);
+      marks[MARK_CHECKED] = System.nanoTime();
+      push(req, pins, table.array(), timeoutMs, marks);
       served.incrementAndGet();
       bytesServed.addAndGet(total);
       return total;
@@ -129,8 +172,8 @@ public final class DeviceBlockServer implements AutoCloseable {
     }
   }
 
-  private void push(DeviceWriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long timeoutMs)
-      throws TransportException {
+  private void push(DeviceWriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long timeoutMs,
+      long[] marks) throws TransportException {
     List<GpuRegion> outputs = new ArrayList<>();
     Map<Long, Integer> sourceIndex = new LinkedHashMap<>();
     for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : pins.entrySet()) {
@@ -157,6 +200,9 @@ public final class DeviceBlockServer implements AutoCloseable {
     boolean keep = false;
     try {
       SlipStatus[] st = lane.push(outputs, items, table, req.tableOffset(), req.signalOffset(), timeoutMs);
+      marks[MARK_LANE_READY] = lane.readyNanos();
+      marks[MARK_LAUNCHED] = lane.launchedNanos();
+      marks[MARK_ENDED] = lane.endedNanos();
       for (int q = 0; q < st.length; q++) {
         if (st[q] != SlipStatus.SLIP_OK) {
           try {
@@ -202,7 +248,8 @@ public final class DeviceBlockServer implements AutoCloseable {
         Deque<PushLane> q = idle.get(req.landing());
         lane = q == null ? null : q.pollFirst();
         if (lane == null) {
-          lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement);
+          lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, pushQueues,
+              pushThreads);
           lanesMade++;
         }
         busy.put(lane, req.landing());

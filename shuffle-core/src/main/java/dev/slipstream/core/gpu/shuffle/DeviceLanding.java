@@ -33,8 +33,6 @@ public final class DeviceLanding implements AutoCloseable {
   private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
   private long used;
   private long nextRequestId = 1;
-  /** Null when the device takes stream-ordered waits, else why not (awaits then poll with reads). */
-  private final String noStreamWait;
   private final Deque<SignalWatcher> watchers = new ArrayDeque<>();
   private boolean closed;
 
@@ -46,18 +44,6 @@ public final class DeviceLanding implements AutoCloseable {
     this.region = GpuRegion.create(ctx, MemoryKind.DEVICE, bytes, regionId);
     this.descriptor = region.exportDescriptor();
     free.put(0L, region.length());
-    String why;
-    try {
-      why = SignalWatcher.unsupportedReason(ctx);
-    } catch (RuntimeException e) {
-      why = "stream memory operations could not be queried: " + e.getMessage();
-    }
-    this.noStreamWait = why;
-  }
-
-  /** Null when awaits wait on the device (stream-ordered), else why they poll the signal with reads. */
-  public String noStreamOrderedWait() {
-    return noStreamWait;
   }
 
   private synchronized SignalWatcher takeWatcher() {
@@ -230,6 +216,8 @@ public final class DeviceLanding implements AutoCloseable {
     private final long length;
     private DeviceWriteRequest request;
     private boolean open = true;
+    /** Held from {@link #begin} until the signal was seen or the wait abandoned. */
+    private SignalWatcher watcher;
 
     private Fetch(long base, long length) {
       this.base = base;
@@ -251,55 +239,95 @@ public final class DeviceLanding implements AutoCloseable {
     }
 
     /**
+     * Starts watching this request's signal ({@link SignalWatcher}: polled with copies, no stream
+     * blocks on it): call it once the request was sent. Idempotent; {@link #poll} and
+     * {@link #await} begin it themselves.
+     */
+    public void begin() {
+      if (watcher != null || !open) {
+        return;
+      }
+      // Once the signal is seen complete, the table and the signal (adjacent: prepare lays them
+      // out so) are copied to pinned host memory after it.
+      long from = request.tableOffset();
+      int len = Math.toIntExact(request.signalOffset() + 8 - from);
+      SignalWatcher w = takeWatcher();
+      try {
+        w.begin(region.devicePointer() + from, len, region.devicePointer() + request.signalOffset(),
+            expectedBlocks() << 40);
+      } catch (RuntimeException e) {
+        giveBack(w);
+        throw e;
+      }
+      watcher = w;
+    }
+
+    /**
+     * The landed blocks (as {@link #await} returns them) once the signal says every block and the
+     * table have landed, else null; does not block.
+     */
+    public List<DeviceBatch> poll() throws TransportException {
+      if (!open) {
+        throw new IllegalStateException("device write request " + request.requestId() + ": its landing range was"
+            + " released");
+      }
+      begin();
+      SignalWatcher.Seen seen = watcher.poll();
+      if (seen == null) {
+        return null;
+      }
+      giveBack(watcher);
+      watcher = null;
+      long sig = seen.signal();
+      ByteBuffer t = seen.range();
+      return landed(sig, t);
+    }
+
+    /**
      * Waits until the signal says every block and the table have landed, or throws
      * {@link TransportException} (TIMEOUT) at {@code deadlineNanos} (System.nanoTime()); then checks
      * the table and returns one batch per entry, in request order: views into this range.
      */
     public List<DeviceBatch> await(long deadlineNanos) throws TransportException {
-      int n = request.entries().size();
-      ByteBuffer t;
-      long sig;
-      if (noStreamWait == null) {
-        // Stream-ordered: the device waits for the signal, then copies the table and the signal
-        // (adjacent: prepare lays them out so) to pinned host memory; the host reads no device
-        // memory while it waits.
-        long from = request.tableOffset();
-        int len = Math.toIntExact(request.signalOffset() + 8 - from);
-        SignalWatcher w = takeWatcher();
-        SignalWatcher.Seen seen;
-        try {
-          seen = w.await(region.devicePointer() + from, len, region.devicePointer() + request.signalOffset(),
-              expectedBlocks() << 40, deadlineNanos);
-        } finally {
-          giveBack(w);
+      long pause = 1;
+      for (;;) {
+        List<DeviceBatch> out = poll();
+        if (out != null) {
+          return out;
         }
-        sig = seen.signal();
-        if (!seen.reached()) {
-          throw timedOut(sig);
+        if (System.nanoTime() - deadlineNanos > 0) {
+          throw timedOut(abandon());
         }
-        t = seen.range();
-      } else {
-        long pause = 1;
-        for (;;) {
-          sig = ByteBuffer.wrap(region.read(request.signalOffset(), 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
-          if ((sig >>> 40) >= expectedBlocks()) {
-            break;
-          }
-          if (System.nanoTime() - deadlineNanos > 0) {
-            throw timedOut(sig);
-          }
-          java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
-          pause = Math.min(200, pause * 2);
-        }
-        t = ByteBuffer.wrap(region.read(request.tableOffset(), DeviceWriteRequest.TABLE_ENTRY * n))
-            .order(ByteOrder.LITTLE_ENDIAN);
+        java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
+        pause = Math.min(200, pause * 2);
       }
+    }
+
+    /** Stops watching the signal (a copy in flight finishes first); returns the signal as read now. */
+    public long abandon() {
+      if (watcher == null) {
+        return signalNow();
+      }
+      try {
+        return watcher.cancel().signal();
+      } finally {
+        giveBack(watcher);
+        watcher = null;
+      }
+    }
+
+    private long signalNow() {
+      return ByteBuffer.wrap(region.read(request.signalOffset(), 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+    }
+
+    /** Checks the signal's count and each table entry; the blocks as views into this range. */
+    private List<DeviceBatch> landed(long sig, ByteBuffer t) throws TransportException {
       if ((sig >>> 40) != expectedBlocks()) {
         throw new TransportException(TransportError.INTERNAL, "device write request " + request.requestId()
             + ": signal counted " + (sig >>> 40) + " blocks, expected " + expectedBlocks());
       }
       int[] widths = request.widths();
-      List<DeviceBatch> out = new ArrayList<>(n);
+      List<DeviceBatch> out = new ArrayList<>(request.entries().size());
       for (DeviceWriteRequest.Entry e : request.entries()) {
         long bytes = t.getLong();
         long rows = t.getLong();
@@ -322,17 +350,24 @@ public final class DeviceLanding implements AutoCloseable {
     @Override
     public void close() {
       if (open) {
+        if (watcher != null) {
+          abandon();
+        }
         open = false;
         release(base, length);
       }
     }
 
     /**
-     * For a request that failed or timed out: the holder may still be writing into this range, so it
-     * is released only after {@code delayMs} (the host path quarantines landing space the same way).
+     * For a request that failed or timed out: stops waiting for its signal now, and, since the
+     * holder may still be writing into this range, releases it only after {@code delayMs} (the host
+     * path quarantines landing space the same way).
      */
     public void quarantine(long delayMs) {
       if (open) {
+        if (watcher != null) {
+          abandon();
+        }
         quarantine.schedule(this::close, delayMs, java.util.concurrent.TimeUnit.MILLISECONDS);
       }
     }

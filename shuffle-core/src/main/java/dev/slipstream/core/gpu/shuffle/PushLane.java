@@ -15,7 +15,7 @@ import java.util.function.IntSupplier;
 
 /**
  * What a holder keeps per reader landing region to push into it without per-request setup: an
- * nvlink queue set (up to {@link #MAX_DATA_QUEUES} + 1 queues, grown by doubling) over
+ * nvlink queue set (up to its data queues + 1, grown by doubling) over
  * {@code sources} source slots, the block-table slot and the landing region,
  * the block-table staging region, and a {@link PushKernel.Launcher} (its own stream and argument
  * buffer). A request rewrites the source slots with its map outputs' regions
@@ -32,13 +32,17 @@ import java.util.function.IntSupplier;
 final class PushLane implements AutoCloseable {
   private static final int FIRST_SOURCES = 4;
   private static final long FIRST_TABLE_BYTES = 4096;
-  /** Data queues (CUDA blocks) a push spreads its pieces over, at most: about half an H200's 132 SMs. */
+  /** Data queues (CUDA blocks) a push spreads its pieces over by default, at most: about half an H200's 132 SMs. */
   static final int MAX_DATA_QUEUES = 64;
+  /** Threads per push CUDA block by default. */
+  static final int THREADS = 256;
 
   private final GpuContext ctx;
   private final RemoteRegion landing;
   private final IntSupplier regionIds;
   private final PushKernel.Launcher launcher;
+  private final int maxDataQueues;
+  private final int threads;
   private QueueSet qs;
   private int sources;
   private int queues;
@@ -46,11 +50,27 @@ final class PushLane implements AutoCloseable {
   private boolean tableSet;
   private long pushes;
   private long rebuilds;
+  private long ready;
 
   PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds) {
+    this(ctx, kernel, landing, regionIds, MAX_DATA_QUEUES, THREADS);
+  }
+
+  /**
+   * @param maxDataQueues data queues (CUDA blocks) a push spreads its pieces over, at most
+   * @param threads threads per CUDA block: a multiple of 32 in 32..1024
+   */
+  PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, int maxDataQueues,
+      int threads) {
+    if (maxDataQueues < 1 || threads < 32 || threads > 1024 || threads % 32 != 0) {
+      throw new IllegalArgumentException("push lane: " + maxDataQueues + " data queues of " + threads
+          + " threads, expected >= 1 queue and a multiple of 32 in 32..1024 threads");
+    }
     this.ctx = ctx;
     this.landing = landing;
     this.regionIds = regionIds;
+    this.maxDataQueues = maxDataQueues;
+    this.threads = threads;
     this.launcher = kernel.launcher();
   }
 
@@ -58,8 +78,7 @@ final class PushLane implements AutoCloseable {
    * Pushes {@code items.get(i)} from {@code outputs.get(i)} and the block table {@code tableBytes}
    * to {@code tableOffset} of the landing region, every queue adding its (items, bytes) to the
    * signal word at {@code signalOffset} after its data; returns each queue's status, the table's
-   * queue last. An output's items are spread round-robin over its share of
-   * {@link #MAX_DATA_QUEUES} queues (by item count, at least one), so large blocks move on many
+   * queue last. An output's items are spread round-robin over its share of the lane's data queues (by item count, at least one), so large blocks move on many
    * CUDA blocks at once. On an error status, {@link #error()} gives the text.
    */
   SlipStatus[] push(List<GpuRegion> outputs, List<List<PushKernel.Item>> items, byte[] tableBytes, long tableOffset,
@@ -70,13 +89,16 @@ final class PushLane implements AutoCloseable {
     int dataQueues = 0;
     for (int i = 0; i < m; i++) {
       long t = items.get(i).size();
-      share[i] = (int) Math.max(1, Math.min(t, MAX_DATA_QUEUES * t / Math.max(1, total)));
+      share[i] = (int) Math.max(1, Math.min(t, maxDataQueues * t / Math.max(1, total)));
       dataQueues += share[i];
     }
     ensureCapacity(m, dataQueues + 1, tableBytes.length);
     launcher.write(table.devicePointer(), tableBytes); // ordered before the push on the lane's stream
     if (m > 0) {
-      qs.setLocals(0, outputs);
+      // The lane's set is used by this lane's stream only, so the new source slots are copied there,
+      // ordered before the push, with no synchronisation.
+      QueueSet.StagedLocals staged = qs.stageLocals(0, outputs);
+      launcher.write(staged.deviceAddress(), staged.image());
     }
     if (!tableSet) {
       qs.setLocals(sources, List.of(table));
@@ -101,7 +123,24 @@ final class PushLane implements AutoCloseable {
     perQueue.add(List.of(new PushKernel.Item(0, tableOffset, tableBytes.length)));
     int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
     pushes++;
-    return launcher.push(qs, cfg, perQueue, batch, 256, timeoutMs);
+    ready = System.nanoTime();
+    return launcher.push(qs, cfg, perQueue, batch, threads, timeoutMs);
+  }
+
+  /**
+   * {@link System#nanoTime()} of the last push: when the lane was set up for it (table copied, source
+   * slots rewritten), when its launch call returned, and when its end was seen.
+   */
+  long readyNanos() {
+    return ready;
+  }
+
+  long launchedNanos() {
+    return launcher.launchedNanos();
+  }
+
+  long endedNanos() {
+    return launcher.endedNanos();
   }
 
   /** Throws the first error completion of the last push, with its text, and clears it. */

@@ -1,0 +1,114 @@
+package dev.slipstream.spark.gpu;
+
+import dev.slipstream.core.shuffle.ServeTimeline;
+import java.io.Serializable;
+import java.util.Arrays;
+
+/**
+ * Where the time of a reduce task's device write requests went, summed over its requests: the
+ * reader's instants ({@link System#nanoTime()}) around each request and the holder's
+ * {@link ServeTimeline} sent back with the answer (the GPU path is one host, one clock). Phases, in
+ * order ({@link #NAMES}):
+ *
+ * <ol>
+ *   <li>{@code prepare}: reader reserves landing space and resets the signal;
+ *   <li>{@code to holder}: encoding and the transport to the holder's handler;
+ *   <li>{@code queued}: until a serving thread takes it;
+ *   <li>{@code check}: decode, checks, pins, the block table;
+ *   <li>{@code lane}: a push lane (waiting for a free one, set up on first use), table copy, source slots;
+ *   <li>{@code launch}: kernel arguments copied, launch call;
+ *   <li>{@code kernel}: until the holder saw the kernel end;
+ *   <li>{@code land}: from there until the reader saw the signal complete (watched with copies from
+ *       the moment the request was sent) and checked the table; 0 when the reader saw it first.
+ * </ol>
+ *
+ * The holder's answer is not on the data path (the reader trusts the signal), so a request is added
+ * when both its data landed and its answer came, in either order, and only with a complete holder
+ * timeline. Threading: thread-safe (answers complete on transport threads).
+ */
+public final class RequestPhases implements Serializable {
+  private static final long serialVersionUID = 2L;
+  public static final String[] NAMES = {"prepare", "to holder", "queued", "check", "lane", "launch", "kernel",
+      "land"};
+
+  private final long[] sums = new long[NAMES.length];
+  private int requests;
+
+  /**
+   * Adds one request: preparation began at {@code start}, it was sent at {@code sent}, the holder
+   * served it as {@code t}, and the reader saw it landed at {@code landed}. Returns false (adding
+   * nothing) when {@code t} is incomplete.
+   */
+  public synchronized boolean add(long start, long sent, ServeTimeline t, long landed) {
+    long[] h = t.marks();
+    for (long m : h) {
+      if (m == 0) {
+        return false;
+      }
+    }
+    long[] at = {start, sent, t.received(), t.started(), t.checked(), t.laneReady(), t.launched(), t.ended(), landed};
+    for (int i = 0; i < NAMES.length; i++) {
+      sums[i] += Math.max(0, at[i + 1] - at[i]);
+    }
+    requests++;
+    return true;
+  }
+
+  /** Requests added. */
+  public synchronized int requests() {
+    return requests;
+  }
+
+  /** Nanoseconds summed over the requests added, per phase ({@link #NAMES} order). */
+  public synchronized long[] sums() {
+    return sums.clone();
+  }
+
+  public synchronized RequestPhases snapshot() {
+    RequestPhases c = new RequestPhases();
+    System.arraycopy(sums, 0, c.sums, 0, sums.length);
+    c.requests = requests;
+    return c;
+  }
+
+  /** This and {@code o} together. */
+  public RequestPhases plus(RequestPhases o) {
+    RequestPhases c = snapshot();
+    RequestPhases other = o.snapshot();
+    for (int i = 0; i < c.sums.length; i++) {
+      c.sums[i] += other.sums[i];
+    }
+    c.requests += other.requests;
+    return c;
+  }
+
+  /** One line: per phase the mean microseconds per request, and the mean total. */
+  public synchronized String describe() {
+    if (requests == 0) {
+      return "no request with a complete holder timeline";
+    }
+    StringBuilder b = new StringBuilder();
+    long total = 0;
+    for (int i = 0; i < NAMES.length; i++) {
+      b.append(i == 0 ? "" : ", ").append(NAMES[i]).append(' ')
+          .append(String.format("%.0f", sums[i] / 1e3 / requests));
+      total += sums[i];
+    }
+    return String.format("%d requests, mean us per request: %s; total %.0f", requests, b, total / 1e3 / requests);
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    if (!(o instanceof RequestPhases p)) {
+      return false;
+    }
+    RequestPhases a = snapshot();
+    RequestPhases b = p.snapshot(); // one lock at a time
+    return a.requests == b.requests && Arrays.equals(a.sums, b.sums);
+  }
+
+  @Override
+  public synchronized int hashCode() {
+    return 31 * requests + Arrays.hashCode(sums);
+  }
+}
