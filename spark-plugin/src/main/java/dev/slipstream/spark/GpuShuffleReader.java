@@ -37,8 +37,9 @@ import scala.Tuple2;
  * request (whole blocks; a holder's blocks spread over up to {@code spark.slipstream.gpu.serve.inFlight}
  * requests of at least {@code spark.slipstream.gpu.request.minBytes}, each at most
  * landing / (2 x inFlight); holders interleaved), keeps up to {@code serve.inFlight} requests in flight
- * (executor to executor over the transport, or through the driver), and waits for each one's answer
- * and signal with the fetch deadline; {@link RequestPhases} records where each request's time went. Returns one device batch per
+ * (executor to executor over the transport, or through the driver), and waits for each one's signal
+ * with the fetch deadline (a refusing or failed answer fails it earlier); {@link RequestPhases}
+ * records where each request's time went. Returns one device batch per
  * block (key {@code 0}): views into the pinned local map outputs and into the landed ranges of the
  * landing region (copies where the task would hold more than a quarter of the region), valid until
  * the task completes, when the pins and ranges are released (also when the task fails: a landed
