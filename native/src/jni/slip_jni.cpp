@@ -61,6 +61,17 @@ template <typename T>
 T *handle(jlong h) {
   return reinterpret_cast<T *>(static_cast<intptr_t>(h));
 }
+
+// The native pointers behind a Java array of handles (one extra slot, so an empty array still has data()).
+template <typename T>
+std::vector<const T *> handles_of(JNIEnv *env, jlongArray a) {
+  const jsize n = env->GetArrayLength(a);
+  std::vector<jlong> h((size_t)n + 1);
+  env->GetLongArrayRegion(a, 0, n, h.data());
+  std::vector<const T *> p((size_t)n + 1);
+  for (jsize i = 0; i < n; i++) p[(size_t)i] = handle<T>(h[(size_t)i]);
+  return p;
+}
 template <typename T>
 jlong to_handle(T *p) {
   return static_cast<jlong>(reinterpret_cast<intptr_t>(p));
@@ -228,13 +239,8 @@ jint JNICALL queueSetCreate(JNIEnv *env, jclass, jlong ctx, jint backend, jint n
     return 0;
   }
   const jsize nl = env->GetArrayLength(locals), nr = env->GetArrayLength(remotes);
-  std::vector<jlong> hl((size_t)nl + 1), hr((size_t)nr + 1);
-  env->GetLongArrayRegion(locals, 0, nl, hl.data());
-  env->GetLongArrayRegion(remotes, 0, nr, hr.data());
-  std::vector<const slip_region *> pl((size_t)nl + 1);
-  std::vector<const slip_remote *> pr((size_t)nr + 1);
-  for (jsize i = 0; i < nl; i++) pl[(size_t)i] = handle<slip_region>(hl[(size_t)i]);
-  for (jsize i = 0; i < nr; i++) pr[(size_t)i] = handle<slip_remote>(hr[(size_t)i]);
+  std::vector<const slip_region *> pl = handles_of<slip_region>(env, locals);
+  std::vector<const slip_remote *> pr = handles_of<slip_remote>(env, remotes);
   slip_queueset *qs = nullptr;
   slip_status st = slip_queueset_create(handle<slip_ctx>(ctx), backend, (uint32_t)nqueues, (uint32_t)depth,
                                         pl.data(), (uint32_t)nl, pr.data(), (uint32_t)nr, &qs);
@@ -263,10 +269,7 @@ jint JNICALL queueSetSetLocals(JNIEnv *env, jclass, jlong qs, jint first, jlongA
     return SLIP_ERR_INVALID_ARG;
   }
   const jsize n = env->GetArrayLength(regions);
-  std::vector<jlong> h((size_t)n + 1);
-  env->GetLongArrayRegion(regions, 0, n, h.data());
-  std::vector<const slip_region *> p((size_t)n + 1);
-  for (jsize i = 0; i < n; i++) p[(size_t)i] = handle<slip_region>(h[(size_t)i]);
+  std::vector<const slip_region *> p = handles_of<slip_region>(env, regions);
   return slip_queueset_set_locals(handle<slip_queueset>(qs), (uint32_t)first, p.data(), (uint32_t)n);
 }
 
@@ -281,10 +284,7 @@ jint JNICALL queueSetStageLocals(JNIEnv *env, jclass, jlong qs, jint first, jlon
     throw_iae(env, "queue set local entry %d, expected >= 0", (int)first);
     return SLIP_ERR_INVALID_ARG;
   }
-  std::vector<jlong> h((size_t)n + 1);
-  env->GetLongArrayRegion(regions, 0, n, h.data());
-  std::vector<const slip_region *> p((size_t)n + 1);
-  for (jsize i = 0; i < n; i++) p[(size_t)i] = handle<slip_region>(h[(size_t)i]);
+  std::vector<const slip_region *> p = handles_of<slip_region>(env, regions);
   std::vector<slip_dev_region> img((size_t)n + 1);
   uint64_t at = 0;
   slip_status st = slip_queueset_stage_locals(handle<slip_queueset>(qs), (uint32_t)first, p.data(), (uint32_t)n,
@@ -292,8 +292,7 @@ jint JNICALL queueSetStageLocals(JNIEnv *env, jclass, jlong qs, jint first, jlon
   if (st == SLIP_OK) {
     env->SetByteArrayRegion(image, 0, (jsize)(n * (jsize)sizeof(slip_dev_region)),
                             reinterpret_cast<const jbyte *>(img.data()));
-    jlong out = (jlong)at;
-    env->SetLongArrayRegion(dst, 0, 1, &out);
+    put_long(env, dst, (jlong)at);
   }
   return st;
 }

@@ -294,8 +294,10 @@ final class ExecutorRuntime implements AutoCloseable {
         String reason = "";
         try {
           dev.slipstream.spark.gpu.GpuExecutor g = requireGpu();
-          id = dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request).requestId();
-          bytes = g.serve(request, conf.core().fetchTimeout().toMillis(), marks);
+          dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req =
+              dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request);
+          id = req.requestId();
+          bytes = g.serve(req, conf.core().fetchTimeout().toMillis(), marks);
           ok = true;
         } catch (Exception e) {
           reason = String.valueOf(e.getMessage());

@@ -30,10 +30,7 @@ public final class QueueSet implements AutoCloseable {
    */
   public static QueueSet create(GpuContext ctx, Backend backend, int nqueues, int depth, List<GpuRegion> locals,
       List<RemoteRegion> remotes) {
-    long[] l = new long[locals.size()];
-    for (int i = 0; i < l.length; i++) {
-      l[i] = locals.get(i).handle();
-    }
+    long[] l = handles(locals);
     long[] r = new long[remotes.size()];
     for (int i = 0; i < r.length; i++) {
       r[i] = remotes.get(i).handle();
@@ -73,11 +70,15 @@ public final class QueueSet implements AutoCloseable {
    * set serves pushes from changing sources. Only while no kernel uses the set.
    */
   public void setLocals(int first, List<GpuRegion> regions) {
+    SlipNative.setQueueSetLocals(handle(), first, handles(regions));
+  }
+
+  private static long[] handles(List<GpuRegion> regions) {
     long[] h = new long[regions.size()];
     for (int i = 0; i < h.length; i++) {
       h[i] = regions.get(i).handle();
     }
-    SlipNative.setQueueSetLocals(handle(), first, h);
+    return h;
   }
 
   /** Bytes of one device table entry ({@code slip_dev_region}; {@code AbiLayoutTest} checks it). */
@@ -92,12 +93,8 @@ public final class QueueSet implements AutoCloseable {
    * (ordered before it, with no synchronisation). Only while no kernel on another stream uses the set.
    */
   public StagedLocals stageLocals(int first, List<GpuRegion> regions) {
-    long[] h = new long[regions.size()];
-    for (int i = 0; i < h.length; i++) {
-      h[i] = regions.get(i).handle();
-    }
-    byte[] image = new byte[h.length * DEV_REGION_BYTES];
-    return new StagedLocals(SlipNative.stageQueueSetLocals(handle(), first, h, image), image);
+    byte[] image = new byte[regions.size() * DEV_REGION_BYTES];
+    return new StagedLocals(SlipNative.stageQueueSetLocals(handle(), first, handles(regions), image), image);
   }
 
   /** Overrides the key device code presents for table entry {@code index} (tests of forged requests). */

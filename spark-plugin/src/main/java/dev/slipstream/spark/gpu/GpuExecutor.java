@@ -119,14 +119,12 @@ public final class GpuExecutor implements AutoCloseable {
     return imported.computeIfAbsent(d, x -> RemoteRegion.importFrom(ctx, x));
   }
 
-  /** Serves a peer's device write request (bytes as sent); throws with the reason when refused. */
-  public long serve(byte[] request, long timeoutMs) throws TransportException {
-    return server.serve(DeviceWriteRequest.decode(request), timeoutMs);
-  }
-
-  /** As {@link #serve(byte[], long)}, filling {@code marks} ({@link DeviceBlockServer#MARKS}) as it goes. */
-  public long serve(byte[] request, long timeoutMs, long[] marks) throws TransportException {
-    return server.serve(DeviceWriteRequest.decode(request), timeoutMs, marks);
+  /**
+   * Serves a peer's device write request, filling {@code marks} ({@link DeviceBlockServer#MARKS}) as
+   * it goes; throws with the reason when refused.
+   */
+  public long serve(DeviceWriteRequest request, long timeoutMs, long[] marks) throws TransportException {
+    return server.serve(request, timeoutMs, marks);
   }
 
   /** Forgets a lost peer's push lanes and imported landing region. */

@@ -52,20 +52,12 @@ final class PushLane implements AutoCloseable {
   private long rebuilds;
   private long ready;
 
-  PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds) {
-    this(ctx, kernel, landing, regionIds, MAX_DATA_QUEUES, THREADS);
-  }
-
   /**
    * @param maxDataQueues data queues (CUDA blocks) a push spreads its pieces over, at most
-   * @param threads threads per CUDA block: a multiple of 32 in 32..1024
+   * @param threads threads per CUDA block (checked by {@link DeviceBlockServer}, and again at launch)
    */
   PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, int maxDataQueues,
       int threads) {
-    if (maxDataQueues < 1 || threads < 32 || threads > 1024 || threads % 32 != 0) {
-      throw new IllegalArgumentException("push lane: " + maxDataQueues + " data queues of " + threads
-          + " threads, expected >= 1 queue and a multiple of 32 in 32..1024 threads");
-    }
     this.ctx = ctx;
     this.landing = landing;
     this.regionIds = regionIds;
@@ -78,8 +70,8 @@ final class PushLane implements AutoCloseable {
    * Pushes {@code items.get(i)} from {@code outputs.get(i)} and the block table {@code tableBytes}
    * to {@code tableOffset} of the landing region, every queue adding its (items, bytes) to the
    * signal word at {@code signalOffset} after its data; returns each queue's status, the table's
-   * queue last. An output's items are spread round-robin over its share of the lane's data queues (by item count, at least one), so large blocks move on many
-   * CUDA blocks at once. On an error status, {@link #error()} gives the text.
+   * queue last. An output's items are spread round-robin over its share of the lane's data queues
+   * (by item count, at least one), so large blocks move on many CUDA blocks at once. On an error status, {@link #error()} gives the text.
    */
   SlipStatus[] push(List<GpuRegion> outputs, List<List<PushKernel.Item>> items, byte[] tableBytes, long tableOffset,
       long signalOffset, long timeoutMs) {
