@@ -57,7 +57,11 @@ final class ExecutorRuntime implements AutoCloseable {
   private volatile String noGpu;
   /** Completes once the GPU plugin's assignment was acted on (at once without the plugin or with mode off). */
   private final java.util.concurrent.CompletableFuture<Void> gpuSettled = new java.util.concurrent.CompletableFuture<>();
-  /** Serves peers' device write requests: spark.slipstream.gpu.serve.inFlight threads (the block server's bound). */
+  /**
+   * Starts peers' device write requests: spark.slipstream.gpu.serve.threads threads (none waits for
+   * a push); with 0, one thread for the requests that cannot start on the transport thread they
+   * arrived on (before the GPU is open, or reading map outputs spilled to host memory).
+   */
   private final java.util.concurrent.ExecutorService deviceWriteThread;
   /** Waits for the driver's answers to this executor's reduce tasks' device write requests. */
   private final java.util.concurrent.ExecutorService deviceFetchThreads;
@@ -79,7 +83,7 @@ final class ExecutorRuntime implements AutoCloseable {
         dev.slipstream.spark.gpu.SlipstreamGpuPlugin.class.getName())) {
       gpuSettled.complete(null);
     }
-    this.deviceWriteThread = java.util.concurrent.Executors.newFixedThreadPool(conf.gpu().serveInFlight(), r -> {
+    this.deviceWriteThread = java.util.concurrent.Executors.newFixedThreadPool(Math.max(1, conf.gpu().serveThreads()), r -> {
       Thread t = new Thread(r, "slipstream-gpu-serve-" + executorId);
       t.setDaemon(true);
       return t;
@@ -281,34 +285,75 @@ final class ExecutorRuntime implements AutoCloseable {
         new RpcMessages.DeviceWriteResult(id, ok, bytes, reason, timeline.answeredAt(System.nanoTime())))));
   }
 
-  /** Serves a peer's device write request on a serving thread; the answer is given exactly once. */
+  /**
+   * Serves a peer's device write request; the answer is given exactly once. A serving thread
+   * ({@code deviceWriteThread}) decodes it, checks it, pins its map outputs and launches its push
+   * (or queues it for a free lane) without waiting for the push; the block server's completion
+   * thread answers once the kernel ended. With spark.slipstream.gpu.serve.threads=0 this happens on
+   * the thread the request arrived on (a transport event loop, or the RPC dispatcher for the driver
+   * relay), except for a request that arrives before the GPU is open or that reads map outputs
+   * spilled to host memory (copied back first): those go to {@code deviceWriteThread}, so a
+   * transport thread never waits.
+   */
   private void serveDeviceWrite(byte[] request, DeviceWriteAnswer answer) {
     long received = System.nanoTime();
+    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
+    if (conf.gpu().serveThreads() > 0 || !gpuSettled.isDone() || g == null) {
+      offload(request, answer, received);
+      return;
+    }
+    dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req;
+    try {
+      req = dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request);
+    } catch (Exception e) {
+      answer.answer(-1, false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, received, 0, 0, 0, 0, 0));
+      return;
+    }
+    if (!g.onDevice(req)) {
+      offload(request, answer, received);
+      return;
+    }
+    start(g, req, answer, received, System.nanoTime());
+  }
+
+  /** Serves a request from {@code deviceWriteThread} (it may wait for the GPU to open, or restore spilled outputs). */
+  private void offload(byte[] request, DeviceWriteAnswer answer, long received) {
     try {
       deviceWriteThread.execute(() -> {
         long started = System.nanoTime();
-        long[] marks = new long[DeviceBlockServer.MARKS];
         long id = -1;
-        long bytes = 0;
-        boolean ok = false;
-        String reason = "";
         try {
           dev.slipstream.spark.gpu.GpuExecutor g = requireGpu();
           dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req =
               dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request);
           id = req.requestId();
-          bytes = g.serve(req, conf.core().fetchTimeout().toMillis(), marks);
-          ok = true;
+          start(g, req, answer, received, started);
         } catch (Exception e) {
-          reason = String.valueOf(e.getMessage());
+          answer.answer(id, false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, started, 0, 0, 0, 0, 0));
         }
-        answer.answer(id, ok, bytes, reason, new ServeTimeline(received, started,
-            marks[DeviceBlockServer.MARK_CHECKED], marks[DeviceBlockServer.MARK_LANE_READY],
-            marks[DeviceBlockServer.MARK_LAUNCHED], marks[DeviceBlockServer.MARK_ENDED], 0));
       });
     } catch (java.util.concurrent.RejectedExecutionException e) {
       answer.answer(-1, false, 0, "executor " + executorId + " is stopping", ServeTimeline.NONE);
     }
+  }
+
+  /** Starts the push; the answer follows its end (or comes now when the request is refused). */
+  private void start(dev.slipstream.spark.gpu.GpuExecutor g, dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req,
+      DeviceWriteAnswer answer, long received, long started) {
+    long[] marks = new long[DeviceBlockServer.MARKS];
+    try {
+      g.start(req, conf.core().fetchTimeout().toMillis(), marks, (bytes, error) -> answer.answer(req.requestId(),
+          error == null, bytes, error == null ? "" : String.valueOf(error.getMessage()), timeline(received, started,
+          marks)));
+    } catch (Exception e) {
+      answer.answer(req.requestId(), false, 0, String.valueOf(e.getMessage()), timeline(received, started, marks));
+    }
+  }
+
+  private static ServeTimeline timeline(long received, long started, long[] marks) {
+    return new ServeTimeline(received, started, marks[DeviceBlockServer.MARK_CHECKED],
+        marks[DeviceBlockServer.MARK_LANE_READY], marks[DeviceBlockServer.MARK_LAUNCHED],
+        marks[DeviceBlockServer.MARK_ENDED], 0);
   }
 
   String executorId() {

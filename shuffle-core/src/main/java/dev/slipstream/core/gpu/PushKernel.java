@@ -147,7 +147,8 @@ public final class PushKernel implements AutoCloseable {
    * run concurrently, and a launch allocates nothing once its buffer is large enough (a
    * {@code cuMemFree} per launch would also wait for every other stream).
    *
-   * <p>Threading: one push at a time (callers serialise). Ownership: close it before the module.
+   * <p>Threading: one push at a time (callers serialise, and hand it between threads with a
+   * happens-before edge). Ownership: close it before the module.
    */
   public final class Launcher implements AutoCloseable {
     private final GpuStream stream;
@@ -155,6 +156,9 @@ public final class PushKernel implements AutoCloseable {
     private boolean open;
     private long launched;
     private long ended;
+    private boolean running;
+    private int statusOffset;
+    private int queuesLaunched;
 
     private Launcher() {
       ensureOpen();
@@ -164,11 +168,31 @@ public final class PushKernel implements AutoCloseable {
 
     /**
      * As {@link PushKernel#push}, over the first {@code queues.size()} queues of {@code qs} (at
-     * most its size): one copy of the arguments to the device, the launch, a poll of this
-     * launcher's stream, one copy of the statuses back.
+     * most its size): {@link #start}, a poll of this launcher's stream until the kernel ended or
+     * the timeout, then {@link #statuses}.
      */
     public SlipStatus[] push(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads,
         long timeoutMs) {
+      start(qs, queues, items, batch, threads);
+      // Poll rather than block: a proxy push waits on the native executor thread, which a blocked
+      // synchronous CUDA call in another thread was seen to hold off (native/README.md).
+      long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
+      while (!finished()) {
+        if (System.nanoTime() - deadline > 0) {
+          throw new GpuException(SlipStatus.SLIP_ERR_TIMEOUT, "push_kernel still running after " + timeoutMs + " ms");
+        }
+        Thread.onSpinWait();
+      }
+      return statuses();
+    }
+
+    /**
+     * Launches the push kernel without waiting for it: one stream-ordered copy of the arguments
+     * (queue configurations, items, each queue's first item, the statuses preset to "not written"),
+     * then the launch. {@link #finished} tells when it ended, {@link #statuses} what each queue
+     * reported. The launcher takes no other push until this one has finished.
+     */
+    public void start(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads) {
       int n = queues.size();
       if (n == 0 || n > qs.size() || items.size() != n) {
         throw new IllegalArgumentException("push over a set of " + qs.size() + " queues got " + n
@@ -180,6 +204,9 @@ public final class PushKernel implements AutoCloseable {
       }
       if (!open) {
         throw new IllegalStateException("push launcher is closed");
+      }
+      if (running) {
+        throw new IllegalStateException("push launcher: the last push has not finished");
       }
       byte[] cfg = encodeQueues(queues);
       byte[] its = encodeItems(items);
@@ -213,9 +240,41 @@ public final class PushKernel implements AutoCloseable {
           Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {base}),
           Pointer.to(new long[] {base + itemsAt}), Pointer.to(new long[] {base + startsAt}),
           Pointer.to(new int[] {batch}), Pointer.to(new long[] {base + statusAt}));
-      launched = launch(stream.handle(), push, n, threads, p, timeoutMs, "push_kernel");
+      ensureOpen();
+      CudaDriver.check(JCudaDriver.cuLaunchKernel(push, n, 1, 1, threads, 1, 1, 0, stream.handle(), p, null),
+          "cuLaunchKernel(push_kernel, " + n + " x " + threads + ")");
+      launched = System.nanoTime();
+      ended = 0;
+      statusOffset = statusAt;
+      queuesLaunched = n;
+      running = true;
+    }
+
+    /**
+     * Whether the push {@link #start}ed last has ended (one {@code cuStreamQuery}; the first true
+     * sets {@link #endedNanos}); throws on a CUDA error of the stream.
+     */
+    public boolean finished() {
+      if (!running) {
+        return true;
+      }
+      ctx.makeCurrent();
+      int r = JCudaDriver.cuStreamQuery(stream.handle());
+      if (r == CUresult.CUDA_ERROR_NOT_READY) {
+        return false;
+      }
+      CudaDriver.check(r, "push_kernel (cuStreamQuery)");
       ended = System.nanoTime();
-      return statuses(args.read(statusAt, 4 * n));
+      running = false;
+      return true;
+    }
+
+    /** Each queue's status of the push that {@link #finished}: one copy back. */
+    public SlipStatus[] statuses() {
+      if (running) {
+        throw new IllegalStateException("push launcher: statuses asked before the push finished");
+      }
+      return PushKernel.statuses(args.read(statusOffset, 4 * queuesLaunched));
     }
 
     /** {@link System#nanoTime()} when the last push's launch call returned, and when its end was seen. */

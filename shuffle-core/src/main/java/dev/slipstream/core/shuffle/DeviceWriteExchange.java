@@ -26,7 +26,8 @@ import org.slf4j.LoggerFactory;
  * <p>Every request sent completes exactly once: with the holder's answer (only from the endpoint
  * it was sent to), a failed send, the timeout, the holder's loss ({@link #peerLost}) or
  * {@link #close()}. Threading: thread-safe; answers and requests arrive on transport threads, a
- * handler must not block them (serve elsewhere, reply from there).
+ * handler must not wait on them (for other messages, locks held long, or a device to finish): it
+ * may do bounded work there, such as launching a push, and answer later from another thread.
  */
 public final class DeviceWriteExchange {
   private static final Logger LOG = LoggerFactory.getLogger(DeviceWriteExchange.class);

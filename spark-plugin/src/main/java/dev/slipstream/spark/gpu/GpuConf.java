@@ -34,6 +34,11 @@ public final class GpuConf {
       "Device write requests one executor pushes at once for its peers' reduce tasks, each on a stream of its own"
           + " (a push kernel launch covers all blocks of a request); more wait until their fetch deadline."
           + " A reduce task also keeps up to this many requests to its holders in flight.");
+  public static final ConfigEntry<Integer> SERVE_THREADS = ConfigEntry.integer("spark.slipstream.gpu.serve.threads",
+      "4", 0, 64,
+      "Threads that start peers' device write requests on one executor (checks, pins, kernel launch; none waits for"
+          + " a push: one completion thread per executor watches them all); 0 starts each on the transport thread it"
+          + " arrived on (requests from one peer then start one after another).");
   public static final ConfigEntry<Long> REQUEST_MIN_BYTES = ConfigEntry.size("spark.slipstream.gpu.request.minBytes",
       "4m",
       "A reduce task splits the blocks it reads from one holder into up to spark.slipstream.gpu.serve.inFlight device"
@@ -59,6 +64,7 @@ public final class GpuConf {
   private final long mapOutputBytes;
   private final long hostSpillBytes;
   private final int serveInFlight;
+  private final int serveThreads;
   private final long requestMinBytes;
   private final int pushBlocks;
   private final int pushThreads;
@@ -74,6 +80,7 @@ public final class GpuConf {
     this.mapOutputBytes = atLeast(MAP_OUTPUT_BYTES, MAP_OUTPUT_BYTES.get(source), MIN_BYTES);
     this.hostSpillBytes = atLeast(HOST_SPILL_BYTES, HOST_SPILL_BYTES.get(source), 0);
     this.serveInFlight = SERVE_IN_FLIGHT.get(source);
+    this.serveThreads = SERVE_THREADS.get(source);
     this.requestMinBytes = atLeast(REQUEST_MIN_BYTES, REQUEST_MIN_BYTES.get(source), 1);
     this.pushBlocks = PUSH_BLOCKS.get(source);
     this.pushThreads = PUSH_THREADS.get(source);
@@ -99,6 +106,8 @@ public final class GpuConf {
   public long mapOutputBytes() { return mapOutputBytes; }
   public long hostSpillBytes() { return hostSpillBytes; }
   public int serveInFlight() { return serveInFlight; }
+  /** Threads that start device write requests; 0: the transport thread each arrives on. */
+  public int serveThreads() { return serveThreads; }
   public long requestMinBytes() { return requestMinBytes; }
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }

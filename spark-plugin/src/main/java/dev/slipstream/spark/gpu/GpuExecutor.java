@@ -127,6 +127,25 @@ public final class GpuExecutor implements AutoCloseable {
     return server.serve(request, timeoutMs, marks);
   }
 
+  /**
+   * Starts serving a peer's device write request up to the kernel launch on the calling thread
+   * ({@link DeviceBlockServer#start}); {@code done} gets the outcome. Throws with the reason when refused.
+   */
+  public void start(DeviceWriteRequest request, long timeoutMs, long[] marks, DeviceBlockServer.Served done)
+      throws TransportException {
+    server.start(request, timeoutMs, marks, done);
+  }
+
+  /** Whether every map output {@code request} reads is in device memory (serving it restores nothing from host memory). */
+  public boolean onDevice(DeviceWriteRequest request) {
+    for (DeviceWriteRequest.Entry e : request.entries()) {
+      if (!store.onDevice(request.shuffleId(), e.mapAttemptId())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   /** Forgets a lost peer's push lanes and imported landing region. */
   public void peerLost(GpuEndpoint peer) {
     server.forget(peer.landing());

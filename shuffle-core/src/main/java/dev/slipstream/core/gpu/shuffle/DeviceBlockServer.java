@@ -20,11 +20,13 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The holder's side of the GPU path: serves a {@link DeviceWriteRequest} by launching the push
@@ -37,17 +39,24 @@ import java.util.function.Function;
  *
  * <p>Per reader landing region it keeps {@link PushLane}s (queue set, table region, stream and
  * argument buffer), made on the first request and reused, so a request costs a table copy, a
- * rewrite of the set's source slots, one kernel launch and a status copy. At most
+ * rewrite of the set's source slots, one kernel launch and a status copy. {@link #start} does the
+ * checks and the launch on the caller's thread and returns; one completion thread per server polls
+ * the pushes in flight and reports each outcome, so no thread waits per push. At most
  * {@code maxInFlight} requests push at once (each on a lane of its own, so on its own stream); more
- * wait for a lane until their timeout. {@link #forget} closes a lost reader's lanes, {@link #close}
- * all of them.
+ * wait, checked and pinned, for a lane until their timeout. {@link #forget} closes a lost reader's
+ * lanes, {@link #close} all of them.
  *
  * <p>Everything is checked before anything is written: the request's ranges against the landing
  * region ({@link DeviceWriteRequest#check()}), each output is here, has the requested partition and
  * the requested column widths, and each block fits its capacity. The device checks the addresses
- * again. Threading: thread-safe. Ownership: owns its lanes; closes nothing it was given.
+ * again. Threading: thread-safe; outcomes are reported on the completion thread
+ * ({@code slipstream-gpu-push-completion}, started with the first request). Ownership: owns its
+ * lanes and that thread; closes nothing it was given.
  */
 public final class DeviceBlockServer implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(DeviceBlockServer.class);
+  /** How long {@link #close} waits for pushes in flight to end. */
+  private static final long CLOSE_WAIT_MS = 5_000;
   private final GpuContext ctx;
   private final PushKernel kernel;
   private final DeviceMapOutputStore store;
@@ -56,7 +65,13 @@ public final class DeviceBlockServer implements AutoCloseable {
   private final int maxInFlight;
   private final int pushQueues;
   private final int pushThreads;
-  private final Semaphore inFlight;
+  /** Requests holding a permit (launching or pushing), at most {@code maxInFlight}. */
+  private int active;
+  /** Checked and pinned requests waiting for a permit, oldest first. */
+  private final Deque<Job> waiting = new ArrayDeque<>();
+  /** Launched pushes handed to the completion thread. */
+  private final java.util.concurrent.ConcurrentLinkedQueue<Job> launched = new java.util.concurrent.ConcurrentLinkedQueue<>();
+  private volatile Thread completer;
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
   private final Set<RegionDescriptor> forgotten = new HashSet<>();
@@ -102,7 +117,6 @@ public final class DeviceBlockServer implements AutoCloseable {
     this.landings = landings;
     this.tableIds = new AtomicInteger(firstTableId);
     this.maxInFlight = maxInFlight;
-    this.inFlight = new Semaphore(maxInFlight);
   }
 
   /** The most CUDA blocks a push may spread over (queue sets are sized by doubling up to this). */
@@ -119,6 +133,16 @@ public final class DeviceBlockServer implements AutoCloseable {
   public static final int MARK_ENDED = 3;
   public static final int MARKS = 4;
 
+  /**
+   * What serving a started request came to: {@code error} null and the block bytes pushed, or the
+   * reason it was refused or failed. Called exactly once, on the server's completion thread (or on
+   * the thread that closes the server); it must not wait on other requests.
+   */
+  @FunctionalInterface
+  public interface Served {
+    void done(long bytes, TransportException error);
+  }
+
   /** Serves {@code req} and returns the block bytes pushed; throws with the reason, writing nothing, if it is refused. */
   public long serve(DeviceWriteRequest req, long timeoutMs) throws TransportException {
     return serve(req, timeoutMs, new long[MARKS]);
@@ -126,11 +150,75 @@ public final class DeviceBlockServer implements AutoCloseable {
 
   /** As {@link #serve(DeviceWriteRequest, long)}, filling {@code marks} ({@link #MARKS} long) as it goes. */
   public long serve(DeviceWriteRequest req, long timeoutMs, long[] marks) throws TransportException {
+    java.util.concurrent.CompletableFuture<Long> done = new java.util.concurrent.CompletableFuture<>();
+    start(req, timeoutMs, marks, (bytes, error) -> {
+      if (error == null) {
+        done.complete(bytes);
+      } else {
+        done.completeExceptionally(error);
+      }
+    });
+    try {
+      // The push's own deadline ends it; the margin only guards against a completion thread that died.
+      return done.get(timeoutMs + 10_000, TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.ExecutionException e) {
+      if (e.getCause() instanceof TransportException t) {
+        throw t;
+      }
+      throw new TransportException(TransportError.INTERNAL, "device write request " + req.requestId() + ": "
+          + e.getCause(), e.getCause());
+    } catch (java.util.concurrent.TimeoutException e) {
+      throw new TransportException(TransportError.TIMEOUT, "device write request " + req.requestId()
+          + ": no outcome within " + (timeoutMs + 10_000) + " ms");
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new TransportException(TransportError.INTERNAL, "interrupted while serving device write request "
+          + req.requestId());
+    }
+  }
+
+  /**
+   * Starts serving {@code req} on the calling thread up to the kernel launch, without waiting: checks
+   * the request and pins its map outputs, then, while fewer than {@code maxInFlight} requests push,
+   * takes a lane and launches (table copy, source slots, arguments, launch); otherwise the request
+   * waits, pins held, until a lane frees (the completion thread launches it then) or its timeout
+   * passes. The completion thread watches the kernel's end and calls {@code done}. Throws, having
+   * launched nothing and holding nothing, when the request is refused by the checks; otherwise
+   * {@code done} is called exactly once. {@code marks} ({@link #MARKS} long) fills in as it goes and
+   * is complete when {@code done} runs.
+   */
+  public void start(DeviceWriteRequest req, long timeoutMs, long[] marks, Served done) throws TransportException {
     if (marks.length < MARKS) {
       throw new IllegalArgumentException("serve marks: " + marks.length + " slots, expected >= " + MARKS);
     }
+    Job job = prepare(req, timeoutMs, marks, done);
+    boolean launchNow;
+    synchronized (this) {
+      if (closed) {
+        job.unpin();
+        throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
+      }
+      launchNow = active < maxInFlight;
+      job.holdsPermit = launchNow;
+      if (launchNow) {
+        active++;
+      } else {
+        waiting.addLast(job);
+      }
+      ensureCompleter();
+    }
+    if (launchNow) {
+      launch(job);
+    } else {
+      LockSupport.unpark(completer); // it watches the waiting request's deadline
+    }
+  }
+
+  /** Checks {@code req} against the store and pins its map outputs; throws, holding nothing, if refused. */
+  private Job prepare(DeviceWriteRequest req, long timeoutMs, long[] marks, Served done) throws TransportException {
     req.check();
     Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
+    boolean ok = false;
     try {
       int[] widths = req.widths();
       ByteBuffer table = ByteBuffer.allocate(DeviceWriteRequest.TABLE_ENTRY * req.entries().size())
@@ -162,29 +250,29 @@ public final class DeviceBlockServer implements AutoCloseable {
         table.putLong(bytes).putLong(p.rows(e.partition()));
         total += bytes;
       }
+      Job job = new Job(req, pins, table.array(), total, timeoutMs, marks, done);
+      plan(job);
       marks[MARK_CHECKED] = System.nanoTime();
-      push(req, pins, table.array(), timeoutMs, marks);
-      served.incrementAndGet();
-      bytesServed.addAndGet(total);
-      return total;
+      ok = true;
+      return job;
     } finally {
-      pins.values().forEach(DeviceMapOutputStore.Pinned::close);
+      if (!ok) {
+        pins.values().forEach(DeviceMapOutputStore.Pinned::close);
+      }
     }
   }
 
-  private void push(DeviceWriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long timeoutMs,
-      long[] marks) throws TransportException {
-    List<GpuRegion> outputs = new ArrayList<>();
+  /** The job's source regions and pieces: each block in pieces of {@link DeviceWriteRequest#CHUNK_BYTES}. */
+  private static void plan(Job job) {
     Map<Long, Integer> sourceIndex = new LinkedHashMap<>();
-    for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : pins.entrySet()) {
-      sourceIndex.put(e.getKey(), outputs.size());
-      outputs.add(((GpuOutputSpace.RegionBlock) e.getValue().block()).region());
+    for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : job.pins.entrySet()) {
+      sourceIndex.put(e.getKey(), job.outputs.size());
+      job.outputs.add(((GpuOutputSpace.RegionBlock) e.getValue().block()).region());
+      job.items.add(new ArrayList<>());
     }
-    List<List<PushKernel.Item>> items = new ArrayList<>();
-    outputs.forEach(o -> items.add(new ArrayList<>()));
-    for (DeviceWriteRequest.Entry e : req.entries()) {
-      DeviceMapOutputStore.Pinned p = pins.get(e.mapAttemptId());
-      List<PushKernel.Item> out = items.get(sourceIndex.get(e.mapAttemptId()));
+    for (DeviceWriteRequest.Entry e : job.req.entries()) {
+      DeviceMapOutputStore.Pinned p = job.pins.get(e.mapAttemptId());
+      List<PushKernel.Item> out = job.items.get(sourceIndex.get(e.mapAttemptId()));
       long src = p.offset(e.partition());
       long bytes = p.bytes(e.partition());
       long n = DeviceWriteRequest.chunks(e.capacity());
@@ -196,88 +284,234 @@ public final class DeviceBlockServer implements AutoCloseable {
             : new PushKernel.Item(src + at, e.landingOffset() + at, len));
       }
     }
-    PushLane lane = acquire(req, timeoutMs);
-    boolean keep = false;
+  }
+
+  /** Takes a lane and launches the job's push (the caller holds one of the {@code maxInFlight} permits). */
+  private void launch(Job job) {
     try {
-      SlipStatus[] st = lane.push(outputs, items, table, req.tableOffset(), req.signalOffset(), timeoutMs);
-      marks[MARK_LANE_READY] = lane.readyNanos();
-      marks[MARK_LAUNCHED] = lane.launchedNanos();
-      marks[MARK_ENDED] = lane.endedNanos();
-      for (int q = 0; q < st.length; q++) {
-        if (st[q] != SlipStatus.SLIP_OK) {
-          try {
-            lane.error();
-          } catch (RuntimeException ex) {
-            keep = true;
-            throw refused(req, "push queue " + q + ": " + st[q] + ": " + ex.getMessage());
-          }
-          keep = true;
-          throw refused(req, "push queue " + q + " ended with " + st[q]);
-        }
-      }
-      keep = true;
+      job.lane = takeLane(job.req);
+      job.lane.start(job.outputs, job.items, job.table, job.req.tableOffset(), job.req.signalOffset());
+      job.marks[MARK_LANE_READY] = job.lane.readyNanos();
+      job.marks[MARK_LAUNCHED] = job.lane.launchedNanos();
+    } catch (TransportException e) {
+      finish(job, false, e);
+      return;
     } catch (RuntimeException e) {
-      // A push that failed or timed out may leave its kernel running: the lane is set aside, not
-      // reused, and closed only with the server.
-      throw new TransportException(TransportError.INTERNAL, "device write request " + req.requestId() + ": push failed: "
-          + e.getMessage(), e);
-    } finally {
-      release(req.landing(), lane, keep);
+      // A launch that failed may have left work on the lane's stream: the lane is set aside.
+      finish(job, false, new TransportException(TransportError.INTERNAL, "device write request "
+          + job.req.requestId() + ": push failed: " + e.getMessage(), e));
+      return;
     }
+    launched.add(job);
+    LockSupport.unpark(completer);
   }
 
-  /** An idle lane for the request's landing region, or a new one; waits for a permit until the timeout. */
-  private PushLane acquire(DeviceWriteRequest req, long timeoutMs) throws TransportException {
-    try {
-      if (!inFlight.tryAcquire(timeoutMs, TimeUnit.MILLISECONDS)) {
-        throw new TransportException(TransportError.TIMEOUT, "device write request " + req.requestId() + ": "
-            + maxInFlight + " requests still pushing after " + timeoutMs + " ms");
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new TransportException(TransportError.INTERNAL, "interrupted while waiting to push device write request "
-          + req.requestId());
-    }
-    try {
-      PushLane lane;
-      synchronized (this) {
-        if (closed) {
-          throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
-        }
-        forgotten.remove(req.landing());
-        Deque<PushLane> q = idle.get(req.landing());
-        lane = q == null ? null : q.pollFirst();
-        if (lane == null) {
-          lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, pushQueues,
-              pushThreads);
-          lanesMade++;
-        }
-        busy.put(lane, req.landing());
-        peakInFlight = Math.max(peakInFlight, busy.size());
-      }
-      return lane;
-    } catch (TransportException | RuntimeException e) {
-      inFlight.release();
-      throw e;
-    }
-  }
-
-  private void release(RegionDescriptor landing, PushLane lane, boolean keep) {
-    boolean close = false;
+  /** An idle lane for the request's landing region, or a new one. */
+  private PushLane takeLane(DeviceWriteRequest req) throws TransportException {
     synchronized (this) {
-      busy.remove(lane);
-      if (!keep) {
-        stuck.add(lane);
-      } else if (closed || forgotten.contains(landing)) {
-        close = true;
-      } else {
-        idle.computeIfAbsent(landing, k -> new ArrayDeque<>()).addFirst(lane);
+      if (closed) {
+        throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
+      }
+      forgotten.remove(req.landing());
+      Deque<PushLane> q = idle.get(req.landing());
+      PushLane lane = q == null ? null : q.pollFirst();
+      if (lane == null) {
+        lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, pushQueues,
+            pushThreads);
+        lanesMade++;
+      }
+      busy.put(lane, req.landing());
+      peakInFlight = Math.max(peakInFlight, busy.size());
+      return lane;
+    }
+  }
+
+  /**
+   * Ends a job: its lane back to the idle lanes ({@code keep}) or set aside (a push that failed or
+   * timed out may leave its kernel running; such a lane is closed only with the server), its pins
+   * and its permit released, then its outcome reported.
+   */
+  private void finish(Job job, boolean keep, TransportException error) {
+    PushLane close = null;
+    synchronized (this) {
+      if (job.lane != null) {
+        busy.remove(job.lane);
+        if (!keep) {
+          stuck.add(job.lane);
+        } else if (closed || forgotten.contains(job.req.landing())) {
+          close = job.lane;
+        } else {
+          idle.computeIfAbsent(job.req.landing(), k -> new ArrayDeque<>()).addFirst(job.lane);
+        }
+      }
+      if (job.holdsPermit) {
+        active--;
+        job.holdsPermit = false;
       }
     }
-    if (close) {
-      lane.close();
+    if (close != null) {
+      close.close();
     }
-    inFlight.release();
+    job.unpin();
+    if (error == null) {
+      served.incrementAndGet();
+      bytesServed.addAndGet(job.total);
+    }
+    try {
+      job.done.done(error == null ? job.total : 0, error);
+    } catch (RuntimeException e) {
+      LOG.warn("Answering device write request {} failed", job.req.requestId(), e);
+    }
+  }
+
+  private void ensureCompleter() {
+    if (completer == null) {
+      completer = new Thread(this::complete, "slipstream-gpu-push-completion");
+      completer.setDaemon(true);
+      completer.start();
+    }
+  }
+
+  /**
+   * The completion thread: polls the streams of the pushes in flight (one {@code cuStreamQuery}
+   * each, back to back while any is in flight), ends each one that finished or passed its deadline,
+   * fails waiting requests whose deadline passed and launches waiting ones as permits free; parks
+   * while there is nothing in flight. Ends once the server is closed and nothing is left.
+   */
+  private void complete() {
+    List<Job> running = new ArrayList<>();
+    ctx.makeCurrent();
+    for (;;) {
+      try {
+        if (!completeOnce(running)) {
+          return;
+        }
+      } catch (RuntimeException e) {
+        LOG.error("Device block server completion round failed", e);
+      }
+      if (running.isEmpty() && launched.isEmpty()) {
+        LockSupport.parkNanos(this, 50_000_000L); // woken by a launch, a waiting request or close
+      } else {
+        Thread.onSpinWait();
+      }
+    }
+  }
+
+  /** One round of the completion thread over {@code running}; false once the thread is to end. */
+  private boolean completeOnce(List<Job> running) {
+    for (Job j = launched.poll(); j != null; j = launched.poll()) {
+      running.add(j);
+    }
+    long now = System.nanoTime();
+    for (java.util.Iterator<Job> it = running.iterator(); it.hasNext(); ) {
+      Job j = it.next();
+      boolean ended;
+      try {
+        ended = j.lane.finished();
+      } catch (RuntimeException e) {
+        it.remove();
+        finish(j, false, new TransportException(TransportError.INTERNAL, "device write request "
+            + j.req.requestId() + ": push failed: " + e.getMessage(), e));
+        continue;
+      }
+      if (ended) {
+        it.remove();
+        j.marks[MARK_ENDED] = j.lane.endedNanos();
+        ended(j);
+      } else if (now - j.deadline > 0) {
+        it.remove();
+        finish(j, false, new TransportException(TransportError.INTERNAL, "device write request "
+            + j.req.requestId() + ": push failed: still running after " + j.timeoutMs + " ms"));
+      }
+    }
+    List<Job> expired = new ArrayList<>();
+    List<Job> launchable = new ArrayList<>();
+    synchronized (this) {
+      for (java.util.Iterator<Job> it = waiting.iterator(); it.hasNext(); ) {
+        Job j = it.next();
+        if (now - j.deadline > 0) {
+          it.remove();
+          expired.add(j);
+        }
+      }
+      while (active < maxInFlight && !waiting.isEmpty()) {
+        active++;
+        Job j = waiting.pollFirst();
+        j.holdsPermit = true;
+        launchable.add(j);
+      }
+      // active == 0: no request is launching either (a launch in progress holds a permit).
+      if (closed && active == 0 && running.isEmpty() && launched.isEmpty() && waiting.isEmpty()) {
+        completer = null;
+        notifyAll();
+        return false;
+      }
+    }
+    for (Job j : expired) {
+      finish(j, true, new TransportException(TransportError.TIMEOUT, "device write request " + j.req.requestId()
+          + ": " + maxInFlight + " requests still pushing after " + j.timeoutMs + " ms"));
+    }
+    launchable.forEach(this::launch);
+    return true;
+  }
+
+  /** A push that ended: every queue's status checked; a failing queue's text makes the refusal. */
+  private void ended(Job j) {
+    SlipStatus[] st;
+    try {
+      st = j.lane.statuses();
+    } catch (RuntimeException e) {
+      finish(j, false, new TransportException(TransportError.INTERNAL, "device write request " + j.req.requestId()
+          + ": push failed: " + e.getMessage(), e));
+      return;
+    }
+    for (int q = 0; q < st.length; q++) {
+      if (st[q] != SlipStatus.SLIP_OK) {
+        String why;
+        try {
+          j.lane.error();
+          why = "push queue " + q + " ended with " + st[q];
+        } catch (RuntimeException ex) {
+          why = "push queue " + q + ": " + st[q] + ": " + ex.getMessage();
+        }
+        finish(j, true, refused(j.req, why));
+        return;
+      }
+    }
+    finish(j, true, null);
+  }
+
+  /** One request being served: checked and pinned, waiting for or holding a lane. */
+  private static final class Job {
+    final DeviceWriteRequest req;
+    final Map<Long, DeviceMapOutputStore.Pinned> pins;
+    final byte[] table;
+    final long total;
+    final long timeoutMs;
+    final long deadline;
+    final long[] marks;
+    final Served done;
+    final List<GpuRegion> outputs = new ArrayList<>();
+    final List<List<PushKernel.Item>> items = new ArrayList<>();
+    PushLane lane;
+    boolean holdsPermit;
+
+    Job(DeviceWriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long total,
+        long timeoutMs, long[] marks, Served done) {
+      this.req = req;
+      this.pins = pins;
+      this.table = table;
+      this.total = total;
+      this.timeoutMs = timeoutMs;
+      this.deadline = System.nanoTime() + timeoutMs * 1_000_000L;
+      this.marks = marks;
+      this.done = done;
+    }
+
+    void unpin() {
+      pins.values().forEach(DeviceMapOutputStore.Pinned::close);
+      pins.clear();
+    }
   }
 
   /**
@@ -325,17 +559,47 @@ public final class DeviceBlockServer implements AutoCloseable {
     return peakInFlight;
   }
 
-  /** Closes every idle lane and those set aside after a failed push; busy ones close when their push ends. */
+  /**
+   * Fails the waiting requests, closes every idle lane and those set aside after a failed push, and
+   * waits up to {@value #CLOSE_WAIT_MS} ms for the pushes in flight to end (their lanes close as
+   * they do; a push still running then is left to the completion thread).
+   */
   @Override
   public void close() {
     List<PushLane> all = new ArrayList<>();
+    List<Job> failed;
+    Thread c;
     synchronized (this) {
       closed = true;
       idle.values().forEach(all::addAll);
       idle.clear();
       all.addAll(stuck);
       stuck.clear();
+      failed = new ArrayList<>(waiting);
+      waiting.clear();
+      c = completer;
+    }
+    for (Job j : failed) {
+      finish(j, true, new TransportException(TransportError.UNAVAILABLE, "device write request "
+          + j.req.requestId() + ": device block server is closed"));
     }
     all.forEach(PushLane::close);
+    if (c != null) {
+      LockSupport.unpark(c);
+      long deadline = System.nanoTime() + CLOSE_WAIT_MS * 1_000_000L;
+      synchronized (this) {
+        while (completer != null && deadline - System.nanoTime() > 0) {
+          try {
+            wait(Math.max(1, (deadline - System.nanoTime()) / 1_000_000L));
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            break;
+          }
+        }
+        if (completer != null) {
+          LOG.warn("Device block server closed with pushes still in flight after {} ms", CLOSE_WAIT_MS);
+        }
+      }
+    }
   }
 }

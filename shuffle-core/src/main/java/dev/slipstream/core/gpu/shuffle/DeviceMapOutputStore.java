@@ -222,6 +222,12 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     return new Pinned(o);
   }
 
+  /** Whether the map output is here and in device memory (pinning it copies nothing back from host memory). */
+  public synchronized boolean onDevice(int shuffleId, long mapAttemptId) {
+    Output o = outputs.get(new Key(shuffleId, mapAttemptId));
+    return o != null && o.device != null;
+  }
+
   public synchronized boolean contains(int shuffleId, long mapAttemptId) {
     return outputs.containsKey(new Key(shuffleId, mapAttemptId));
   }

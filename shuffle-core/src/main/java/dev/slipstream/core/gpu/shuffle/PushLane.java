@@ -26,7 +26,7 @@ import java.util.function.IntSupplier;
  * <p>Table order: source slots {@code 0..sources-1}, the table at {@code sources}, the landing at
  * {@code sources + 1}. Between requests a lane holds no map output (the slots are rewritten before
  * each push), so freeing a shuffle's outputs needs nothing from it. Threading: one request at a time
- * (its owner hands it to one thread). Ownership: owns the set, the table region and the launcher;
+ * (its owner hands it between threads with a happens-before edge). Ownership: owns the set, the table region and the launcher;
  * not the landing region.
  */
 final class PushLane implements AutoCloseable {
@@ -71,10 +71,12 @@ final class PushLane implements AutoCloseable {
    * to {@code tableOffset} of the landing region, every queue adding its (items, bytes) to the
    * signal word at {@code signalOffset} after its data; returns each queue's status, the table's
    * queue last. An output's items are spread round-robin over its share of the lane's data queues
-   * (by item count, at least one), so large blocks move on many CUDA blocks at once. On an error status, {@link #error()} gives the text.
+   * (by item count, at least one), so large blocks move on many CUDA blocks at once. Does not wait:
+   * {@link #finished} tells when the push ended, {@link #statuses} gives each queue's status (the
+   * table's queue last); on an error status, {@link #error()} gives the text.
    */
-  SlipStatus[] push(List<GpuRegion> outputs, List<List<PushKernel.Item>> items, byte[] tableBytes, long tableOffset,
-      long signalOffset, long timeoutMs) {
+  void start(List<GpuRegion> outputs, List<List<PushKernel.Item>> items, byte[] tableBytes, long tableOffset,
+      long signalOffset) {
     int m = outputs.size();
     long total = items.stream().mapToLong(List::size).sum();
     int[] share = new int[m];
@@ -116,7 +118,17 @@ final class PushLane implements AutoCloseable {
     int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
     pushes++;
     ready = System.nanoTime();
-    return launcher.push(qs, cfg, perQueue, batch, threads, timeoutMs);
+    launcher.start(qs, cfg, perQueue, batch, threads);
+  }
+
+  /** Whether the push started last has ended; throws on a CUDA error of the lane's stream. */
+  boolean finished() {
+    return launcher.finished();
+  }
+
+  /** Each queue's status of the push that {@link #finished}, the table's queue last. */
+  SlipStatus[] statuses() {
+    return launcher.statuses();
   }
 
   /**

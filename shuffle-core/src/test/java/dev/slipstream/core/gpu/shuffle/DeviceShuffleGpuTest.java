@@ -175,6 +175,15 @@ class DeviceShuffleGpuTest {
   private static void pushAll(DeviceBlockServer server, DeviceLanding landing, DeviceMapOutputStore store, long... maps)
       throws TransportException {
     List<DeviceLanding.Want> wants = new ArrayList<>();
+    List<byte[]> sections = expect(store, wants, maps);
+    try (DeviceLanding.Fetch f = landing.prepare(3, W, wants)) {
+      server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
+      checkLanded(landing, f, sections, maps);
+    }
+  }
+
+  /** Every partition of {@code maps} (shuffle 3) as wanted blocks, and their bytes as the store holds them. */
+  private static List<byte[]> expect(DeviceMapOutputStore store, List<DeviceLanding.Want> wants, long... maps) {
     List<byte[]> sections = new ArrayList<>();
     for (long map : maps) {
       try (DeviceMapOutputStore.Pinned p = store.pin(3, map)) {
@@ -186,14 +195,18 @@ class DeviceShuffleGpuTest {
         }
       }
     }
-    try (DeviceLanding.Fetch f = landing.prepare(3, W, wants)) {
-      server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
-      List<DeviceBatch> landed = f.await(System.nanoTime() + 30_000_000_000L);
-      for (int i = 0; i < landed.size(); i++) {
-        long off = landed.get(i).address() - landing.region().devicePointer();
-        assertArrayEquals(sections.get(i), landing.region().read(off, sections.get(i).length),
-            "maps " + java.util.Arrays.toString(maps) + ", landed block " + i);
-      }
+    return sections;
+  }
+
+  /** Waits for {@code f}'s signal and compares each landed block with its expected bytes. */
+  private static void checkLanded(DeviceLanding landing, DeviceLanding.Fetch f, List<byte[]> sections, long... maps)
+      throws TransportException {
+    List<DeviceBatch> landed = f.await(System.nanoTime() + 30_000_000_000L);
+    assertEquals(sections.size(), landed.size());
+    for (int i = 0; i < landed.size(); i++) {
+      long off = landed.get(i).address() - landing.region().devicePointer();
+      assertArrayEquals(sections.get(i), landing.region().read(off, sections.get(i).length),
+          "maps " + java.util.Arrays.toString(maps) + ", landed block " + i);
     }
   }
 
@@ -282,6 +295,78 @@ class DeviceShuffleGpuTest {
       assertTrue(r.server.peakInFlight() >= 1 && r.server.peakInFlight() <= 2, "peak " + r.server.peakInFlight());
       assertTrue(r.server.lanesMade() <= 2, "lanes made " + r.server.lanesMade() + ", expected at most the bound 2");
       assertEquals(0, r.landing.used());
+    }
+  }
+
+  @Test
+  void requestsStartedBeyondTheBoundFromOneThreadWaitForALaneAndAllLandByteExact() throws Exception {
+    assumeGpu();
+    long[][] plans = {{1, 2}, {3}, {4, 5, 6}, {2}, {6, 1}, {5}, {3, 4}, {1}};
+    try (Rig r = new Rig(2)) {
+      List<DeviceLanding.Fetch> fetches = new ArrayList<>();
+      List<List<byte[]>> expected = new ArrayList<>();
+      List<java.util.concurrent.CompletableFuture<Long>> outcomes = new ArrayList<>();
+      List<long[]> marks = new ArrayList<>();
+      try {
+        for (long[] maps : plans) {
+          List<DeviceLanding.Want> wants = new ArrayList<>();
+          expected.add(expect(r.store, wants, maps));
+          DeviceLanding.Fetch f = r.landing.prepare(3, W, wants);
+          fetches.add(f);
+          var outcome = new java.util.concurrent.CompletableFuture<Long>();
+          long[] m = new long[DeviceBlockServer.MARKS];
+          // start() returns without waiting for the push: all 8 are started before any is awaited.
+          r.server.start(DeviceWriteRequest.decode(f.request().encode()), 30_000, m, (bytes, error) -> {
+            if (error == null) {
+              outcome.complete(bytes);
+            } else {
+              outcome.completeExceptionally(error);
+            }
+          });
+          outcomes.add(outcome);
+          marks.add(m);
+        }
+        for (int i = 0; i < plans.length; i++) {
+          long want = expected.get(i).stream().mapToLong(b -> b.length).sum();
+          assertEquals(want, outcomes.get(i).get(60, java.util.concurrent.TimeUnit.SECONDS), "request " + i);
+          checkLanded(r.landing, fetches.get(i), expected.get(i), plans[i]);
+          long[] m = marks.get(i);
+          assertTrue(m[DeviceBlockServer.MARK_CHECKED] > 0
+              && m[DeviceBlockServer.MARK_CHECKED] <= m[DeviceBlockServer.MARK_LANE_READY]
+              && m[DeviceBlockServer.MARK_LANE_READY] <= m[DeviceBlockServer.MARK_LAUNCHED]
+              && m[DeviceBlockServer.MARK_LAUNCHED] <= m[DeviceBlockServer.MARK_ENDED],
+              "request " + i + " marks in order: " + java.util.Arrays.toString(m));
+        }
+      } finally {
+        fetches.forEach(DeviceLanding.Fetch::close);
+      }
+      assertEquals(plans.length, r.server.requestsServed());
+      assertTrue(r.server.peakInFlight() >= 1 && r.server.peakInFlight() <= 2, "peak " + r.server.peakInFlight());
+      assertTrue(r.server.lanesMade() <= 2, "lanes made " + r.server.lanesMade() + ", expected at most the bound 2");
+      assertEquals(0, r.landing.used());
+      r.store.removeShuffle(3);
+      assertEquals(0, r.store.deviceInUse(), "every served request released its pins");
+    }
+  }
+
+  @Test
+  void aClosedServerRefusesARequestAtStartHoldingNothing() throws TransportException {
+    assumeGpu();
+    try (Rig r = new Rig(1)) {
+      r.pushAll(1);
+      List<DeviceLanding.Want> wants = new ArrayList<>();
+      expect(r.store, wants, 2);
+      try (DeviceLanding.Fetch f = r.landing.prepare(3, W, wants)) {
+        r.server.close();
+        boolean[] called = {false};
+        var e = assertThrows(TransportException.class, () -> r.server.start(f.request(), 30_000,
+            new long[DeviceBlockServer.MARKS], (bytes, error) -> called[0] = true));
+        assertEquals(dev.slipstream.core.transport.TransportError.UNAVAILABLE, e.error(), e.getMessage());
+        assertTrue(e.getMessage().contains("closed"), e.getMessage());
+        assertTrue(!called[0], "a refused start reports through its exception only");
+      }
+      r.store.removeShuffle(3);
+      assertEquals(0, r.store.deviceInUse(), "the refused request holds no pin");
     }
   }
 
