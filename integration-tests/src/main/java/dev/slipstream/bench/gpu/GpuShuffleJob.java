@@ -49,8 +49,10 @@ import scala.Tuple2;
  *
  * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
  * [--reps 3] [--tasks-per-gpu 1] [--request-path transport|driver] [--host-timed true|false]
- * [--conf spark.k=v,...] [--discover PATH]}; {@code --host-timed false} leaves out the timed host
- * shuffle (the checked one still runs); {@code --conf} adds Spark settings; executors get 12g
+ * [--conf spark.k=v,...] [--lose-executor false] [--discover PATH]}; {@code --host-timed false} leaves
+ * out the timed host shuffle (the checked one still runs); {@code --conf} adds Spark settings;
+ * {@code --lose-executor true} ends with a GPU shuffle during whose reduce stage one executor halts
+ * (the job must recover with the host path's checksums); executors get 12g
  * of heap; needs
  * -Dslipstream.plugin.jar (the executors' class path).
  */
@@ -63,6 +65,7 @@ public final class GpuShuffleJob {
         "tasks-per-gpu", "1", "request-path", "transport"));
     o.put("host-timed", "true");
     o.put("conf", "");
+    o.put("lose-executor", "false");
     for (int i = 0; i + 1 < args.length; i += 2) {
       if (!args[i].startsWith("--") || !o.containsKey(args[i].substring(2))) {
         throw new IllegalArgumentException("unknown option " + args[i] + ", expected one of --" + o.keySet());
@@ -122,6 +125,13 @@ public final class GpuShuffleJob {
       throw new IllegalArgumentException("--host-timed: got '" + o.get("host-timed") + "', expected true or false");
     }
     boolean hostTimed = Boolean.parseBoolean(o.get("host-timed"));
+    if (!o.get("lose-executor").equals("true") && !o.get("lose-executor").equals("false")) {
+      throw new IllegalArgumentException("--lose-executor: got '" + o.get("lose-executor") + "', expected true or false");
+    }
+    boolean loseExecutor = Boolean.parseBoolean(o.get("lose-executor"));
+    if (loseExecutor && executors < 2) {
+      throw new IllegalArgumentException("--lose-executor true needs --executors 2 or more, got " + executors);
+    }
     try (JavaSparkContext sc = new JavaSparkContext(conf)) {
       long deadline = System.nanoTime() + 180_000_000_000L;
       while (sc.sc().statusTracker().getExecutorInfos().length < executors + 1) {
@@ -211,7 +221,60 @@ public final class GpuShuffleJob {
         }
         DataPathReport.lines(reads).forEach(System.out::println);
       }
+      if (loseExecutor) {
+        loseExecutorDuringReduce(sc, mapIds, seed, rows, parts, ids.get(ids.size() - 1), host);
+      }
     }
+  }
+
+  /**
+   * A holder lost in the middle of a GPU shuffle's reduce stage: the first reduce task that runs on
+   * executor {@code victim} halts its JVM right after its read, while the other executors' reduce
+   * tasks still read from it. Spark must recover (the reads of the lost holder's blocks fail with a
+   * FetchFailedException, or their map outputs are already unregistered; the lost maps run again)
+   * and the result must equal the host path's checksums. Prints the task failures seen, by reason.
+   */
+  private static void loseExecutorDuringReduce(JavaSparkContext sc, JavaRDD<Integer> mapIds, long seed, int rows,
+      int parts, String victim, Map<Integer, LineitemGen.Checksum> host) throws java.io.IOException {
+    java.util.Map<String, Integer> failures = new java.util.concurrent.ConcurrentSkipListMap<>();
+    sc.sc().addSparkListener(new org.apache.spark.scheduler.SparkListener() {
+      @Override
+      public void onTaskEnd(org.apache.spark.scheduler.SparkListenerTaskEnd end) {
+        if (!(end.reason() instanceof org.apache.spark.Success$)) {
+          failures.merge("stage " + end.stageId() + " " + end.reason().getClass().getSimpleName(), 1, Integer::sum);
+        }
+      }
+    });
+    java.nio.file.Path marker = java.nio.file.Files.createTempDirectory("slipstream-lose-executor").resolve("halted");
+    String markerPath = marker.toString();
+    long t0 = System.nanoTime();
+    JavaRDD<LineitemGen.Checksum> sums = SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts,
+        LineitemGen.WIDTHS).mapPartitions(it -> {
+          int p = TaskContext.getPartitionId();
+          GpuContext ctx = gpu().context();
+          LineitemGen.Checksum sum = new LineitemGen.Checksum(p, 0, 0, 0);
+          while (it.hasNext()) {
+            sum = sum.plus(checksum(ctx, it.next(), p, parts));
+          }
+          // Executors share this machine, so the marker file lets exactly one task halt its JVM.
+          if (SparkEnv.get().executorId().equals(victim) && new java.io.File(markerPath).createNewFile()) {
+            System.err.println("slipstream lose-executor: executor " + victim + " halts in reduce task " + p);
+            Runtime.getRuntime().halt(17);
+          }
+          return List.of(sum).iterator();
+        });
+    Map<Integer, LineitemGen.Checksum> got = collect(sums);
+    double s = (System.nanoTime() - t0) / 1e9;
+    if (!java.nio.file.Files.exists(marker)) {
+      throw new IllegalStateException("lose-executor: no reduce task ran on executor " + victim + "; nothing was lost");
+    }
+    if (!got.equals(host)) {
+      throw new IllegalStateException("lose-executor: after losing executor " + victim + " the GPU path gives " + got
+          + ", the host path " + host);
+    }
+    System.out.printf("lose-executor: executor %s halted during the reduce stage; the job recovered in %.3f s with"
+        + " checksums of %d partitions equal to the host path's; failed tasks by stage and reason: %s%n", victim, s,
+        got.size(), failures);
   }
 
   /** Bytes over the time a shuffle job took beyond the upload-only job, or why there is no figure. */

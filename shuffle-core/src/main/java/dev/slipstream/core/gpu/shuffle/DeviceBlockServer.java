@@ -41,7 +41,8 @@ import org.slf4j.LoggerFactory;
  * argument buffer), made on the first request and reused, so a request costs a table copy, a
  * rewrite of the set's source slots, one kernel launch and a status copy. {@link #start} does the
  * checks and the launch on the caller's thread and returns; one completion thread per server polls
- * the pushes in flight and reports each outcome, so no thread waits per push. At most
+ * the pushes in flight and reports each outcome, so no thread waits per push; a request that waited
+ * for a lane is launched from a launch thread of the server's own. At most
  * {@code maxInFlight} requests push at once (each on a lane of its own, so on its own stream); more
  * wait, checked and pinned, for a lane until their timeout. {@link #forget} closes a lost reader's
  * lanes, {@link #close} all of them.
@@ -72,6 +73,8 @@ public final class DeviceBlockServer implements AutoCloseable {
   /** Launched pushes handed to the completion thread. */
   private final java.util.concurrent.ConcurrentLinkedQueue<Job> launched = new java.util.concurrent.ConcurrentLinkedQueue<>();
   private volatile Thread completer;
+  /** Launches requests that waited for a permit; made with the first one. */
+  private java.util.concurrent.ExecutorService launcher;
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
   private final Set<RegionDescriptor> forgotten = new HashSet<>();
@@ -181,8 +184,8 @@ public final class DeviceBlockServer implements AutoCloseable {
    * Starts serving {@code req} on the calling thread up to the kernel launch, without waiting: checks
    * the request and pins its map outputs, then, while fewer than {@code maxInFlight} requests push,
    * takes a lane and launches (table copy, source slots, arguments, launch); otherwise the request
-   * waits, pins held, until a lane frees (the completion thread launches it then) or its timeout
-   * passes. The completion thread watches the kernel's end and calls {@code done}. Throws, having
+   * waits, pins held, until a lane frees (the server's launch thread launches it then) or its
+   * timeout passes. The completion thread watches the kernel's end and calls {@code done}. Throws, having
    * launched nothing and holding nothing, when the request is refused by the checks; otherwise
    * {@code done} is called exactly once. {@code marks} ({@link #MARKS} long) fills in as it goes and
    * is complete when {@code done} runs.
@@ -364,6 +367,17 @@ public final class DeviceBlockServer implements AutoCloseable {
     }
   }
 
+  private synchronized java.util.concurrent.Executor launcher() {
+    if (launcher == null) {
+      launcher = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+        Thread t = new Thread(r, "slipstream-gpu-push-launch");
+        t.setDaemon(true);
+        return t;
+      });
+    }
+    return launcher;
+  }
+
   private void ensureCompleter() {
     if (completer == null) {
       completer = new Thread(this::complete, "slipstream-gpu-push-completion");
@@ -451,7 +465,16 @@ public final class DeviceBlockServer implements AutoCloseable {
       finish(j, true, new TransportException(TransportError.TIMEOUT, "device write request " + j.req.requestId()
           + ": " + maxInFlight + " requests still pushing after " + j.timeoutMs + " ms"));
     }
-    launchable.forEach(this::launch);
+    for (Job j : launchable) {
+      // On a thread of their own, so that launching (a few hundred microseconds each) never delays
+      // seeing the end of the pushes in flight.
+      try {
+        launcher().execute(() -> launch(j));
+      } catch (java.util.concurrent.RejectedExecutionException e) {
+        finish(j, true, new TransportException(TransportError.UNAVAILABLE, "device write request "
+            + j.req.requestId() + ": device block server is closed"));
+      }
+    }
     return true;
   }
 
@@ -599,6 +622,11 @@ public final class DeviceBlockServer implements AutoCloseable {
         if (completer != null) {
           LOG.warn("Device block server closed with pushes still in flight after {} ms", CLOSE_WAIT_MS);
         }
+      }
+    }
+    synchronized (this) {
+      if (launcher != null) {
+        launcher.shutdown(); // a launch still queued there finds the server closed and reports it
       }
     }
   }
