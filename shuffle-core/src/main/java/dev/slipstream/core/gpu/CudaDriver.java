@@ -46,30 +46,52 @@ final class CudaDriver {
     }
   }
 
+  /**
+   * Each thread's staging buffer: copies go through it in pieces of at most this size, so a copy
+   * allocates nothing (a direct buffer per copy of a whole batch made the JDK call System.gc() to
+   * free direct memory: full collections of 25 to 30 ms in the executors, run 11 of docs/gpu.md).
+   */
+  static final int STAGING_BYTES = 4 << 20;
+  private static final ThreadLocal<ByteBuffer> STAGING =
+      ThreadLocal.withInitial(() -> ByteBuffer.allocateDirect(STAGING_BYTES));
+
   static void copyToDevice(long address, byte[] src, int off, int len) {
     checkArray(src, off, len);
-    ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));
-    staging.put(0, src, off, len);
-    check(JCudaDriver.cuMemcpyHtoD(at(address), Pointer.to(staging), len), "cuMemcpyHtoD(" + len + " bytes)");
+    ByteBuffer staging = STAGING.get();
+    for (int done = 0; done < len; ) {
+      int n = Math.min(STAGING_BYTES, len - done);
+      staging.put(0, src, off + done, n);
+      check(JCudaDriver.cuMemcpyHtoD(at(address + done), Pointer.to(staging), n), "cuMemcpyHtoD(" + n + " bytes)");
+      done += n;
+    }
   }
 
   /**
    * Stream-ordered copy from a Java array: staged at once (the array may change after the call),
-   * reaching the device before any later work of {@code stream}.
+   * reaching the device before any later work of {@code stream}. The staging buffer is pageable
+   * memory, which the driver copies out before the call returns, so it can be reused at once.
    */
   static void copyToDeviceAsync(long address, byte[] src, int off, int len, CUstream stream) {
     checkArray(src, off, len);
-    ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));
-    staging.put(0, src, off, len);
-    check(JCudaDriver.cuMemcpyHtoDAsync(at(address), Pointer.to(staging), len, stream),
-        "cuMemcpyHtoDAsync(" + len + " bytes)");
+    ByteBuffer staging = STAGING.get();
+    for (int done = 0; done < len; ) {
+      int n = Math.min(STAGING_BYTES, len - done);
+      staging.put(0, src, off + done, n);
+      check(JCudaDriver.cuMemcpyHtoDAsync(at(address + done), Pointer.to(staging), n, stream),
+          "cuMemcpyHtoDAsync(" + n + " bytes)");
+      done += n;
+    }
   }
 
   static void copyFromDevice(long address, byte[] dst, int off, int len) {
     checkArray(dst, off, len);
-    ByteBuffer staging = ByteBuffer.allocateDirect(Math.max(1, len));
-    check(JCudaDriver.cuMemcpyDtoH(Pointer.to(staging), at(address), len), "cuMemcpyDtoH(" + len + " bytes)");
-    staging.get(0, dst, off, len);
+    ByteBuffer staging = STAGING.get();
+    for (int done = 0; done < len; ) {
+      int n = Math.min(STAGING_BYTES, len - done);
+      check(JCudaDriver.cuMemcpyDtoH(Pointer.to(staging), at(address + done), n), "cuMemcpyDtoH(" + n + " bytes)");
+      staging.get(0, dst, off + done, n);
+      done += n;
+    }
   }
 
   static void fill(long address, byte value, long len) {
