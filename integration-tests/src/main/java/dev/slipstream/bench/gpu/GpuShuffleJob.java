@@ -45,7 +45,8 @@ import scala.Tuple2;
  * of a shuffle job (scheduling, task launch: tens of ms) is inside that time. Besides that
  * end-to-end figure, the timed GPU shuffle's reduce tasks report their data path as measured inside
  * them ({@link DataPathReport}: remote bytes over the span from the first request sent to the last
- * block landed, per reducer and aggregated).
+ * block landed, per reducer and aggregated). Each shuffle's map outputs are freed as soon as its
+ * job ends, so repetitions do not fill the executors' map-output stores.
  *
  * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
  * [--reps 3] [--tasks-per-gpu 1] [--request-path transport|driver] [--host-timed true|false]
@@ -162,10 +163,14 @@ public final class GpuShuffleJob {
       JavaRDD<Integer> mapIds = sc.parallelize(IntStream.range(0, maps).boxed().toList(), maps);
       // Checked (once): both paths, per-partition multiset checksums compared.
       long t0 = System.nanoTime();
-      Map<Integer, LineitemGen.Checksum> gpu = collect(gpuPath(mapIds, seed, rows, parts));
+      JavaRDD<LineitemGen.Checksum> gpuSums = gpuPath(mapIds, seed, rows, parts);
+      Map<Integer, LineitemGen.Checksum> gpu = collect(gpuSums);
       long t1 = System.nanoTime();
-      Map<Integer, LineitemGen.Checksum> host = collect(hostPath(mapIds, seed, rows, parts));
+      JavaRDD<LineitemGen.Checksum> hostSums = hostPath(mapIds, seed, rows, parts);
+      Map<Integer, LineitemGen.Checksum> host = collect(hostSums);
       long t2 = System.nanoTime();
+      cleanShuffles(sc, gpuSums.rdd());
+      cleanShuffles(sc, hostSums.rdd());
       if (!gpu.equals(host)) {
         throw new IllegalStateException("GPU and host paths disagree: GPU " + gpu + " host " + host);
       }
@@ -188,7 +193,7 @@ public final class GpuShuffleJob {
         long t3 = System.nanoTime();
         long base = baseline(mapIds, seed, rows);
         long t4 = System.nanoTime();
-        List<DataPathReport.Read> reads = SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts,
+        JavaRDD<DataPathReport.Read> timed = SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts,
             LineitemGen.WIDTHS).mapPartitions(it -> {
               long n = 0;
               while (it.hasNext()) {
@@ -196,14 +201,18 @@ public final class GpuShuffleJob {
               }
               return List.of(DataPathReport.Read.of(TaskContext.getPartitionId(), SparkEnv.get().executorId(), n,
                   SlipstreamGpuShuffle.taskReadStats())).iterator();
-            }).collect();
+            });
+        List<DataPathReport.Read> reads = timed.collect();
         long t5 = System.nanoTime();
+        cleanShuffles(sc, timed.rdd());
         long gpuRows = reads.stream().mapToLong(DataPathReport.Read::rows).sum();
         long hostRows = total;
         long t6 = t5;
         if (rep == 1 && hostTimed) {
-          hostRows = hostRecords(mapIds, seed, rows).partitionBy(new KeyPartitioner(parts)).count();
+          JavaPairRDD<Long, byte[]> hostShuffled = hostRecords(mapIds, seed, rows).partitionBy(new KeyPartitioner(parts));
+          hostRows = hostShuffled.count();
           t6 = System.nanoTime();
+          cleanShuffles(sc, hostShuffled.rdd());
         }
         if (base != total || gpuRows != total || hostRows != total) {
           throw new IllegalStateException("rows: uploaded " + base + ", GPU " + gpuRows + ", host " + hostRows
@@ -275,6 +284,29 @@ public final class GpuShuffleJob {
     System.out.printf("lose-executor: executor %s halted during the reduce stage; the job recovered in %.3f s with"
         + " checksums of %d partitions equal to the host path's; failed tasks by stage and reason: %s%n", victim, s,
         got.size(), failures);
+  }
+
+  /**
+   * Frees the map outputs of every shuffle {@code rdd} depends on, now and waiting for the executors
+   * (Spark's ContextCleaner frees them only once the driver's GC has collected the shuffle's
+   * dependency, which a driver that allocates little may not do for many repetitions: the device
+   * map-output store then fills, and a map task fails naming its budgets).
+   */
+  private static void cleanShuffles(JavaSparkContext sc, org.apache.spark.rdd.RDD<?> rdd) {
+    java.util.Set<Integer> ids = new java.util.TreeSet<>();
+    shuffleIds(rdd, ids);
+    ids.forEach(id -> sc.sc().cleaner().get().doCleanupShuffle(id, true));
+  }
+
+  private static void shuffleIds(org.apache.spark.rdd.RDD<?> rdd, java.util.Set<Integer> out) {
+    scala.collection.Iterator<org.apache.spark.Dependency<?>> it = rdd.dependencies().iterator();
+    while (it.hasNext()) {
+      org.apache.spark.Dependency<?> d = it.next();
+      if (d instanceof org.apache.spark.ShuffleDependency<?, ?, ?> sd) {
+        out.add(sd.shuffleId());
+      }
+      shuffleIds(d.rdd(), out);
+    }
   }
 
   /** Bytes over the time a shuffle job took beyond the upload-only job, or why there is no figure. */

@@ -138,8 +138,9 @@ public final class DeviceBlockServer implements AutoCloseable {
 
   /**
    * What serving a started request came to: {@code error} null and the block bytes pushed, or the
-   * reason it was refused or failed. Called exactly once, on the server's completion thread (or on
-   * the thread that closes the server); it must not wait on other requests.
+   * reason it was refused or failed. Called exactly once: on the server's completion thread, or, when
+   * the launch itself fails or the server closes first, on the thread that launched it or closed the
+   * server; it must not wait on other requests.
    */
   @FunctionalInterface
   public interface Served {
