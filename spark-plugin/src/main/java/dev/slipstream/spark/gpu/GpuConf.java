@@ -37,9 +37,8 @@ public final class GpuConf {
   public static final ConfigEntry<Integer> SERVE_THREADS = ConfigEntry.integer("spark.slipstream.gpu.serve.threads",
       "4", 0, 64,
       "Threads that start peers' device write requests on one executor (checks, pins, kernel launch; none waits for"
-          + " a push: one completion thread per executor watches them all; an idle one polls for 2 ms before it"
-          + " parks); 0 starts each on the transport thread it arrived on (requests from one peer then start one"
-          + " after another).");
+          + " a push: one completion thread per executor watches them all); 0 starts each on the transport thread it"
+          + " arrived on (requests from one peer then start one after another).");
   public static final ConfigEntry<Long> REQUEST_MIN_BYTES = ConfigEntry.size("spark.slipstream.gpu.request.minBytes",
       "4m",
       "A reduce task splits the blocks it reads from one holder into up to spark.slipstream.gpu.serve.inFlight device"
