@@ -27,6 +27,19 @@ public final class TcpConfig {
       "Event-loop threads of one tcp transport (serving inbound and outbound connections); "
           + "0 means min(4, available processors).");
 
+  public static final ConfigEntry<String> IO_MODE = ConfigEntry.choice(
+      "spark.slipstream.tcp.ioMode", "nio", java.util.List.of("nio", "epoll", "auto"),
+      "Netty transport of the tcp event loops: nio (Java NIO selectors, everywhere), epoll (Netty's native epoll"
+          + " transport, Linux only; fails at start with the reason where it cannot load), auto (epoll where it"
+          + " loads, else nio).");
+
+  public static final ConfigEntry<Duration> BUSY_POLL = ConfigEntry.duration(
+      "spark.slipstream.tcp.busyPoll", "0",
+      "How long an epoll event loop keeps polling without blocking after its last event or task (0: it blocks"
+          + " at once, as Netty does). A message or write that comes meanwhile is picked up without waking a"
+          + " sleeping thread, at the price of a busy core per event loop for that long after each burst. Needs"
+          + " spark.slipstream.tcp.ioMode=epoll or auto (with auto on a machine without epoll it is not applied).");
+
   /** Frames must leave room for a useful payload after the largest fixed header. */
   static final long MIN_FRAME_BYTES = 1024;
   static final long MAX_MAX_FRAME_BYTES = 1L << 30;
@@ -35,6 +48,8 @@ public final class TcpConfig {
   private final int maxFrameBytes;
   private final Duration connectTimeout;
   private final int ioThreads;
+  private final String ioMode;
+  private final Duration busyPoll;
 
   public TcpConfig(ConfigSource source) {
     port = PORT.get(source);
@@ -47,6 +62,12 @@ public final class TcpConfig {
         source, CONNECT_TIMEOUT, connectTimeout.toMillis() + "ms", "between 1ms and " + Integer.MAX_VALUE + "ms");
     int threads = IO_THREADS.get(source);
     ioThreads = threads > 0 ? threads : Math.min(4, Runtime.getRuntime().availableProcessors());
+    ioMode = IO_MODE.get(source);
+    busyPoll = BUSY_POLL.get(source);
+    require(busyPoll.isZero() || !ioMode.equals("nio"), source, BUSY_POLL, busyPoll.toNanos() / 1000 + "us",
+        "0 with " + IO_MODE.key() + "=nio (busy polling needs the epoll event loops: set " + IO_MODE.key()
+        + "=epoll or auto)");
+    require(busyPoll.toMillis() <= 1000, source, BUSY_POLL, busyPoll.toMillis() + "ms", "at most 1s");
   }
 
   private static void require(boolean ok, ConfigSource source, ConfigEntry<?> e, String parsed, String expected) {
@@ -72,9 +93,20 @@ public final class TcpConfig {
     return ioThreads;
   }
 
+  /** How long an epoll event loop polls without blocking after its last event or task; zero: off. */
+  public Duration busyPoll() {
+    return busyPoll;
+  }
+
+  /** nio, epoll or auto. */
+  public String ioMode() {
+    return ioMode;
+  }
+
   @Override
   public String toString() {
     return "TcpConfig(port=" + port + ", maxFrameBytes=" + maxFrameBytes + ", connectTimeout="
-        + connectTimeout.toMillis() + "ms, ioThreads=" + ioThreads + ")";
+        + connectTimeout.toMillis() + "ms, ioThreads=" + ioThreads + ", ioMode=" + ioMode
+        + (busyPoll.isZero() ? "" : ", busyPoll=" + busyPoll.toNanos() / 1000 + "us") + ")";
   }
 }

@@ -18,10 +18,7 @@ import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.nio.NioEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
-import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.util.concurrent.DefaultThreadFactory;
 import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.concurrent.Future;
@@ -66,6 +63,8 @@ final class TcpTransport implements Transport {
   private final Set<Channel> inbound = ConcurrentHashMap.newKeySet();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final EventLoopGroup group;
+  /** The event loops' kind: nio or epoll. */
+  private final String io;
   private final Bootstrap clientTemplate;
   private final Channel server;
   private final EndpointDescriptor endpoint;
@@ -73,18 +72,19 @@ final class TcpTransport implements Transport {
   private final TcpAuth auth;
   private volatile MessageHandler handler;
 
-  @SuppressWarnings("deprecation") // NioEventLoopGroup: deprecated in Netty 4.2, the one NIO group 4.1 has
   TcpTransport(TransportContext context, TcpConfig config) throws TransportException {
     this.config = config;
     this.auth = context.secret().map(secret -> new TcpAuth(secret, config.connectTimeout())).orElse(null);
-    this.group = new NioEventLoopGroup(config.ioThreads(),
+    TcpIo.Loops loops = TcpIo.open(config.ioMode(), config.ioThreads(), config.busyPoll().toNanos(),
         new DefaultThreadFactory("slipstream-tcp-" + context.processName(), true));
-    this.clientTemplate = new Bootstrap().group(group).channel(NioSocketChannel.class)
+    this.io = loops.name();
+    this.group = loops.group();
+    this.clientTemplate = new Bootstrap().group(group).channel(loops.channel())
         .option(ChannelOption.TCP_NODELAY, true)
         .option(ChannelOption.SO_KEEPALIVE, true)
         .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) config.connectTimeout().toMillis());
     String host = context.advertisedHost();
-    ServerBootstrap sb = new ServerBootstrap().group(group).channel(NioServerSocketChannel.class)
+    ServerBootstrap sb = new ServerBootstrap().group(group).channel(loops.serverChannel())
         .childOption(ChannelOption.TCP_NODELAY, true)
         .childOption(ChannelOption.SO_KEEPALIVE, true)
         // Half-closure lets the receiver still answer a sender that shut its output mid-frame.
@@ -108,7 +108,7 @@ final class TcpTransport implements Transport {
     this.server = bound.channel();
     int port = ((InetSocketAddress) server.localAddress()).getPort();
     this.endpoint = new EndpointDescriptor(TcpTransportProvider.NAME, new TcpAddress(host, port).toString(), null);
-    LOG.info("tcp transport listening at {} ({}, {})", endpoint, config,
+    LOG.info("tcp transport listening at {} ({}, event loops: {}, {})", endpoint, config, io,
         auth == null ? "unauthenticated" : "connections authenticated with the shared secret");
   }
 

@@ -29,6 +29,25 @@ class TcpConfigTest {
     assertEquals(4 << 20, c.maxFrameBytes());
     assertEquals(Duration.ofSeconds(10), c.connectTimeout());
     assertEquals(Math.min(4, Runtime.getRuntime().availableProcessors()), c.ioThreads());
+    assertEquals("nio", c.ioMode());
+    assertEquals(Duration.ZERO, c.busyPoll());
+  }
+
+  @Test
+  void ioModesAndBusyPollingParseAndBusyPollingNeedsEpoll() {
+    assertEquals("epoll", config("spark.slipstream.tcp.ioMode", "epoll").ioMode());
+    assertEquals("auto", config("spark.slipstream.tcp.ioMode", "auto").ioMode());
+    TcpConfig c = new TcpConfig(ConfigSource.of(Map.of("spark.slipstream.tcp.ioMode", "epoll",
+        "spark.slipstream.tcp.busyPoll", "3ms")));
+    assertEquals(Duration.ofMillis(3), c.busyPoll());
+    assertRejected("spark.slipstream.tcp.ioMode", "kqueue", "nio");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> config("spark.slipstream.tcp.busyPoll", "2ms"));
+    assertTrue(e.getMessage().contains("spark.slipstream.tcp.busyPoll") && e.getMessage().contains("2ms")
+        && e.getMessage().contains("spark.slipstream.tcp.ioMode=epoll or auto"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> new TcpConfig(ConfigSource.of(Map.of(
+        "spark.slipstream.tcp.ioMode", "auto", "spark.slipstream.tcp.busyPoll", "2s"))));
+    assertTrue(e.getMessage().contains("2s") && e.getMessage().contains("at most 1s"), e.getMessage());
   }
 
   @Test
