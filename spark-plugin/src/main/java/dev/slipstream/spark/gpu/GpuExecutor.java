@@ -120,14 +120,6 @@ public final class GpuExecutor implements AutoCloseable {
   }
 
   /**
-   * Serves a peer's device write request, filling {@code marks} ({@link DeviceBlockServer#MARKS}) as
-   * it goes; throws with the reason when refused.
-   */
-  public long serve(DeviceWriteRequest request, long timeoutMs, long[] marks) throws TransportException {
-    return server.serve(request, timeoutMs, marks);
-  }
-
-  /**
    * Starts serving a peer's device write request up to the kernel launch on the calling thread
    * ({@link DeviceBlockServer#start}); {@code done} gets the outcome. Throws with the reason when refused.
    */
