@@ -174,15 +174,7 @@ public final class PushKernel implements AutoCloseable {
     public SlipStatus[] push(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads,
         long timeoutMs) {
       start(qs, queues, items, batch, threads);
-      // Poll rather than block: a proxy push waits on the native executor thread, which a blocked
-      // synchronous CUDA call in another thread was seen to hold off (native/README.md).
-      long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
-      while (!finished()) {
-        if (System.nanoTime() - deadline > 0) {
-          throw new GpuException(SlipStatus.SLIP_ERR_TIMEOUT, "push_kernel still running after " + timeoutMs + " ms");
-        }
-        Thread.onSpinWait();
-      }
+      await(this::finished, timeoutMs, "push_kernel");
       return statuses();
     }
 
@@ -240,10 +232,7 @@ public final class PushKernel implements AutoCloseable {
           Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {base}),
           Pointer.to(new long[] {base + itemsAt}), Pointer.to(new long[] {base + startsAt}),
           Pointer.to(new int[] {batch}), Pointer.to(new long[] {base + statusAt}));
-      ensureOpen();
-      CudaDriver.check(JCudaDriver.cuLaunchKernel(push, n, 1, 1, threads, 1, 1, 0, stream.handle(), p, null),
-          "cuLaunchKernel(push_kernel, " + n + " x " + threads + ")");
-      launched = System.nanoTime();
+      launched = launchOn(stream.handle(), push, n, threads, p, "push_kernel");
       ended = 0;
       statusOffset = statusAt;
       queuesLaunched = n;
@@ -259,11 +248,9 @@ public final class PushKernel implements AutoCloseable {
         return true;
       }
       ctx.makeCurrent();
-      int r = JCudaDriver.cuStreamQuery(stream.handle());
-      if (r == CUresult.CUDA_ERROR_NOT_READY) {
+      if (!idle(stream.handle(), "push_kernel")) {
         return false;
       }
-      CudaDriver.check(r, "push_kernel (cuStreamQuery)");
       ended = System.nanoTime();
       running = false;
       return true;
@@ -337,31 +324,41 @@ public final class PushKernel implements AutoCloseable {
           Pointer.to(new long[] {signals}), Pointer.to(new long[] {dExpected.address()}), Pointer.to(new int[] {n}),
           Pointer.to(new long[] {timeoutNs}), Pointer.to(new long[] {dResult.address()}));
       synchronized (own) {
-        launch(own.stream.handle(), waitSignals, (n + 127) / 128, 128, args, timeoutMs, "wait_signals_kernel");
+        CUstream st = own.stream.handle();
+        launchOn(st, waitSignals, (n + 127) / 128, 128, args, "wait_signals_kernel");
+        await(() -> idle(st, "wait_signals_kernel"), timeoutMs, "wait_signals_kernel");
       }
       return statuses(dResult.read(0, 4 * n));
     }
   }
 
-  /** Launches and polls until the kernel ended; returns {@link System#nanoTime()} right after the launch call. */
-  private long launch(CUstream stream, CUfunction f, int blocks, int threads, Pointer args, long timeoutMs,
-      String name) {
+  /** Launches {@code f} on {@code stream}; returns {@link System#nanoTime()} right after the launch call. */
+  private long launchOn(CUstream stream, CUfunction f, int blocks, int threads, Pointer args, String name) {
     ensureOpen();
     ctx.makeCurrent();
     CudaDriver.check(JCudaDriver.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, args, null),
         "cuLaunchKernel(" + name + ", " + blocks + " x " + threads + ")");
-    long launched = System.nanoTime();
-    // Poll rather than block: a proxy push waits on the native executor thread, which a blocked
-    // synchronous CUDA call in another thread was seen to hold off (native/README.md).
+    return System.nanoTime();
+  }
+
+  /** Whether {@code stream} has no work left (one {@code cuStreamQuery}); throws on its CUDA error. */
+  private static boolean idle(CUstream stream, String name) {
+    int r = JCudaDriver.cuStreamQuery(stream);
+    if (r == CUresult.CUDA_ERROR_NOT_READY) {
+      return false;
+    }
+    CudaDriver.check(r, name + " (cuStreamQuery)");
+    return true;
+  }
+
+  /**
+   * Polls until {@code ended} is true, or throws SLIP_ERR_TIMEOUT after {@code timeoutMs}. Polls rather
+   * than blocks: a proxy push waits on the native executor thread, which a blocked synchronous CUDA
+   * call in another thread was seen to hold off (native/README.md).
+   */
+  private static void await(java.util.function.BooleanSupplier ended, long timeoutMs, String name) {
     long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
-    for (;;) {
-      int r = JCudaDriver.cuStreamQuery(stream);
-      if (r == CUresult.CUDA_SUCCESS) {
-        return launched;
-      }
-      if (r != CUresult.CUDA_ERROR_NOT_READY) {
-        CudaDriver.check(r, name + " (cuStreamQuery)");
-      }
+    while (!ended.getAsBoolean()) {
       if (System.nanoTime() - deadline > 0) {
         throw new GpuException(SlipStatus.SLIP_ERR_TIMEOUT, name + " still running after " + timeoutMs + " ms");
       }
