@@ -238,26 +238,42 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     boolean done = false;
     try {
       while (!pending.isEmpty() || !flying.isEmpty()) {
-        DeviceLanding.Fetch f = null;
-        Chunk c = pending.peekFirst();
         long start = System.nanoTime();
-        if (c != null && flying.size() < maxInFlight) {
-          f = prepare(gpu, c, widths, true);
-          if (f == null && flying.isEmpty()) {
+        List<Chunk> next = new ArrayList<>();
+        List<DeviceLanding.Fetch> fs = List.of();
+        if (!pending.isEmpty() && flying.size() < maxInFlight) {
+          // Every request that may go now is laid out first, with one signal reset for all, then
+          // they are sent back to back: the last one leaves without waiting behind the others' resets.
+          for (Chunk c : pending) {
+            if (next.size() == maxInFlight - flying.size()) {
+              break;
+            }
+            next.add(c);
+          }
+          fs = prepareAll(gpu, next, widths);
+          if (fs.isEmpty() && flying.isEmpty()) {
             copyOutHeld(gpu, widths, out); // free this task's own ranges before waiting for other tasks'
-            f = prepare(gpu, c, widths, false);
+            fs = List.of(prepare(gpu, next.get(0), widths));
           }
         }
-        if (f != null) {
-          pending.pollFirst();
-          long now = System.nanoTime();
-          if (firstSent == 0) {
-            firstSent = now;
+        if (!fs.isEmpty()) {
+          for (int i = 0; i < fs.size(); i++) {
+            Chunk c = pending.pollFirst();
+            DeviceLanding.Fetch f = fs.get(i);
+            long now = System.nanoTime();
+            if (firstSent == 0) {
+              firstSent = now;
+            }
+            CompletableFuture<RpcMessages.DeviceWriteResult> answer;
+            try {
+              answer = runtime.sendDeviceWriteAsync(c.holder(), f.request().encode());
+            } catch (RuntimeException e) {
+              fs.subList(i, fs.size()).forEach(DeviceLanding.Fetch::close); // not sent: nothing can land there
+              throw e;
+            }
+            flying.addLast(new InFlight(c, f, answer, start, now));
+            f.begin(); // its signal is watched from now on
           }
-          CompletableFuture<RpcMessages.DeviceWriteResult> answer =
-              runtime.sendDeviceWriteAsync(c.holder(), f.request().encode());
-          flying.addLast(new InFlight(c, f, answer, start, now));
-          f.begin(); // its signal is watched from now on
           peakInFlight = Math.max(peakInFlight, flying.size());
         } else {
           List<DeviceBatch> views = land(flying.peekFirst());
@@ -272,22 +288,37 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
   }
 
-  /** Landing space for chunk {@code c}; null when {@code orNull} and there is none free now. */
-  private DeviceLanding.Fetch prepare(GpuExecutor gpu, Chunk c, int[] widths, boolean orNull) {
-    List<DeviceLanding.Want> wants = new ArrayList<>(c.blocks().size());
-    for (MapBlock b : c.blocks()) {
-      wants.add(new DeviceLanding.Want(b.id().mapId(), b.id().reduceId(), b.size()));
+  /** Landing space for the first of {@code chunks} that fit now, their signals reset together; possibly none. */
+  private List<DeviceLanding.Fetch> prepareAll(GpuExecutor gpu, List<Chunk> chunks, int[] widths) {
+    List<List<DeviceLanding.Want>> all = new ArrayList<>(chunks.size());
+    for (Chunk c : chunks) {
+      all.add(wants(c));
     }
     try {
-      if (orNull) {
-        return gpu.landing().tryPrepare(handle.shuffleId(), widths, wants);
-      }
+      return gpu.landing().tryPrepareAll(handle.shuffleId(), widths, all);
+    } catch (TransportException e) {
+      throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": device write request to executor "
+          + chunks.get(0).holder() + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** Landing space for chunk {@code c}, waiting for other tasks to release some up to the fetch deadline. */
+  private DeviceLanding.Fetch prepare(GpuExecutor gpu, Chunk c, int[] widths) {
+    try {
       long deadline = System.nanoTime() + runtime.node().config().fetchTimeout().toNanos();
-      return gpu.landing().prepare(handle.shuffleId(), widths, wants, deadline); // waits for other tasks' space
+      return gpu.landing().prepare(handle.shuffleId(), widths, wants(c), deadline);
     } catch (TransportException e) {
       throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": device write request to executor "
           + c.holder() + ": " + e.getMessage(), e);
     }
+  }
+
+  private static List<DeviceLanding.Want> wants(Chunk c) {
+    List<DeviceLanding.Want> wants = new ArrayList<>(c.blocks().size());
+    for (MapBlock b : c.blocks()) {
+      wants.add(new DeviceLanding.Want(b.id().mapId(), b.id().reduceId(), b.size()));
+    }
+    return wants;
   }
 
   /**

@@ -94,6 +94,13 @@ final class CudaDriver {
     }
   }
 
+  /** Pinned host memory of {@code bytes} (cuMemAllocHost), for {@code what}; free it with cuMemFreeHost. */
+  static Pointer allocHost(long bytes, String what) {
+    Pointer p = new Pointer();
+    check(JCudaDriver.cuMemAllocHost(p, bytes), "cuMemAllocHost(" + bytes + " bytes, " + what + ")");
+    return p;
+  }
+
   static void fill(long address, byte value, long len) {
     check(JCudaDriver.cuMemsetD8(at(address), value, len), "cuMemsetD8");
   }

@@ -145,7 +145,11 @@ public final class PushKernel implements AutoCloseable {
   /**
    * A stream of its own with argument buffers kept between launches: pushes on different launchers
    * run concurrently, and a launch allocates nothing once its buffer is large enough (a
-   * {@code cuMemFree} per launch would also wait for every other stream).
+   * {@code cuMemFree} per launch would also wait for every other stream). What a push needs from the
+   * host ({@link #write}s, the arguments) is staged in pinned host memory of the launcher's own and
+   * copied with asynchronous copies on its stream (a copy from pageable memory is staged by the
+   * driver and returns only after it), and the statuses come back the same way, copied after the
+   * kernel on its stream: once the stream is idle they are in host memory.
    *
    * <p>Threading: one push at a time (callers serialise, and hand it between threads with a
    * happens-before edge). Ownership: close it before the module.
@@ -153,11 +157,20 @@ public final class PushKernel implements AutoCloseable {
   public final class Launcher implements AutoCloseable {
     private final GpuStream stream;
     private DeviceBuffer args;
+    /** Pinned host staging: the current push's writes and arguments from offset 0, then its statuses. */
+    private Pointer pinned;
+    private long pinnedBytes;
+    /** Bytes of {@link #pinned} staged since the last launch (their copies may still be in flight until it ends). */
+    private long staged;
+    private long statusHost;
+    /** {@link #pinned} as a buffer, for reading the statuses' copy. */
+    private ByteBuffer pinnedView;
+    /** When {@link #finished} last asked the driver. */
+    private long queried;
     private boolean open;
     private long launched;
     private long ended;
     private boolean running;
-    private int statusOffset;
     private int queuesLaunched;
 
     private Launcher() {
@@ -214,7 +227,7 @@ public final class PushKernel implements AutoCloseable {
       }
       a.putInt(startsAt + 4 * n, total);
       for (int q = 0; q < n; q++) {
-        a.putInt(statusAt + 4 * q, -1); // 0xffffffff: not written by the kernel
+        a.putInt(statusAt + 4 * q, NOT_WRITTEN); // not written by the kernel
       }
       if (args == null || args.length() < a.capacity()) {
         if (args != null) {
@@ -223,29 +236,47 @@ public final class PushKernel implements AutoCloseable {
         }
         args = ctx.allocate(Math.max(4096, Integer.highestOneBit(a.capacity() - 1) * 2L));
       }
-      // Stream-ordered: a plain copy from pageable memory may return before its DMA is done, and
-      // the kernel runs on a non-blocking stream that would not wait for it.
-      ctx.makeCurrent();
-      CudaDriver.copyToDeviceAsync(args.address(), a.array(), 0, a.capacity(), stream.handle());
+      // Stream-ordered, from pinned staging: the kernel runs on a non-blocking stream that would not
+      // wait for a copy on another.
+      stage(args.address(), a.array());
+      long statusAt16 = reserve(4L * n);
       long base = args.address();
       Pointer p = Pointer.to(
           Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {base}),
           Pointer.to(new long[] {base + itemsAt}), Pointer.to(new long[] {base + startsAt}),
           Pointer.to(new int[] {batch}), Pointer.to(new long[] {base + statusAt}));
       launched = launchOn(stream.handle(), push, n, threads, p, "push_kernel");
+      statusHost = statusAt16;
+      for (int q = 0; q < n; q++) {
+        pinnedView.putInt((int) statusHost + 4 * q, NOT_WRITTEN);
+      }
+      queried = launched;
+      // The statuses follow the kernel on its stream into pinned memory: read once the stream is idle.
+      CudaDriver.check(JCudaDriver.cuMemcpyDtoHAsync(pinned.withByteOffset(statusHost), CudaDriver.at(base + statusAt),
+          4L * n, stream.handle()), "cuMemcpyDtoHAsync(push statuses)");
+      staged = 0; // the next push stages only after this one ended, when these copies are done
       ended = 0;
-      statusOffset = statusAt;
       queuesLaunched = n;
       running = true;
     }
 
     /**
-     * Whether the push {@link #start}ed last has ended (one {@code cuStreamQuery}; the first true
-     * sets {@link #endedNanos}); throws on a CUDA error of the stream.
+     * Whether the push {@link #start}ed last has ended (the first true sets {@link #endedNanos});
+     * throws on a CUDA error of the stream. Reads the statuses' pinned copy, the stream's last
+     * work, which every queue's status fills once the kernel ended: no driver call until then but
+     * one {@code cuStreamQuery} every {@value #QUERY_EVERY_NANOS} ns, which reports a failed kernel
+     * (its copy never comes). Once they are all there, one {@code cuStreamQuery} confirms the end.
      */
     public boolean finished() {
       if (!running) {
         return true;
+      }
+      long now = System.nanoTime();
+      if (!statusesLanded()) {
+        if (now - queried < QUERY_EVERY_NANOS) {
+          return false;
+        }
+        queried = now;
       }
       ctx.makeCurrent();
       if (!idle(stream.handle(), "push_kernel")) {
@@ -256,12 +287,28 @@ public final class PushKernel implements AutoCloseable {
       return true;
     }
 
-    /** Each queue's status of the push that {@link #finished}: one copy back. */
+    /** Whether every status word of the running push has its copy (none holds the preset "not written" any more). */
+    private boolean statusesLanded() {
+      ByteBuffer b = pinnedView;
+      for (int q = 0; q < queuesLaunched; q++) {
+        if ((int) INT_LE.getAcquire(b, (int) statusHost + 4 * q) == NOT_WRITTEN) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    /** Each queue's status of the push that {@link #finished} (copied back after its kernel, on its stream). */
     public SlipStatus[] statuses() {
       if (running) {
         throw new IllegalStateException("push launcher: statuses asked before the push finished");
       }
-      return PushKernel.statuses(args.read(statusOffset, 4 * queuesLaunched));
+      if (queuesLaunched == 0) {
+        throw new IllegalStateException("push launcher: statuses asked before any push");
+      }
+      byte[] raw = new byte[4 * queuesLaunched];
+      pinned.getByteBuffer(statusHost, raw.length).get(raw);
+      return PushKernel.statuses(raw);
     }
 
     /** {@link System#nanoTime()} when the last push's launch call returned, and when its end was seen. */
@@ -273,13 +320,52 @@ public final class PushKernel implements AutoCloseable {
       return ended;
     }
 
-    /** Copies {@code src} to device address {@code address}, ordered before this launcher's next push. */
+    /**
+     * Copies {@code src} to device address {@code address}, ordered before this launcher's next push
+     * (staged in pinned memory at once: {@code src} may change after the call).
+     */
     public void write(long address, byte[] src) {
       if (!open) {
         throw new IllegalStateException("push launcher is closed");
       }
+      if (running) {
+        throw new IllegalStateException("push launcher: write before the last push finished");
+      }
+      stage(address, src);
+    }
+
+    /** Stages {@code src} in pinned memory and copies it to {@code address} on the stream. */
+    private void stage(long address, byte[] src) {
+      long at = reserve(src.length);
+      pinned.getByteBuffer(at, src.length).put(src);
+      CudaDriver.check(JCudaDriver.cuMemcpyHtoDAsync(CudaDriver.at(address), pinned.withByteOffset(at), src.length,
+          stream.handle()), "cuMemcpyHtoDAsync(" + src.length + " bytes, pinned)");
+    }
+
+    /**
+     * Reserves {@code len} bytes (16-aligned) of pinned staging for the current push. Growing it
+     * first waits for the stream, whose copies may still read the old buffer.
+     */
+    private long reserve(long len) {
       ctx.makeCurrent();
-      CudaDriver.copyToDeviceAsync(address, src, 0, src.length, stream.handle());
+      long need = staged + ((len + 15) & ~15L);
+      if (pinned == null || need > pinnedBytes) {
+        long want = Math.max(64 << 10, Long.highestOneBit(Math.max(1, need - 1)) * 2);
+        if (pinned != null) {
+          CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "push staging (cuStreamSynchronize)");
+          JCudaDriver.cuMemFreeHost(pinned);
+          pinned = null;
+          // Earlier copies of this push were done from the old buffer, and are done now: they keep their data.
+        }
+        pinned = CudaDriver.allocHost(want, "push staging");
+        pinnedView = pinned.getByteBuffer(0, want).order(ByteOrder.LITTLE_ENDIAN);
+        pinnedBytes = want;
+        staged = 0;
+        need = (len + 15) & ~15L;
+      }
+      long at = staged;
+      staged = need;
+      return at;
     }
 
     @Override
@@ -290,6 +376,12 @@ public final class PushKernel implements AutoCloseable {
         if (args != null) {
           args.close();
         }
+        if (pinned != null) {
+          ctx.makeCurrent();
+          JCudaDriver.cuMemFreeHost(pinned);
+          pinned = null;
+          pinnedView = null;
+        }
       }
     }
   }
@@ -298,6 +390,13 @@ public final class PushKernel implements AutoCloseable {
   public Launcher launcher() {
     return new Launcher();
   }
+
+  /** The statuses' preset: no {@code slip_status} has this value. */
+  private static final int NOT_WRITTEN = -1;
+  /** How often {@link Launcher#finished} asks the driver while the statuses have not come. */
+  static final long QUERY_EVERY_NANOS = 100_000;
+  private static final java.lang.invoke.VarHandle INT_LE =
+      java.lang.invoke.MethodHandles.byteBufferViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
 
   private static int align16(int n) {
     return (n + 15) & ~15;

@@ -168,11 +168,10 @@ public final class SignalWatcher implements AutoCloseable {
   }
 
   /**
-   * Sets the word at device address {@code signal} to 0 and returns once that is done on the device
-   * (a plain copy from pageable memory may return before its DMA is), so a writer told afterwards
-   * adds to a reset word.
+   * Sets the 8-byte words at device addresses {@code signals} to 0 and returns once that is done on
+   * the device (one synchronisation for all of them), so a writer told afterwards adds to a reset word.
    */
-  public void reset(long signal) {
+  public void reset(long... signals) {
     if (!open) {
       throw new IllegalStateException("signal watcher is closed");
     }
@@ -180,8 +179,17 @@ public final class SignalWatcher implements AutoCloseable {
       throw new IllegalStateException("signal watcher: reset while it waits for the word at 0x"
           + Long.toHexString(this.signal));
     }
+    for (long s : signals) {
+      if (s == 0 || (s & 7) != 0) {
+        throw new IllegalArgumentException("signal reset: word at 0x" + Long.toHexString(s)
+            + ", expected a non-null 8-byte aligned device address");
+      }
+    }
     ctx.makeCurrent();
-    CudaDriver.copyToDeviceAsync(signal, new byte[8], 0, 8, stream.handle());
+    for (long s : signals) {
+      CudaDriver.check(JCudaDriver.cuMemsetD32Async(CudaDriver.at(s), 0, 2, stream.handle()),
+          "signal reset (cuMemsetD32Async)");
+    }
     CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "signal reset (cuStreamSynchronize)");
   }
 
@@ -219,9 +227,7 @@ public final class SignalWatcher implements AutoCloseable {
       JCudaDriver.cuMemFreeHost(host);
       host = null;
     }
-    Pointer p = new Pointer();
-    CudaDriver.check(JCudaDriver.cuMemAllocHost(p, want), "cuMemAllocHost(" + want + " bytes)");
-    host = p;
+    host = CudaDriver.allocHost(want, "signal watch");
     hostBytes = want;
   }
 

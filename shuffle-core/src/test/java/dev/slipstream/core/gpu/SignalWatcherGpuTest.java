@@ -114,4 +114,25 @@ class SignalWatcherGpuTest {
       }
     }
   }
+
+  @Test
+  void aResetOfSeveralWordsZeroesEachAndNothingBeside() throws Exception {
+    GpuTestSupport.assumeGpu();
+    try (GpuContext ctx = GpuContext.open(0)) {
+      try (DeviceBuffer buf = ctx.allocate(64); SignalWatcher w = SignalWatcher.create(ctx)) {
+        buf.fill((byte) 0x5a);
+        w.reset(buf.address() + 8, buf.address() + 32, buf.address() + 48);
+        byte[] got = buf.read(0, 64);
+        for (int i = 0; i < 64; i++) {
+          boolean zeroed = (i >= 8 && i < 16) || (i >= 32 && i < 40) || (i >= 48 && i < 56);
+          assertEquals(zeroed ? 0 : 0x5a, got[i] & 0xff, "byte " + i);
+        }
+        long odd = buf.address() + 4;
+        assertEquals("signal reset: word at 0x" + Long.toHexString(odd) + ", expected a non-null 8-byte aligned"
+            + " device address", assertThrows(IllegalArgumentException.class,
+                () -> w.reset(buf.address() + 16, odd)).getMessage());
+        assertEquals(0x5a, buf.read(16, 1)[0] & 0xff, "a refused reset writes nothing");
+      }
+    }
+  }
 }

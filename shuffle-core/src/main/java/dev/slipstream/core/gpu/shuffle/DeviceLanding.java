@@ -109,6 +109,40 @@ public final class DeviceLanding implements AutoCloseable {
 
   private Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos, boolean orThrow)
       throws TransportException {
+    Fetch f = layOut(shuffleId, widths, wants, deadlineNanos, orThrow);
+    if (f != null) {
+      resetSignals(List.of(f));
+    }
+    return f;
+  }
+
+  /**
+   * As {@link #tryPrepare} for several requests at once, in order: reserves space for each while
+   * the region has a free range large enough (stopping at the first that has none), then resets all
+   * their signals with one device synchronisation, so a reader sending several requests to its
+   * holders pays for that once. Returns the requests prepared, possibly none.
+   */
+  public List<Fetch> tryPrepareAll(int shuffleId, int[] widths, List<List<Want>> requests) throws TransportException {
+    List<Fetch> out = new ArrayList<>(requests.size());
+    try {
+      for (List<Want> wants : requests) {
+        Fetch f = layOut(shuffleId, widths, wants, System.nanoTime(), false);
+        if (f == null) {
+          break;
+        }
+        out.add(f);
+      }
+      resetSignals(out);
+      return out;
+    } catch (RuntimeException | TransportException e) {
+      out.forEach(Fetch::close);
+      throw e;
+    }
+  }
+
+  /** Reserves and lays out one request (blocks, then table, then signal); its signal is not reset yet. */
+  private Fetch layOut(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos, boolean orThrow)
+      throws TransportException {
     long need = 0;
     for (Want w : wants) {
       if (w.capacity() < 0) {
@@ -139,18 +173,32 @@ public final class DeviceLanding implements AutoCloseable {
     }
     Fetch f = new Fetch(base, need);
     try {
-      SignalWatcher w = takeWatcher();
-      try {
-        w.reset(region.devicePointer() + base + signalAt);
-      } finally {
-        giveBack(w);
-      }
       f.request = new DeviceWriteRequest(id, shuffleId, descriptor(), base + tableAt, base + signalAt, widths, entries)
           .check();
       return f;
     } catch (RuntimeException | TransportException e) {
       f.close();
       throw e;
+    }
+  }
+
+  /** Zeroes the signal words of {@code fetches} and returns once the device has done so (one synchronisation). */
+  private void resetSignals(List<Fetch> fetches) {
+    if (fetches.isEmpty()) {
+      return;
+    }
+    long[] signals = new long[fetches.size()];
+    for (int i = 0; i < signals.length; i++) {
+      signals[i] = region.devicePointer() + fetches.get(i).request.signalOffset();
+    }
+    SignalWatcher w = takeWatcher();
+    try {
+      w.reset(signals);
+    } catch (RuntimeException e) {
+      fetches.forEach(Fetch::close);
+      throw e;
+    } finally {
+      giveBack(w);
     }
   }
 

@@ -299,6 +299,34 @@ class DeviceShuffleGpuTest {
   }
 
   @Test
+  void requestsPreparedTogetherStopAtTheFirstThatDoesNotFitAndLandOnResetSignals() throws TransportException {
+    assumeGpu();
+    try (Rig r = new Rig(2)) {
+      r.pushAll(1, 2); // lands at offset 0 and leaves its signal word counted there
+      List<DeviceLanding.Want> first = new ArrayList<>();
+      List<byte[]> sections = expect(r.store, first, 1, 2);
+      List<DeviceLanding.Want> tooLarge = List.of(new DeviceLanding.Want(3, 0, r.landing.capacity()));
+      List<DeviceLanding.Want> third = new ArrayList<>();
+      expect(r.store, third, 3);
+      List<DeviceLanding.Fetch> fs = r.landing.tryPrepareAll(3, W, List.of(first, tooLarge, third));
+      try {
+        assertEquals(1, fs.size(), "the second does not fit the region, and the third is not laid out past it");
+        DeviceLanding.Fetch f = fs.get(0);
+        assertEquals(f.length(), r.landing.used());
+        r.server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
+        // Same layout at the same offset as the first push: without the reset the signal would count twice.
+        checkLanded(r.landing, f, sections, 1, 2);
+      } finally {
+        fs.forEach(DeviceLanding.Fetch::close);
+      }
+      assertEquals(0, r.landing.used());
+      assertEquals(List.of(), r.landing.tryPrepareAll(3, W, List.of(tooLarge, first)),
+          "nothing is laid out when the first does not fit");
+      assertEquals(0, r.landing.used());
+    }
+  }
+
+  @Test
   void requestsStartedBeyondTheBoundFromOneThreadWaitForALaneAndAllLandByteExact() throws Exception {
     assumeGpu();
     long[][] plans = {{1, 2}, {3}, {4, 5, 6}, {2}, {6, 1}, {5}, {3, 4}, {1}};
