@@ -59,8 +59,9 @@ final class ExecutorRuntime implements AutoCloseable {
   private final java.util.concurrent.CompletableFuture<Void> gpuSettled = new java.util.concurrent.CompletableFuture<>();
   /**
    * Starts peers' device write requests: spark.slipstream.gpu.serve.threads threads (none waits for
-   * a push); with 0, one thread for the requests that cannot start on the transport thread they
-   * arrived on (before the GPU is open, or reading map outputs spilled to host memory).
+   * a push; an idle one polls for spark.slipstream.gpu.serve.spin before it parks); with 0, one
+   * thread for the requests that cannot start on the transport thread they arrived on (before the
+   * GPU is open, or reading map outputs spilled to host memory). Made with the first request.
    */
   private final java.util.concurrent.ExecutorService deviceWriteThread;
   /** Waits for the driver's answers to this executor's reduce tasks' device write requests. */
@@ -83,11 +84,12 @@ final class ExecutorRuntime implements AutoCloseable {
         dev.slipstream.spark.gpu.SlipstreamGpuPlugin.class.getName())) {
       gpuSettled.complete(null);
     }
-    this.deviceWriteThread = java.util.concurrent.Executors.newFixedThreadPool(Math.max(1, conf.gpu().serveThreads()), r -> {
-      Thread t = new Thread(r, "slipstream-gpu-serve-" + executorId);
-      t.setDaemon(true);
-      return t;
-    });
+    this.deviceWriteThread = dev.slipstream.core.shuffle.SpinningPool.fixed(Math.max(1, conf.gpu().serveThreads()),
+        conf.gpu().serveSpin().toNanos(), r -> {
+          Thread t = new Thread(r, "slipstream-gpu-serve-" + executorId);
+          t.setDaemon(true);
+          return t;
+        });
     this.deviceFetchThreads = java.util.concurrent.Executors.newCachedThreadPool(r -> {
       Thread t = new Thread(r, "slipstream-gpu-fetch-" + executorId);
       t.setDaemon(true);

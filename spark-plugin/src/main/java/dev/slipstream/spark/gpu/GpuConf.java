@@ -39,6 +39,14 @@ public final class GpuConf {
       "Threads that start peers' device write requests on one executor (checks, pins, kernel launch; none waits for"
           + " a push: one completion thread per executor watches them all); 0 starts each on the transport thread it"
           + " arrived on (requests from one peer then start one after another).");
+  public static final ConfigEntry<java.time.Duration> SERVE_SPIN = ConfigEntry.duration(
+      "spark.slipstream.gpu.serve.spin", "0",
+      "How long an idle serving thread (spark.slipstream.gpu.serve.threads) keeps polling for the next device write"
+          + " request before it parks (0: it parks at once). A request handed over meanwhile starts within"
+          + " microseconds instead of waking a parked thread (50 to 150 us on a GPU host whose cores went idle); the"
+          + " price is up to serve.threads busy cores for that long after each request. Pair it with"
+          + " spark.slipstream.tcp.ioMode=epoll and spark.slipstream.tcp.busyPoll of the same length, longer than the"
+          + " gaps between a stage's reduce tasks (docs/gpu.md: 50ms); at most 1s.");
   public static final ConfigEntry<Long> REQUEST_MIN_BYTES = ConfigEntry.size("spark.slipstream.gpu.request.minBytes",
       "4m",
       "A reduce task splits the blocks it reads from one holder into up to spark.slipstream.gpu.serve.inFlight device"
@@ -65,6 +73,7 @@ public final class GpuConf {
   private final long hostSpillBytes;
   private final int serveInFlight;
   private final int serveThreads;
+  private final java.time.Duration serveSpin;
   private final long requestMinBytes;
   private final int pushBlocks;
   private final int pushThreads;
@@ -81,6 +90,10 @@ public final class GpuConf {
     this.hostSpillBytes = atLeast(HOST_SPILL_BYTES, HOST_SPILL_BYTES.get(source), 0);
     this.serveInFlight = SERVE_IN_FLIGHT.get(source);
     this.serveThreads = SERVE_THREADS.get(source);
+    this.serveSpin = SERVE_SPIN.get(source);
+    if (serveSpin.isNegative() || serveSpin.toMillis() > 1000) {
+      throw new IllegalArgumentException(SERVE_SPIN.key() + ": got " + serveSpin.toMillis() + "ms, expected 0 to 1s");
+    }
     this.requestMinBytes = atLeast(REQUEST_MIN_BYTES, REQUEST_MIN_BYTES.get(source), 1);
     this.pushBlocks = PUSH_BLOCKS.get(source);
     this.pushThreads = PUSH_THREADS.get(source);
@@ -108,6 +121,7 @@ public final class GpuConf {
   public int serveInFlight() { return serveInFlight; }
   /** Threads that start device write requests; 0: the transport thread each arrives on. */
   public int serveThreads() { return serveThreads; }
+  public java.time.Duration serveSpin() { return serveSpin; }
   public long requestMinBytes() { return requestMinBytes; }
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }

@@ -23,6 +23,8 @@ class GpuConfTest {
     assertEquals(1L << 30, c.mapOutputBytes());
     assertEquals(2L << 30, c.hostSpillBytes());
     assertEquals(4, c.serveInFlight());
+    assertEquals(java.time.Duration.ZERO, c.serveSpin());
+    assertEquals(java.time.Duration.ofMillis(50), conf(Map.of("spark.slipstream.gpu.serve.spin", "50ms")).serveSpin());
     assertTrue(c.requestsOverTransport());
     assertFalse(conf(Map.of("spark.slipstream.gpu.requestPath", "driver")).requestsOverTransport());
     assertEquals(16, conf(Map.of("spark.slipstream.gpu.serve.inFlight", "16")).serveInFlight());
@@ -43,6 +45,9 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.serve.inFlight: got '0', expected an integer in [1, 64]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.serve.inFlight", "0"))).getMessage());
+    assertEquals("spark.slipstream.gpu.serve.spin: got 2000ms, expected 0 to 1s",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.serve.spin", "2s"))).getMessage());
     assertEquals("spark.slipstream.gpu.resourceName: got an empty name, expected a Spark resource name such as 'gpu'",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.resourceName", " "))).getMessage());
