@@ -14,15 +14,20 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 class SpinningPoolTest {
-  @Test
-  void runsEveryTaskOnItsThreadsAndStopsPollingThreadsOnShutdownNow() throws Exception {
-    List<Thread> made = new CopyOnWriteArrayList<>();
-    ExecutorService pool = SpinningPool.fixed(2, TimeUnit.SECONDS.toNanos(30), r -> {
+  /** Daemon threads named spin-test, each added to {@code made}. */
+  private static ThreadFactory daemons(List<Thread> made) {
+    return r -> {
       Thread t = new Thread(r, "spin-test");
       t.setDaemon(true);
       made.add(t);
       return t;
-    });
+    };
+  }
+
+  @Test
+  void runsEveryTaskOnItsThreadsAndStopsPollingThreadsOnShutdownNow() throws Exception {
+    List<Thread> made = new CopyOnWriteArrayList<>();
+    ExecutorService pool = SpinningPool.fixed(2, TimeUnit.SECONDS.toNanos(30), daemons(made));
     AtomicInteger ran = new AtomicInteger();
     CountDownLatch all = new CountDownLatch(100);
     for (int i = 0; i < 100; i++) {
@@ -41,12 +46,7 @@ class SpinningPoolTest {
   @Test
   void aThreadPollsForItsSpinTimeThenParks() throws Exception {
     List<Thread> made = new CopyOnWriteArrayList<>();
-    ExecutorService pool = SpinningPool.fixed(1, TimeUnit.SECONDS.toNanos(1), r -> {
-      Thread t = new Thread(r, "spin-test");
-      t.setDaemon(true);
-      made.add(t);
-      return t;
-    });
+    ExecutorService pool = SpinningPool.fixed(1, TimeUnit.SECONDS.toNanos(1), daemons(made));
     try {
       CountDownLatch first = new CountDownLatch(1);
       pool.execute(first::countDown);
@@ -69,11 +69,7 @@ class SpinningPoolTest {
 
   @Test
   void tasksHandedToParkedThreadsInABurstAllRunAndShutdownLetsQueuedTasksFinish() throws Exception {
-    SpinningPool pool = SpinningPool.fixed(3, 0, r -> {
-      Thread t = new Thread(r, "spin-test");
-      t.setDaemon(true);
-      return t;
-    });
+    SpinningPool pool = SpinningPool.fixed(3, 0, daemons(new CopyOnWriteArrayList<>()));
     for (int round = 0; round < 200; round++) {
       CountDownLatch all = new CountDownLatch(5);
       for (int i = 0; i < 5; i++) {
@@ -103,12 +99,7 @@ class SpinningPoolTest {
   @Test
   void threadsAreMadeWithTheFirstTaskAndAPoolShutDownUnusedTakesNone() throws Exception {
     List<Thread> made = new CopyOnWriteArrayList<>();
-    ThreadFactory f = r -> {
-      Thread t = new Thread(r, "spin-test");
-      t.setDaemon(true);
-      made.add(t);
-      return t;
-    };
+    ThreadFactory f = daemons(made);
     SpinningPool unused = SpinningPool.fixed(4, 0, f);
     assertEquals(0, made.size(), "no thread before the first task");
     unused.shutdown();
