@@ -49,8 +49,11 @@ import scala.Tuple2;
  * job ends, so repetitions do not fill the executors' map-output stores.
  *
  * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
- * [--reps 3] [--tasks-per-gpu 1] [--request-path transport|driver] [--host-timed true|false]
- * [--conf spark.k=v,...] [--lose-executor false] [--discover PATH]}; {@code --host-timed false} leaves
+ * [--reps 3] [--warmup 0] [--tasks-per-gpu 1] [--request-path transport|driver] [--host-timed true|false]
+ * [--conf spark.k=v,...] [--lose-executor false] [--discover PATH]}; {@code --warmup W} runs W GPU
+ * shuffles of the same data before the timed repetitions and reports only their total time (the
+ * serving path of a long-running executor is compiled by the JIT's last tier; a fresh one's is not
+ * for the first few hundred requests: docs/gpu.md, run 19b); {@code --host-timed false} leaves
  * out the timed host shuffle (the checked one still runs); {@code --conf} adds Spark settings;
  * {@code --lose-executor true} ends with a GPU shuffle during whose reduce stage one executor halts
  * (the job must recover with the host path's checksums); executors get 12g
@@ -64,6 +67,7 @@ public final class GpuShuffleJob {
     Map<String, String> o = new TreeMap<>(Map.of("executors", "2", "maps", "8", "rows", "2000000",
         "partitions", "16", "reps", "3", "discover", "bin/slipstream-gpu-discover", "seed", "7",
         "tasks-per-gpu", "1", "request-path", "transport"));
+    o.put("warmup", "0");
     o.put("host-timed", "true");
     o.put("conf", "");
     o.put("lose-executor", "false");
@@ -78,6 +82,10 @@ public final class GpuShuffleJob {
     int rows = Integer.parseInt(o.get("rows"));
     int parts = Integer.parseInt(o.get("partitions"));
     int reps = Integer.parseInt(o.get("reps"));
+    int warmup = Integer.parseInt(o.get("warmup"));
+    if (warmup < 0) {
+      throw new IllegalArgumentException("--warmup " + warmup + ", expected >= 0 untimed GPU shuffles");
+    }
     long seed = Long.parseLong(o.get("seed"));
     int tasksPerGpu = Integer.parseInt(o.get("tasks-per-gpu"));
     if (tasksPerGpu < 1 || tasksPerGpu > 16) {
@@ -189,19 +197,23 @@ public final class GpuShuffleJob {
           rows(seed, m, rows);
         }
       });
+      if (warmup > 0) {
+        long w0 = System.nanoTime();
+        for (int w = 0; w < warmup; w++) {
+          JavaRDD<DataPathReport.Read> shuffled = countedShuffle(mapIds, seed, rows, parts);
+          long n = shuffled.collect().stream().mapToLong(DataPathReport.Read::rows).sum();
+          cleanShuffles(sc, shuffled.rdd());
+          if (n != total) {
+            throw new IllegalStateException("warm-up shuffle " + (w + 1) + ": " + n + " rows, expected " + total);
+          }
+        }
+        System.out.printf("warm-up: %d GPU shuffles (untimed) in %.1f s%n", warmup, (System.nanoTime() - w0) / 1e9);
+      }
       for (int rep = 1; rep <= reps; rep++) {
         long t3 = System.nanoTime();
         long base = baseline(mapIds, seed, rows);
         long t4 = System.nanoTime();
-        JavaRDD<DataPathReport.Read> timed = SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts,
-            LineitemGen.WIDTHS).mapPartitions(it -> {
-              long n = 0;
-              while (it.hasNext()) {
-                n += it.next().rows();
-              }
-              return List.of(DataPathReport.Read.of(TaskContext.getPartitionId(), SparkEnv.get().executorId(), n,
-                  SlipstreamGpuShuffle.taskReadStats())).iterator();
-            });
+        JavaRDD<DataPathReport.Read> timed = countedShuffle(mapIds, seed, rows, parts);
         List<DataPathReport.Read> reads = timed.collect();
         long t5 = System.nanoTime();
         cleanShuffles(sc, timed.rdd());
@@ -234,6 +246,19 @@ public final class GpuShuffleJob {
         loseExecutorDuringReduce(sc, mapIds, seed, rows, parts, ids.get(ids.size() - 1), host);
       }
     }
+  }
+
+  /** The GPU shuffle by key whose reduce tasks only count their rows and report their reads. */
+  private static JavaRDD<DataPathReport.Read> countedShuffle(JavaRDD<Integer> mapIds, long seed, int rows, int parts) {
+    return SlipstreamGpuShuffle.shuffleByKey(batches(mapIds, seed, rows), parts, LineitemGen.WIDTHS)
+        .mapPartitions(it -> {
+          long n = 0;
+          while (it.hasNext()) {
+            n += it.next().rows();
+          }
+          return List.of(DataPathReport.Read.of(TaskContext.getPartitionId(), SparkEnv.get().executorId(), n,
+              SlipstreamGpuShuffle.taskReadStats())).iterator();
+        });
   }
 
   /**
