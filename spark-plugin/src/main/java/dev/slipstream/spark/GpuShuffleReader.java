@@ -257,22 +257,23 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
           }
         }
         if (!fs.isEmpty()) {
-          for (int i = 0; i < fs.size(); i++) {
-            Chunk c = pending.pollFirst();
-            DeviceLanding.Fetch f = fs.get(i);
-            long now = System.nanoTime();
-            if (firstSent == 0) {
-              firstSent = now;
+          int handed = 0; // fetches in `flying` (sent; the finally below quarantines them on a failure)
+          try {
+            for (DeviceLanding.Fetch f : fs) {
+              Chunk c = pending.pollFirst();
+              long now = System.nanoTime();
+              if (firstSent == 0) {
+                firstSent = now;
+              }
+              CompletableFuture<RpcMessages.DeviceWriteResult> answer =
+                  runtime.sendDeviceWriteAsync(c.holder(), f.request().encode());
+              flying.addLast(new InFlight(c, f, answer, start, now));
+              handed++;
+              f.begin(); // its signal is watched from now on
             }
-            CompletableFuture<RpcMessages.DeviceWriteResult> answer;
-            try {
-              answer = runtime.sendDeviceWriteAsync(c.holder(), f.request().encode());
-            } catch (RuntimeException e) {
-              fs.subList(i, fs.size()).forEach(DeviceLanding.Fetch::close); // not sent: nothing can land there
-              throw e;
-            }
-            flying.addLast(new InFlight(c, f, answer, start, now));
-            f.begin(); // its signal is watched from now on
+          } catch (RuntimeException e) {
+            fs.subList(handed, fs.size()).forEach(DeviceLanding.Fetch::close); // not sent: nothing can land there
+            throw e;
           }
           peakInFlight = Math.max(peakInFlight, flying.size());
         } else {

@@ -96,29 +96,15 @@ public final class DeviceLanding implements AutoCloseable {
    * {@code deadlineNanos} (System.nanoTime()) before it gives up.
    */
   public Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos) throws TransportException {
-    return prepare(shuffleId, widths, wants, deadlineNanos, true);
-  }
-
-  /**
-   * As {@link #prepare(int, int[], List)}, but returns null instead of throwing when no free range
-   * is large enough now (a caller with requests in flight waits for those first).
-   */
-  public Fetch tryPrepare(int shuffleId, int[] widths, List<Want> wants) throws TransportException {
-    return prepare(shuffleId, widths, wants, System.nanoTime(), false);
-  }
-
-  private Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos, boolean orThrow)
-      throws TransportException {
-    Fetch f = layOut(shuffleId, widths, wants, deadlineNanos, orThrow);
-    if (f != null) {
-      resetSignals(List.of(f));
-    }
+    Fetch f = layOut(shuffleId, widths, wants, deadlineNanos, true);
+    resetSignals(List.of(f));
     return f;
   }
 
   /**
-   * As {@link #tryPrepare} for several requests at once, in order: reserves space for each while
-   * the region has a free range large enough (stopping at the first that has none), then resets all
+   * As {@link #prepare(int, int[], List)} for several requests at once, without waiting or throwing
+   * for space: in order, reserves space for each while the region has a free range large enough
+   * (stopping at the first that has none; a caller with requests in flight waits for those), then resets all
    * their signals with one device synchronisation, so a reader sending several requests to its
    * holders pays for that once. Returns the requests prepared, possibly none.
    */
@@ -140,7 +126,10 @@ public final class DeviceLanding implements AutoCloseable {
     }
   }
 
-  /** Reserves and lays out one request (blocks, then table, then signal); its signal is not reset yet. */
+  /**
+   * Reserves and lays out one request (blocks, then table, then signal); its signal is not reset yet.
+   * Without space: waits until {@code deadlineNanos} then throws ({@code orThrow}), or returns null.
+   */
   private Fetch layOut(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos, boolean orThrow)
       throws TransportException {
     long need = 0;
