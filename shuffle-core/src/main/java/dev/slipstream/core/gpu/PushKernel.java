@@ -287,6 +287,19 @@ public final class PushKernel implements AutoCloseable {
       return true;
     }
 
+    /**
+     * Whether this launcher's stream has no work left (one {@code cuStreamQuery}), whatever became of
+     * its last push; throws on a CUDA error of the stream. A launcher set aside after a failed or
+     * timed-out push can be closed once this is true.
+     */
+    public boolean streamIdle() {
+      if (!open) {
+        return true;
+      }
+      ctx.makeCurrent();
+      return PushKernel.idle(stream.handle(), "push launcher");
+    }
+
     /** Whether every status word of the running push has its copy (none holds the preset "not written" any more). */
     private boolean statusesLanded() {
       ByteBuffer b = pinnedView;

@@ -78,7 +78,12 @@ public final class DeviceBlockServer implements AutoCloseable {
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
   private final Set<RegionDescriptor> forgotten = new HashSet<>();
+  /** Lanes set aside after a failed or timed-out push, closed once their stream is idle ({@link #reclaim}). */
   private final List<PushLane> stuck = new ArrayList<>();
+  /** How often the completion thread looks whether lanes set aside became idle. */
+  static final long RECLAIM_EVERY_NANOS = 100_000_000L;
+  private long reclaimed;
+  private long lastReclaim = System.nanoTime();
   private final AtomicLong served = new AtomicLong();
   private final AtomicLong bytesServed = new AtomicLong();
   private int lanesMade;
@@ -418,6 +423,10 @@ public final class DeviceBlockServer implements AutoCloseable {
       running.add(j);
     }
     long now = System.nanoTime();
+    if (now - lastReclaim > RECLAIM_EVERY_NANOS) {
+      lastReclaim = now;
+      reclaim();
+    }
     for (java.util.Iterator<Job> it = running.iterator(); it.hasNext(); ) {
       Job j = it.next();
       boolean ended;
@@ -477,6 +486,51 @@ public final class DeviceBlockServer implements AutoCloseable {
       }
     }
     return true;
+  }
+
+  /**
+   * Closes the lanes set aside whose stream has become idle: a push that timed out and ended later,
+   * or a launch that failed after queuing copies. A lane whose stream reports a CUDA error stays
+   * aside (until {@link #close}). Runs on the completion thread.
+   */
+  private void reclaim() {
+    List<PushLane> aside;
+    synchronized (this) {
+      if (stuck.isEmpty()) {
+        return;
+      }
+      aside = new ArrayList<>(stuck);
+    }
+    List<PushLane> done = new ArrayList<>();
+    for (PushLane lane : aside) {
+      try {
+        if (lane.idle()) {
+          done.add(lane);
+        }
+      } catch (RuntimeException e) {
+        // A CUDA error on its stream: nothing is known of its kernel; it stays aside.
+      }
+    }
+    if (done.isEmpty()) {
+      return;
+    }
+    synchronized (this) {
+      if (closed) {
+        return; // close() takes every lane set aside
+      }
+      stuck.removeAll(done);
+      reclaimed += done.size();
+    }
+    done.forEach(PushLane::close);
+  }
+
+  /** Lanes set aside now (after failed or timed-out pushes, until their stream is idle), and those closed since. */
+  public synchronized int lanesAside() {
+    return stuck.size();
+  }
+
+  public synchronized long lanesReclaimed() {
+    return reclaimed;
   }
 
   /** A push that ended: every queue's status checked; a failing queue's text makes the refusal. */

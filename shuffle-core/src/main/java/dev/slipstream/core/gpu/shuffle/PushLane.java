@@ -126,6 +126,11 @@ final class PushLane implements AutoCloseable {
     return launcher.finished();
   }
 
+  /** Whether the lane's stream has no work left, whatever became of its last push; throws on a CUDA error. */
+  boolean idle() {
+    return launcher.streamIdle();
+  }
+
   /** Each queue's status of the push that {@link #finished}, the table's queue last. */
   SlipStatus[] statuses() {
     return launcher.statuses();
