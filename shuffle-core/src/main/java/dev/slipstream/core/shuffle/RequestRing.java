@@ -1,0 +1,328 @@
+package dev.slipstream.core.shuffle;
+
+import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.util.HexFormat;
+import java.util.regex.Pattern;
+import java.util.zip.CRC32C;
+
+/**
+ * A bounded ring of small messages in a shared-memory file, written by any process of the machine
+ * that maps it and read by the one that made it: the way a reduce task's device write requests can
+ * reach a holder on the same machine without the transport's event loops (docs/gpu.md, "Waking
+ * threads"). Producers claim a slot, copy their message in and publish it; the owner polls.
+ *
+ * <p>Layout (little-endian): a header of {@value #HEADER} bytes (magic {@code SLIPRING}, version,
+ * slot count, slot size; the producers' ticket counter alone on its own cache line at
+ * {@value #TAIL}), then {@code slots} slots of {@code slotBytes}: sequence word (8 bytes), message
+ * length (4), CRC32C of the message (4), message. Slot {@code t % slots} belongs to ticket
+ * {@code t}: its sequence word is {@code t} while free for that ticket, {@code t + 1} once
+ * published, and {@code t + slots} once read (free for the next lap). A producer claims ticket
+ * {@code t} by advancing the counter from {@code t} when the slot's word is {@code t}, writes, and
+ * publishes by moving the word from {@code t} to {@code t + 1}. A producer that claimed a slot and
+ * did not publish it within {@code abandonNanos} (it died, or stalled) loses it: the owner moves the
+ * word to {@code t + slots} itself, and the late producer's publish then fails (it reports the
+ * message as not sent). A message whose checksum does not match (a late producer's bytes landed in a
+ * reused slot) is dropped and counted.
+ *
+ * <p>Bad input: {@link #open} checks the file name, the header and the file's size against each
+ * other and names what was got and what was expected; {@link #poll} checks each length and
+ * checksum. Nothing in a ring is trusted beyond its bytes: its owner decodes and checks every
+ * message as it would one from the network.
+ *
+ * <p>Threading: {@link Producer#offer} from any thread of any process; {@link #poll} from one
+ * thread at a time. Ownership: the owner's instance deletes the file on {@link #close}; the mapping
+ * goes with the garbage collector.
+ */
+public final class RequestRing implements AutoCloseable {
+  static final long MAGIC = 0x474e495250494c53L; // "SLIPRING" little-endian
+  static final int VERSION = 1;
+  static final int HEADER = 128;
+  static final int TAIL = 64;
+  static final int SLOT_HEADER = 16;
+  public static final int MIN_SLOT_BYTES = 256;
+  public static final int MAX_SLOT_BYTES = 1 << 16;
+  public static final int MAX_SLOTS = 1 << 16;
+  /** The most bytes of slots one ring maps. */
+  public static final long MAX_RING_BYTES = 1L << 30;
+  /** The names rings are made with: only such files are opened. */
+  static final Pattern NAME = Pattern.compile("slipstream-ring-[0-9a-f]{32}");
+  private static final VarHandle LONG = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final SecureRandom RANDOM = new SecureRandom();
+
+  private final Path path;
+  private final MappedByteBuffer map;
+  private final int slots;
+  private final int slotBytes;
+  private final long abandonNanos;
+  private long head;
+  /** When the owner first saw the head slot claimed and not published (0: not waiting). */
+  private long stalledSince;
+  private long dropped;
+  private long abandoned;
+  private boolean closed;
+
+  private RequestRing(Path path, MappedByteBuffer map, int slots, int slotBytes, long abandonNanos) {
+    this.path = path;
+    this.map = map;
+    this.slots = slots;
+    this.slotBytes = slotBytes;
+    this.abandonNanos = abandonNanos;
+  }
+
+  /**
+   * Makes a ring of {@code slots} (a power of two, 2 to {@value #MAX_SLOTS}) slots of
+   * {@code slotBytes} (a multiple of 64, {@value #MIN_SLOT_BYTES} to {@value #MAX_SLOT_BYTES}) in a
+   * new file of {@code dir} that only this user may open, under a random name.
+   *
+   * @param abandonNanos how long a claimed slot may stay unpublished before {@link #poll} takes it back
+   */
+  public static RequestRing create(Path dir, int slots, int slotBytes, long abandonNanos) throws IOException {
+    if (slots < 2 || slots > MAX_SLOTS || Integer.bitCount(slots) != 1) {
+      throw new IllegalArgumentException("request ring: " + slots + " slots, expected a power of two in 2.."
+          + MAX_SLOTS);
+    }
+    if (slotBytes < MIN_SLOT_BYTES || slotBytes > MAX_SLOT_BYTES || slotBytes % 64 != 0) {
+      throw new IllegalArgumentException("request ring: slots of " + slotBytes + " bytes, expected a multiple of 64"
+          + " in " + MIN_SLOT_BYTES + ".." + MAX_SLOT_BYTES);
+    }
+    if ((long) slots * slotBytes > MAX_RING_BYTES) {
+      throw new IllegalArgumentException("request ring: " + slots + " slots of " + slotBytes + " bytes, expected at"
+          + " most " + MAX_RING_BYTES + " bytes of slots");
+    }
+    if (abandonNanos <= 0) {
+      throw new IllegalArgumentException("request ring: abandon time " + abandonNanos + " ns, expected > 0");
+    }
+    byte[] id = new byte[16];
+    RANDOM.nextBytes(id);
+    Path path = dir.resolve("slipstream-ring-" + HexFormat.of().formatHex(id));
+    try {
+      Files.createFile(path, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+    } catch (FileAlreadyExistsException e) {
+      throw new IOException("request ring " + path + " exists already (random name reused?)", e);
+    }
+    long size = HEADER + (long) slots * slotBytes;
+    MappedByteBuffer m;
+    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+      m = ch.map(FileChannel.MapMode.READ_WRITE, 0, size);
+    } catch (IOException | RuntimeException e) {
+      Files.deleteIfExists(path);
+      throw e;
+    }
+    m.order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < slots; i++) {
+      LONG.setRelease(m, slotAt(i, slotBytes), (long) i);
+    }
+    LONG.setRelease(m, TAIL, 0L);
+    m.putInt(8, VERSION).putInt(12, slots).putInt(16, slotBytes);
+    LONG.setRelease(m, 0, MAGIC); // last: a producer opening it sooner sees no magic and refuses it
+    return new RequestRing(path, m, slots, slotBytes, abandonNanos);
+  }
+
+  /** Where slot {@code index} (a ticket modulo the slot count) starts; the ring's size keeps it an int. */
+  private static int slotAt(long index, int slotBytes) {
+    return (int) (HEADER + index * slotBytes);
+  }
+
+  /** The file, to tell producers (through a channel they trust) where to {@link #open} it. */
+  public Path path() {
+    return path;
+  }
+
+  /** The largest message a slot holds. */
+  public int maxMessage() {
+    return slotBytes - SLOT_HEADER;
+  }
+
+  /**
+   * The next published message, or null when there is none yet. A claimed slot left unpublished
+   * for longer than the abandon time is taken back (counted in {@link #abandoned}); a message whose
+   * length or checksum is wrong is dropped (counted in {@link #dropped}) and the next one is read.
+   */
+  public byte[] poll() {
+    for (;;) {
+      if (closed) {
+        return null;
+      }
+      int at = slotAt(head & (slots - 1), slotBytes);
+      long seq = (long) LONG.getAcquire(map, at);
+      if (seq == head + 1) {
+        byte[] msg = read(at);
+        LONG.setRelease(map, at, head + slots);
+        head++;
+        stalledSince = 0;
+        if (msg != null) {
+          return msg;
+        }
+        dropped++;
+        continue;
+      }
+      if (seq == head && (long) LONG.getAcquire(map, TAIL) > head) {
+        // Claimed, not published yet.
+        long now = System.nanoTime();
+        if (stalledSince == 0) {
+          stalledSince = now;
+        } else if (now - stalledSince > abandonNanos && LONG.compareAndSet(map, at, head, head + slots)) {
+          head++;
+          stalledSince = 0;
+          abandoned++;
+          continue;
+        }
+      }
+      return null;
+    }
+  }
+
+  /** The message in the slot at {@code at}, or null when its length or checksum is wrong. */
+  private byte[] read(int at) {
+    int len = map.getInt(at + 8);
+    if (len < 0 || len > slotBytes - SLOT_HEADER) {
+      return null;
+    }
+    byte[] msg = new byte[len];
+    map.get(at + SLOT_HEADER, msg);
+    CRC32C crc = new CRC32C();
+    crc.update(msg);
+    return (int) crc.getValue() == map.getInt(at + 12) ? msg : null;
+  }
+
+  /** Messages dropped for a wrong length or checksum. */
+  public long dropped() {
+    return dropped;
+  }
+
+  /** Slots taken back from producers that claimed and did not publish them in time. */
+  public long abandoned() {
+    return abandoned;
+  }
+
+  /** Deletes the file; producers that still map it write into a ring nobody reads (they time out). */
+  @Override
+  public void close() throws IOException {
+    if (!closed) {
+      closed = true;
+      Files.deleteIfExists(path);
+    }
+  }
+
+  /**
+   * Opens the ring at {@code path} to write into it. Refuses (naming what was got and what was
+   * expected) a file whose name is not a ring's, a header without the magic or of another version,
+   * a slot count or size out of range, or a file whose size does not match its header.
+   */
+  public static Producer open(Path path) throws IOException {
+    String name = path.getFileName() == null ? "" : path.getFileName().toString();
+    if (!path.isAbsolute() || !NAME.matcher(name).matches()) {
+      throw new IllegalArgumentException("request ring: path " + path + ", expected an absolute path to a file named"
+          + " slipstream-ring-<32 hex digits>");
+    }
+    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+      long size = ch.size();
+      if (size < HEADER) {
+        throw new IllegalArgumentException("request ring " + path + ": " + size + " bytes, expected at least the "
+            + HEADER + "-byte header");
+      }
+      MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, size);
+      m.order(ByteOrder.LITTLE_ENDIAN);
+      long magic = (long) LONG.getAcquire(m, 0);
+      if (magic != MAGIC) {
+        throw new IllegalArgumentException("request ring " + path + ": magic 0x" + Long.toHexString(magic)
+            + ", expected 0x" + Long.toHexString(MAGIC) + " (" + new String(longBytes(MAGIC), StandardCharsets.US_ASCII)
+            + ")");
+      }
+      int version = m.getInt(8);
+      int slots = m.getInt(12);
+      int slotBytes = m.getInt(16);
+      if (version != VERSION) {
+        throw new IllegalArgumentException("request ring " + path + ": version " + version + ", expected " + VERSION);
+      }
+      if (slots < 2 || slots > MAX_SLOTS || Integer.bitCount(slots) != 1 || slotBytes < MIN_SLOT_BYTES
+          || slotBytes > MAX_SLOT_BYTES || slotBytes % 64 != 0 || (long) slots * slotBytes > MAX_RING_BYTES) {
+        throw new IllegalArgumentException("request ring " + path + ": " + slots + " slots of " + slotBytes
+            + " bytes, expected a power of two in 2.." + MAX_SLOTS + " slots of a multiple of 64 in "
+            + MIN_SLOT_BYTES + ".." + MAX_SLOT_BYTES + " bytes, at most " + MAX_RING_BYTES + " bytes in all");
+      }
+      long want = HEADER + (long) slots * slotBytes;
+      if (size != want) {
+        throw new IllegalArgumentException("request ring " + path + ": " + size + " bytes, expected " + want + " for "
+            + slots + " slots of " + slotBytes + " bytes");
+      }
+      return new Producer(path, m, slots, slotBytes);
+    }
+  }
+
+  private static byte[] longBytes(long v) {
+    byte[] b = new byte[8];
+    for (int i = 0; i < 8; i++) {
+      b[i] = (byte) (v >>> (8 * i));
+    }
+    return b;
+  }
+
+  /** A process's handle to write into a ring. Threading: thread-safe. */
+  public static final class Producer {
+    private final Path path;
+    private final MappedByteBuffer map;
+    private final int slots;
+    private final int slotBytes;
+
+    private Producer(Path path, MappedByteBuffer map, int slots, int slotBytes) {
+      this.path = path;
+      this.map = map;
+      this.slots = slots;
+      this.slotBytes = slotBytes;
+    }
+
+    public Path path() {
+      return path;
+    }
+
+    /** The largest message a slot holds. */
+    public int maxMessage() {
+      return slotBytes - SLOT_HEADER;
+    }
+
+    /**
+     * Puts {@code msg} into the ring; false (nothing sent) when it is larger than a slot holds,
+     * when the ring is full, or when the owner took the slot back before this producer published it.
+     */
+    public boolean offer(byte[] msg) {
+      if (msg.length > slotBytes - SLOT_HEADER) {
+        return false;
+      }
+      long t;
+      int at;
+      for (;;) {
+        t = (long) LONG.getAcquire(map, TAIL);
+        at = slotAt(t & (slots - 1), slotBytes);
+        long seq = (long) LONG.getAcquire(map, at);
+        if (seq == t) {
+          if (LONG.compareAndSet(map, TAIL, t, t + 1)) {
+            break;
+          }
+        } else if (seq < t) {
+          return false; // the owner has not read the previous lap's message in this slot: full
+        }
+        // else another producer claimed ticket t first: try the next one
+        Thread.onSpinWait();
+      }
+      CRC32C crc = new CRC32C();
+      crc.update(msg);
+      map.putInt(at + 8, msg.length);
+      map.putInt(at + 12, (int) crc.getValue());
+      map.put(at + SLOT_HEADER, msg);
+      return LONG.compareAndSet(map, at, t, t + 1); // release: the bytes above are seen before the word
+    }
+  }
+}
