@@ -7,6 +7,8 @@ import dev.slipstream.core.transport.PeerQueue;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.wire.WireReader;
+import dev.slipstream.core.wire.WireWriter;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -57,6 +59,9 @@ public final class DeviceWriteExchange {
   private final AtomicLong nextId = new AtomicLong(1);
   private final AtomicLong sent = new AtomicLong();
   private final AtomicLong served = new AtomicLong();
+  private final AtomicLong sentByRing = new AtomicLong();
+  private final AtomicLong ringDropped = new AtomicLong();
+  private volatile Thread ringPoller;
   private volatile Handler handler;
   private volatile boolean closed;
 
@@ -77,6 +82,16 @@ public final class DeviceWriteExchange {
    * {@link TransportException} (the send failed, TIMEOUT after the timeout, PEER_LOST, CLOSED).
    */
   public CompletableFuture<DeviceWriteResult> send(EndpointDescriptor holder, byte[] request) {
+    return send(holder, request, null);
+  }
+
+  /**
+   * As {@link #send(EndpointDescriptor, byte[])}, written into the holder's {@link RequestRing}
+   * when {@code ring} is not null and takes it (a request larger than a slot, a full ring, or a slot
+   * taken back go over the transport instead); the answer comes over the transport either way.
+   */
+  public CompletableFuture<DeviceWriteResult> send(EndpointDescriptor holder, byte[] request,
+      RequestRing.Producer ring) {
     long id = nextId.getAndIncrement();
     Pending p = new Pending(holder, new CompletableFuture<>());
     if (closed) {
@@ -95,6 +110,11 @@ public final class DeviceWriteExchange {
       p.done().whenComplete((v, e) -> deadline.cancel(false));
     } catch (java.util.concurrent.RejectedExecutionException e) {
       fail(id, new TransportException(TransportError.CLOSED, "shuffle node is closing"));
+      return p.done();
+    }
+    if (ring != null && ring.offer(ringMessage(transport.localEndpoint(), id, request))) {
+      sent.incrementAndGet();
+      sentByRing.incrementAndGet();
       return p.done();
     }
     try {
@@ -171,6 +191,81 @@ public final class DeviceWriteExchange {
     });
   }
 
+  /** What a ring carries: the sender's endpoint (the answer goes there over the transport), then the request. */
+  static byte[] ringMessage(EndpointDescriptor from, long id, byte[] request) {
+    WireWriter w = new WireWriter(64 + request.length);
+    w.putHeader(RING_REQUEST);
+    from.encode(w);
+    w.putLong(id).putBytes(request);
+    return w.toByteArray();
+  }
+
+  static final byte RING_REQUEST = 52;
+
+  /**
+   * Serves requests written into {@code ring} by readers of this machine, as if they had come over
+   * the transport: a thread polls it back to back for {@code pollNanos} after each request, then
+   * with pauses of up to {@value #RING_PAUSE_MAX_US} us. A message that does not decode, or whose
+   * sender is not a peer {@code knownPeer} accepts, is dropped (logged; its sender times out). The
+   * ring is closed (its file deleted) with this exchange.
+   */
+  public synchronized void serveRing(RequestRing ring, long pollNanos,
+      java.util.function.Predicate<EndpointDescriptor> knownPeer) {
+    if (ringPoller != null) {
+      throw new IllegalStateException("device write exchange " + name + " already serves a request ring");
+    }
+    Thread t = new Thread(() -> pollRing(ring, pollNanos, knownPeer), "slipstream-gpu-request-ring-" + name);
+    t.setDaemon(true);
+    ringPoller = t;
+    t.start();
+  }
+
+  static final long RING_PAUSE_MAX_US = 100;
+
+  private void pollRing(RequestRing ring, long pollNanos, java.util.function.Predicate<EndpointDescriptor> knownPeer) {
+    long last = System.nanoTime();
+    long pauseUs = 1;
+    try {
+      while (!closed) {
+        byte[] m = ring.poll();
+        if (m == null) {
+          if (System.nanoTime() - last < pollNanos) {
+            Thread.onSpinWait();
+          } else {
+            java.util.concurrent.locks.LockSupport.parkNanos(pauseUs * 1000);
+            pauseUs = Math.min(RING_PAUSE_MAX_US, pauseUs * 2);
+          }
+          continue;
+        }
+        last = System.nanoTime();
+        pauseUs = 1;
+        try {
+          WireReader r = new WireReader(m);
+          r.expectHeader(RING_REQUEST, "ring device write");
+          EndpointDescriptor from = EndpointDescriptor.decode(r);
+          long id = r.getLong("device write id");
+          byte[] request = r.getBytes("device write request", ShuffleMessages.MAX_DEVICE_REQUEST);
+          r.expectEnd("ring device write");
+          if (!knownPeer.test(from)) {
+            ringDropped.incrementAndGet();
+            LOG.warn("Dropped device write {} from the request ring: sender {} is not a known peer", id, from);
+            continue;
+          }
+          onRequest(from, new DeviceWrite(id, request));
+        } catch (TransportException | RuntimeException e) {
+          ringDropped.incrementAndGet();
+          LOG.warn("Dropped a message of the request ring: {}", e.getMessage());
+        }
+      }
+    } finally {
+      try {
+        ring.close();
+      } catch (java.io.IOException e) {
+        LOG.warn("Could not delete request ring {}: {}", ring.path(), e.getMessage());
+      }
+    }
+  }
+
   /** Fails every request still waiting; later sends fail at once. */
   void close() {
     closed = true;
@@ -188,5 +283,14 @@ public final class DeviceWriteExchange {
 
   public int waiting() {
     return pending.size();
+  }
+
+  /** Requests this side wrote into a holder's ring, and ring messages it dropped as a holder. */
+  public long sentByRing() {
+    return sentByRing.get();
+  }
+
+  public long ringDropped() {
+    return ringDropped.get();
   }
 }

@@ -57,7 +57,7 @@ public final class RequestRing implements AutoCloseable {
   /** The most bytes of slots one ring maps. */
   public static final long MAX_RING_BYTES = 1L << 30;
   /** The names rings are made with: only such files are opened. */
-  static final Pattern NAME = Pattern.compile("slipstream-ring-[0-9a-f]{32}");
+  public static final Pattern NAME = Pattern.compile("slipstream-ring-[0-9a-f]{32}");
   private static final VarHandle LONG = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
   private static final SecureRandom RANDOM = new SecureRandom();
 

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.slipstream.core.config.ConfigSource;
 import dev.slipstream.core.config.CoreConfig;
+import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.TransportContext;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
@@ -398,6 +399,51 @@ class ShuffleNodeTest {
     assertEquals(20, reader.deviceWrites().sent());
     assertEquals(20, holder.deviceWrites().answered());
     assertEquals(0, reader.deviceWrites().waiting());
+  }
+
+  @Test
+  void deviceWriteRequestsThroughTheHoldersRingAreAnsweredOverTheTransportAndStrangersAreDropped() throws Exception {
+    List<EndpointDescriptor> froms = new java.util.concurrent.CopyOnWriteArrayList<>();
+    holder.deviceWrites().setHandler((from, request, reply) -> {
+      froms.add(from);
+      reply.answer(true, request.length, "", ServeTimeline.NONE);
+    });
+    RequestRing ring = RequestRing.create(tmp, 4, 256, java.util.concurrent.TimeUnit.SECONDS.toNanos(1));
+    java.nio.file.Path path = ring.path();
+    holder.deviceWrites().serveRing(ring, 1_000_000, reader.localEndpoint()::equals);
+    RequestRing.Producer producer = RequestRing.open(path);
+    List<java.util.concurrent.CompletableFuture<ShuffleMessages.DeviceWriteResult>> sent = new ArrayList<>();
+    for (int i = 1; i <= 30; i++) {
+      sent.add(reader.deviceWrites().send(holder.localEndpoint(), new byte[i], producer));
+    }
+    sent.add(reader.deviceWrites().send(holder.localEndpoint(), new byte[600], producer)); // larger than a slot
+    for (int i = 0; i < sent.size(); i++) {
+      ShuffleMessages.DeviceWriteResult r = sent.get(i).get(10, java.util.concurrent.TimeUnit.SECONDS);
+      assertTrue(r.ok());
+      assertEquals(i < 30 ? i + 1 : 600, r.bytes(), "request " + i);
+    }
+    assertEquals(31, reader.deviceWrites().sent());
+    long byRing = reader.deviceWrites().sentByRing();
+    assertTrue(byRing >= 4 && byRing <= 30, "by the ring: " + byRing + " (a full ring of 4 sends the rest by tcp)");
+    assertEquals(List.of(reader.localEndpoint()), froms.stream().distinct().toList());
+
+    // A message that claims a sender the holder does not know, and bytes that do not decode, are dropped.
+    EndpointDescriptor stranger = new EndpointDescriptor("loopback", "elsewhere:1", new byte[0]);
+    assertTrue(producer.offer(DeviceWriteExchange.ringMessage(stranger, 99, new byte[] {1})));
+    assertTrue(producer.offer(new byte[] {1, 2, 3}));
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (holder.deviceWrites().ringDropped() < 2 && System.nanoTime() < deadline) {
+      Thread.sleep(5);
+    }
+    assertEquals(2, holder.deviceWrites().ringDropped());
+    assertEquals(31, froms.size(), "the dropped ones reached no handler");
+    holder.close();
+    deadline = System.nanoTime() + 10_000_000_000L;
+    while (java.nio.file.Files.exists(path) && System.nanoTime() < deadline) {
+      Thread.sleep(5);
+    }
+    assertFalse(java.nio.file.Files.exists(path), "the ring's file goes with the holder");
+    holder = node("holder4", small());
   }
 
   @Test

@@ -2,6 +2,7 @@ package dev.slipstream.core.gpu.shuffle;
 
 import dev.slipstream.core.gpu.MemoryKind;
 import dev.slipstream.core.gpu.RegionDescriptor;
+import dev.slipstream.core.shuffle.RequestRing;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
@@ -11,14 +12,23 @@ import dev.slipstream.core.wire.WireWriter;
  * What an executor with a GPU tells the driver (and through it every peer) at registration: which
  * machine it runs on ({@code hostId}: CUDA IPC works only between processes of one machine), which
  * GPU it was given (ordinal, PCI bus id, UUID), whether it can reach peers through a GPUNetIO NIC,
- * and its device landing region's descriptor (CUDA IPC handle inside).
+ * its device landing region's descriptor (CUDA IPC handle inside), and the shared-memory file its
+ * device write requests may be written into by readers of the same machine ({@code requestRing}, a
+ * {@link RequestRing}; empty when it takes them over the transport only).
  *
  * <p>Wire form: a version byte ({@link #VERSION}), then the fields; {@link #decode} checks each and
  * names what was got and what was expected. Immutable.
  */
 public record GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
-    RegionDescriptor landing) {
-  public static final byte VERSION = 1;
+    RegionDescriptor landing, String requestRing) {
+  public static final byte VERSION = 2;
+  static final int MAX_RING_PATH = 1024;
+
+  /** An endpoint that takes device write requests over the transport only. */
+  public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
+      RegionDescriptor landing) {
+    this(hostId, device, pciBusId, uuid, gpunetio, landing, "");
+  }
   static final int MAX_HOST_ID = 256;
   static final int MAX_PCI_BUS_ID = 32;
   static final int MAX_UUID = 64;
@@ -40,11 +50,17 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
           + " is " + landing.kind() + " memory on device " + landing.device() + ", expected DEVICE memory on device "
           + device);
     }
+    if (requestRing == null || (!requestRing.isEmpty() && (requestRing.length() > MAX_RING_PATH
+        || !requestRing.startsWith("/") || !RequestRing.NAME.matcher(
+            requestRing.substring(requestRing.lastIndexOf('/') + 1)).matches()))) {
+      throw new IllegalArgumentException("GPU endpoint: request ring '" + requestRing + "', expected none or an"
+          + " absolute path of at most " + MAX_RING_PATH + " characters to a file named slipstream-ring-<32 hex digits>");
+    }
   }
 
   public void encode(WireWriter w) {
     w.putByte(VERSION).putString(hostId).putInt(device).putString(pciBusId).putString(uuid)
-        .putByte(gpunetio ? 1 : 0).putBytes(landing.encode());
+        .putByte(gpunetio ? 1 : 0).putBytes(landing.encode()).putString(requestRing);
   }
 
   public static GpuEndpoint decode(WireReader r) throws TransportException {
@@ -62,8 +78,9 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
           + ", expected 0 or 1");
     }
     byte[] desc = r.getBytes("GPU endpoint landing descriptor", RegionDescriptor.BYTES);
+    String ring = r.getString("GPU endpoint request ring", MAX_RING_PATH * 4);
     try {
-      return new GpuEndpoint(host, device, pci, uuid, nic == 1, RegionDescriptor.decode(desc));
+      return new GpuEndpoint(host, device, pci, uuid, nic == 1, RegionDescriptor.decode(desc), ring);
     } catch (IllegalArgumentException e) {
       throw new TransportException(TransportError.MALFORMED, e.getMessage());
     }

@@ -134,8 +134,8 @@ class GpuShuffleCodecTest {
     assertEquals(g, GpuEndpoint.decode(r));
     r.expectEnd("endpoint");
     byte[] version = bytes.clone();
-    version[0] = 2;
-    assertEquals("BAD_VERSION: GPU endpoint: version 2, expected 1",
+    version[0] = 1;
+    assertEquals("BAD_VERSION: GPU endpoint: version 1, expected 2",
         assertThrows(TransportException.class, () -> GpuEndpoint.decode(new WireReader(version))).getMessage());
     byte[] truncated = Arrays.copyOf(bytes, bytes.length - 10);
     assertThrows(TransportException.class, () -> GpuEndpoint.decode(new WireReader(truncated)));
@@ -143,6 +143,17 @@ class GpuShuffleCodecTest {
         () -> new GpuEndpoint("h", 0, "p", "u", false, deviceLanding(1, 4096)));
     assertEquals("GPU endpoint: landing region 1 is DEVICE memory on device 1, expected DEVICE memory on device 0",
         e.getMessage());
+    String ring = "/dev/shm/slipstream-ring-" + "0123456789abcdef".repeat(2);
+    GpuEndpoint withRing = new GpuEndpoint("host-a/boot-1", 1, "p", "u", false, deviceLanding(1, 4096), ring);
+    WireWriter w2 = new WireWriter(512);
+    withRing.encode(w2);
+    assertEquals(withRing, GpuEndpoint.decode(new WireReader(w2.toByteArray())));
+    for (String forged : new String[] {"/etc/passwd", "slipstream-ring-" + "0".repeat(32), "/dev/shm/slipstream-ring-x"}) {
+      assertEquals("GPU endpoint: request ring '" + forged + "', expected none or an absolute path of at most 1024"
+          + " characters to a file named slipstream-ring-<32 hex digits>",
+          assertThrows(IllegalArgumentException.class,
+              () -> new GpuEndpoint("h", 1, "p", "u", false, deviceLanding(1, 4096), forged)).getMessage());
+    }
   }
 
   @Test
