@@ -54,9 +54,10 @@ class GpuRpcMessagesTest {
     assertThrows(TransportException.class, () -> RpcMessages.decode(Arrays.copyOf(withGpu, withGpu.length - 1)));
     byte[] noPresence = Arrays.copyOf(plain, plain.length - 1);
     assertThrows(TransportException.class, () -> RpcMessages.decode(noPresence));
-    // a forged descriptor inside the GPU endpoint: the magic of the 192-byte descriptor at the end
+    // a forged descriptor inside the GPU endpoint: the magic of the 192-byte descriptor, which the
+    // (empty) request ring path follows as a 4-byte length
     byte[] badDesc = withGpu.clone();
-    badDesc[badDesc.length - 192] ^= 0x55;
+    badDesc[badDesc.length - 4 - 192] ^= 0x55;
     var d = assertThrows(TransportException.class, () -> RpcMessages.decode(badDesc));
     assertTrue(d.getMessage().contains("region descriptor magic"), d.getMessage());
   }
