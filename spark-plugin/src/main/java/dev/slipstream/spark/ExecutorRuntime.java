@@ -159,6 +159,7 @@ final class ExecutorRuntime implements AutoCloseable {
       if (g != null && p.gpu().isPresent()) {
         g.peerLost(p.gpu().get());
       }
+      p.gpu().ifPresent(e -> rings.remove(e.requestRing()));
     }
   }
 
@@ -176,7 +177,7 @@ final class ExecutorRuntime implements AutoCloseable {
       dev.slipstream.spark.gpu.GpuExecutor g = dev.slipstream.spark.gpu.GpuExecutor.open(executorId, host, ordinal,
           conf.gpu());
       gpu = g;
-      me = me.withGpu(g.endpoint());
+      me = me.withGpu(withRequestRing(g.endpoint()));
       register();
     } catch (RuntimeException e) {
       noGpu = "executor " + executorId + " could not open GPU " + ordinal + ": " + e.getMessage();
@@ -187,6 +188,67 @@ final class ExecutorRuntime implements AutoCloseable {
     } finally {
       gpuSettled.complete(null);
     }
+  }
+
+  /**
+   * {@code e} with a request ring this executor serves, when spark.slipstream.gpu.requestRing asks for
+   * one and it can be made; else {@code e} as it is (the reason logged).
+   */
+  private dev.slipstream.core.gpu.shuffle.GpuEndpoint withRequestRing(dev.slipstream.core.gpu.shuffle.GpuEndpoint e) {
+    dev.slipstream.spark.gpu.GpuConf c = conf.gpu();
+    if (!c.requestRing()) {
+      return e;
+    }
+    if (env.conf().getBoolean("spark.authenticate", false) || !c.requestsOverTransport()) {
+      LOG.warn("{} is on but not used: the ring is for spark.slipstream.gpu.requestPath=transport without"
+          + " spark.authenticate (it would bypass the transport's authentication)",
+          dev.slipstream.spark.gpu.GpuConf.REQUEST_RING.key());
+      return e;
+    }
+    try {
+      dev.slipstream.core.shuffle.RequestRing ring = dev.slipstream.core.shuffle.RequestRing.create(
+          java.nio.file.Path.of(c.requestRingDir()), RING_SLOTS, RING_SLOT_BYTES, RING_ABANDON_NANOS);
+      // A ring message names its sender as a HELLO does on the transport without authentication; the
+      // file itself is open to this user only.
+      node.deviceWrites().serveRing(ring, c.requestRingPoll().toNanos(), from -> true);
+      LOG.info("Slipstream executor {} serves device write requests from its request ring {}", executorId,
+          ring.path());
+      return e.withRequestRing(ring.path().toString());
+    } catch (java.io.IOException | RuntimeException x) {
+      LOG.warn("Slipstream executor {} could not make its request ring in {} ({}); requests come over the transport",
+          executorId, c.requestRingDir(), x.toString());
+      return e;
+    }
+  }
+
+  static final int RING_SLOTS = 256;
+  /** A slot holds a request of about 50 blocks; larger ones go over the transport. */
+  static final int RING_SLOT_BYTES = 2048;
+  static final long RING_ABANDON_NANOS = 1_000_000_000L;
+
+  /** Producers of the request rings of holders on this machine, by path (null: that ring could not be opened). */
+  private final Map<String, java.util.Optional<dev.slipstream.core.shuffle.RequestRing.Producer>> rings =
+      new ConcurrentHashMap<>();
+
+  /** The request ring to write a device write request for {@code holder} into, or null (the transport then). */
+  private dev.slipstream.core.shuffle.RequestRing.Producer ringOf(PeerInfo holder) {
+    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
+    if (!conf.gpu().requestRing() || g == null || holder.gpu().isEmpty()) {
+      return null;
+    }
+    dev.slipstream.core.gpu.shuffle.GpuEndpoint h = holder.gpu().get();
+    if (h.requestRing().isEmpty() || !h.hostId().equals(g.endpoint().hostId())) {
+      return null;
+    }
+    return rings.computeIfAbsent(h.requestRing(), path -> {
+      try {
+        return java.util.Optional.of(dev.slipstream.core.shuffle.RequestRing.open(java.nio.file.Path.of(path)));
+      } catch (java.io.IOException | RuntimeException x) {
+        LOG.warn("Slipstream executor {} cannot write into request ring {} of {} ({}); using the transport",
+            executorId, path, holder.endpoint(), x.toString());
+        return java.util.Optional.empty();
+      }
+    }).orElse(null);
   }
 
   /** Records that no GPU will come (the plugin found no resource); fails the start under mode=require. */
@@ -255,7 +317,7 @@ final class ExecutorRuntime implements AutoCloseable {
         f.completeExceptionally(new IllegalStateException("executor " + holder + " is not in Slipstream's peer table"));
         return f;
       }
-      return node.deviceWrites().send(p.endpoint(), request)
+      return node.deviceWrites().send(p.endpoint(), request, ringOf(p))
           .thenApply(r -> new RpcMessages.DeviceWriteResult(r.id(), r.ok(), r.bytes(), r.reason(), r.timeline()));
     }
     try {

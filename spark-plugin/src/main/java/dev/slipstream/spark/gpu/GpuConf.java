@@ -47,6 +47,21 @@ public final class GpuConf {
           + " price is up to serve.threads busy cores for that long after each request. Pair it with"
           + " spark.slipstream.tcp.ioMode=epoll and spark.slipstream.tcp.busyPoll of the same length, longer than the"
           + " gaps between a stage's reduce tasks (docs/gpu.md: 50ms); at most 1s.");
+  public static final ConfigEntry<Boolean> REQUEST_RING = ConfigEntry.bool("spark.slipstream.gpu.requestRing", "false",
+      "Whether reduce tasks write their device write requests to holders of the same machine into the holder's"
+          + " request ring, a shared-memory file (mode 0600) that one holder thread polls, instead of sending them"
+          + " over the transport (the answers still come over the transport; a request larger than a slot or a"
+          + " full ring falls back to it). Saves the transport's thread wake-ups and hand-offs, at the price of one"
+          + " busy core per executor for spark.slipstream.gpu.requestRing.poll after each request. Not used with"
+          + " spark.authenticate (the ring bypasses the transport's authentication) nor with"
+          + " spark.slipstream.gpu.requestPath=driver.");
+  public static final ConfigEntry<String> REQUEST_RING_DIR = ConfigEntry.string("spark.slipstream.gpu.requestRing.dir",
+      "/dev/shm", "Folder of the request rings' shared-memory files (a tmpfs; every executor of a machine must see"
+          + " the same one).");
+  public static final ConfigEntry<java.time.Duration> REQUEST_RING_POLL = ConfigEntry.duration(
+      "spark.slipstream.gpu.requestRing.poll", "50ms",
+      "How long the request ring's holder thread polls back to back after a request before it polls with pauses"
+          + " (up to 100 us apart); at most 1s.");
   public static final ConfigEntry<Long> REQUEST_MIN_BYTES = ConfigEntry.size("spark.slipstream.gpu.request.minBytes",
       "4m",
       "A reduce task splits the blocks it reads from one holder into up to spark.slipstream.gpu.serve.inFlight device"
@@ -74,6 +89,9 @@ public final class GpuConf {
   private final int serveInFlight;
   private final int serveThreads;
   private final java.time.Duration serveSpin;
+  private final boolean requestRing;
+  private final String requestRingDir;
+  private final java.time.Duration requestRingPoll;
   private final long requestMinBytes;
   private final int pushBlocks;
   private final int pushThreads;
@@ -91,6 +109,17 @@ public final class GpuConf {
     this.serveInFlight = SERVE_IN_FLIGHT.get(source);
     this.serveThreads = SERVE_THREADS.get(source);
     this.serveSpin = SERVE_SPIN.get(source);
+    this.requestRing = REQUEST_RING.get(source);
+    this.requestRingDir = REQUEST_RING_DIR.get(source);
+    if (!requestRingDir.startsWith("/")) {
+      throw new IllegalArgumentException(REQUEST_RING_DIR.key() + ": got '" + requestRingDir
+          + "', expected an absolute path");
+    }
+    this.requestRingPoll = REQUEST_RING_POLL.get(source);
+    if (requestRingPoll.isNegative() || requestRingPoll.toMillis() > 1000) {
+      throw new IllegalArgumentException(REQUEST_RING_POLL.key() + ": got " + requestRingPoll.toMillis()
+          + "ms, expected 0 to 1s");
+    }
     if (serveSpin.isNegative() || serveSpin.toMillis() > 1000) {
       throw new IllegalArgumentException(SERVE_SPIN.key() + ": got " + serveSpin.toMillis() + "ms, expected 0 to 1s");
     }
@@ -122,6 +151,9 @@ public final class GpuConf {
   /** Threads that start device write requests; 0: the transport thread each arrives on. */
   public int serveThreads() { return serveThreads; }
   public java.time.Duration serveSpin() { return serveSpin; }
+  public boolean requestRing() { return requestRing; }
+  public String requestRingDir() { return requestRingDir; }
+  public java.time.Duration requestRingPoll() { return requestRingPoll; }
   public long requestMinBytes() { return requestMinBytes; }
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }

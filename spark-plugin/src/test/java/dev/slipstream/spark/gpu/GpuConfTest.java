@@ -24,6 +24,10 @@ class GpuConfTest {
     assertEquals(2L << 30, c.hostSpillBytes());
     assertEquals(4, c.serveInFlight());
     assertEquals(java.time.Duration.ZERO, c.serveSpin());
+    assertFalse(c.requestRing());
+    assertEquals("/dev/shm", c.requestRingDir());
+    assertEquals(java.time.Duration.ofMillis(50), c.requestRingPoll());
+    assertTrue(conf(Map.of("spark.slipstream.gpu.requestRing", "true")).requestRing());
     assertEquals(java.time.Duration.ofMillis(50), conf(Map.of("spark.slipstream.gpu.serve.spin", "50ms")).serveSpin());
     assertTrue(c.requestsOverTransport());
     assertFalse(conf(Map.of("spark.slipstream.gpu.requestPath", "driver")).requestsOverTransport());
@@ -45,6 +49,12 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.serve.inFlight: got '0', expected an integer in [1, 64]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.serve.inFlight", "0"))).getMessage());
+    assertEquals("spark.slipstream.gpu.requestRing.dir: got 'shm', expected an absolute path",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.requestRing.dir", "shm"))).getMessage());
+    assertEquals("spark.slipstream.gpu.requestRing.poll: got 5000ms, expected 0 to 1s",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.requestRing.poll", "5s"))).getMessage());
     assertEquals("spark.slipstream.gpu.serve.spin: got 2000ms, expected 0 to 1s",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.serve.spin", "2s"))).getMessage());

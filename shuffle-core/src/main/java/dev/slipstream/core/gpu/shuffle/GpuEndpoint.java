@@ -58,6 +58,11 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
     }
   }
 
+  /** This endpoint with {@code path} as its request ring. */
+  public GpuEndpoint withRequestRing(String path) {
+    return new GpuEndpoint(hostId, device, pciBusId, uuid, gpunetio, landing, path);
+  }
+
   public void encode(WireWriter w) {
     w.putByte(VERSION).putString(hostId).putInt(device).putString(pciBusId).putString(uuid)
         .putByte(gpunetio ? 1 : 0).putBytes(landing.encode()).putString(requestRing);
