@@ -24,7 +24,8 @@ import java.util.zip.CRC32C;
  * threads"). Producers claim a slot, copy their message in and publish it; the owner polls.
  *
  * <p>Layout (little-endian): a header of {@value #HEADER} bytes (magic {@code SLIPRING}, version,
- * slot count, slot size; the producers' ticket counter alone on its own cache line at
+ * slot count, slot size, the owner's process id at {@value #OWNER_PID}; the producers' ticket
+ * counter alone on its own cache line at
  * {@value #TAIL}), then {@code slots} slots of {@code slotBytes}: sequence word (8 bytes), message
  * length (4), CRC32C of the message (4), message. Slot {@code t % slots} belongs to ticket
  * {@code t}: its sequence word is {@code t} while free for that ticket, {@code t + 1} once
@@ -50,6 +51,7 @@ public final class RequestRing implements AutoCloseable {
   static final int VERSION = 1;
   static final int HEADER = 128;
   static final int TAIL = 64;
+  static final int OWNER_PID = 24;
   static final int SLOT_HEADER = 16;
   public static final int MIN_SLOT_BYTES = 256;
   public static final int MAX_SLOT_BYTES = 1 << 16;
@@ -104,6 +106,7 @@ public final class RequestRing implements AutoCloseable {
     if (abandonNanos <= 0) {
       throw new IllegalArgumentException("request ring: abandon time " + abandonNanos + " ns, expected > 0");
     }
+    removeStale(dir);
     byte[] id = new byte[16];
     RANDOM.nextBytes(id);
     Path path = dir.resolve("slipstream-ring-" + HexFormat.of().formatHex(id));
@@ -125,12 +128,44 @@ public final class RequestRing implements AutoCloseable {
       LONG.setRelease(m, slotAt(i, slotBytes), (long) i);
     }
     LONG.setRelease(m, TAIL, 0L);
-    m.putInt(8, VERSION).putInt(12, slots).putInt(16, slotBytes);
+    m.putInt(8, VERSION).putInt(12, slots).putInt(16, slotBytes).putLong(OWNER_PID, ProcessHandle.current().pid());
     LONG.setRelease(m, 0, MAGIC); // last: a producer opening it sooner sees no magic and refuses it
     return new RequestRing(path, m, slots, slotBytes, abandonNanos);
   }
 
   /** Where slot {@code index} (a ticket modulo the slot count) starts; the ring's size keeps it an int. */
+  /**
+   * Deletes the rings in {@code dir} whose owner process is gone (an executor that died without
+   * closing its ring); returns how many. Files of other users, or that are not rings, are left alone.
+   */
+  static int removeStale(Path dir) {
+    int removed = 0;
+    try (var files = Files.newDirectoryStream(dir, "slipstream-ring-*")) {
+      for (Path f : files) {
+        if (!NAME.matcher(f.getFileName().toString()).matches() || !Files.isReadable(f)) {
+          continue;
+        }
+        try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ)) {
+          if (ch.size() < HEADER) {
+            continue;
+          }
+          java.nio.ByteBuffer h = java.nio.ByteBuffer.allocate(HEADER).order(ByteOrder.LITTLE_ENDIAN);
+          ch.read(h, 0);
+          long pid = h.getLong(OWNER_PID);
+          if (h.getLong(0) == MAGIC && pid > 0 && ProcessHandle.of(pid).isEmpty()) {
+            Files.deleteIfExists(f);
+            removed++;
+          }
+        } catch (IOException | RuntimeException e) {
+          // Not ours to judge (another user's, or going away): leave it.
+        }
+      }
+    } catch (IOException e) {
+      // An unreadable folder: nothing to clean.
+    }
+    return removed;
+  }
+
   private static int slotAt(long index, int slotBytes) {
     return (int) (HEADER + index * slotBytes);
   }

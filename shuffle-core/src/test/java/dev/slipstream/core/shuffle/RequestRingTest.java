@@ -220,4 +220,21 @@ class RequestRingTest {
       assertEquals(0, files.count(), "nothing left behind by the refused shapes either");
     }
   }
+
+  @Test
+  void ringsWhoseOwnerIsGoneAreRemovedWhenANewOneIsMade(@TempDir Path dir) throws IOException {
+    RequestRing live = RequestRing.create(dir, 4, 256, SECOND);
+    RequestRing dead = RequestRing.create(dir, 4, 256, SECOND);
+    raw(dead.path()).putLong(RequestRing.OWNER_PID, 2_147_483_646L); // above any pid_max: no such process
+    Path notARing = dir.resolve("slipstream-ring-notes.txt");
+    Files.writeString(notARing, "x");
+    try (RequestRing next = RequestRing.create(dir, 4, 256, SECOND)) {
+      assertFalse(Files.exists(dead.path()), "the dead owner's ring is gone");
+      assertTrue(Files.exists(live.path()), "a live owner's ring stays");
+      assertTrue(Files.exists(next.path()));
+      assertTrue(Files.exists(notARing), "a file that is not a ring stays");
+    } finally {
+      live.close();
+    }
+  }
 }
