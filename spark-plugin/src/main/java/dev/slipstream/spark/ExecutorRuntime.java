@@ -226,7 +226,7 @@ final class ExecutorRuntime implements AutoCloseable {
   static final int RING_SLOT_BYTES = 2048;
   static final long RING_ABANDON_NANOS = 1_000_000_000L;
 
-  /** Producers of the request rings of holders on this machine, by path (null: that ring could not be opened). */
+  /** Producers of the request rings of holders on this machine, by path (empty: that ring could not be opened). */
   private final Map<String, java.util.Optional<dev.slipstream.core.shuffle.RequestRing.Producer>> rings =
       new ConcurrentHashMap<>();
 
