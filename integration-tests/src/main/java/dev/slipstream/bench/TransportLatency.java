@@ -1,11 +1,14 @@
 package dev.slipstream.bench;
 
 import dev.slipstream.core.config.ConfigSource;
+import dev.slipstream.core.shuffle.RequestRing;
 import dev.slipstream.core.transport.PeerQueue;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportContext;
 import dev.slipstream.core.transport.tcp.TcpTransportProvider;
 import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
@@ -27,9 +30,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * echoes it, as a holder hands requests to its serving threads ("queued"); {@code spin}: the same
  * with threads that poll for {@code --spin-us} (20000) after their last message before they park
  * ({@link dev.slipstream.core.shuffle.SpinningPool}); {@code loop} (the default) handles it on the
- * event loop.
+ * event loop. {@code --via ring} writes the messages into a {@link RequestRing} that a thread of the
+ * responder polls (back to back for {@code --ring-poll-us}, 50000, after each message), as a GPU
+ * holder serves its request ring (spark.slipstream.gpu.requestRing); the echo still goes over tcp.
  *
- * <p>Usage: {@code TransportLatency [--messages 20000] [--pause-us 0] [--burst 1] [--handoff loop|pool|spin] [--spin-us 20000]
+ * <p>Usage: {@code TransportLatency [--messages 20000] [--pause-us 0] [--burst 1] [--handoff loop|pool|spin] [--spin-us 20000] [--via tcp|ring] [--ring-poll-us 50000]
  * [--conf spark.k=v,...]}; prints the median, 10th and 90th percentile round trip of the second
  * half of the rounds, and with a burst the median arrival of each of its messages.
  */
@@ -41,6 +46,8 @@ public final class TransportLatency {
     long pauseUs = 0;
     int burst = 1;
     String handoff = "loop";
+    String via = "tcp";
+    long ringPollUs = 50_000;
     long spinUs = 20_000;
     Map<String, String> conf = new HashMap<>();
     for (int i = 0; i + 1 < args.length; i += 2) {
@@ -55,6 +62,13 @@ public final class TransportLatency {
           }
         }
         case "--spin-us" -> spinUs = Long.parseLong(args[i + 1]);
+        case "--via" -> {
+          via = args[i + 1];
+          if (!via.equals("tcp") && !via.equals("ring")) {
+            throw new IllegalArgumentException("--via: got '" + via + "', expected tcp or ring");
+          }
+        }
+        case "--ring-poll-us" -> ringPollUs = Long.parseLong(args[i + 1]);
         case "--conf" -> {
           for (String kv : args[i + 1].split(",")) {
             int eq = kv.indexOf('=');
@@ -65,7 +79,7 @@ public final class TransportLatency {
           }
         }
         default -> throw new IllegalArgumentException("unknown option " + args[i]
-            + ", expected --messages, --pause-us, --burst, --handoff, --spin-us or --conf");
+            + ", expected --messages, --pause-us, --burst, --handoff, --spin-us, --via, --ring-poll-us or --conf");
       }
     }
     if (messages < 2 || pauseUs < 0 || burst < 1 || burst > 64) {
@@ -83,12 +97,13 @@ public final class TransportLatency {
       default -> null;
     };
     java.util.concurrent.atomic.AtomicLongArray arrived = new java.util.concurrent.atomic.AtomicLongArray(b);
+    Thread ringPoller = null;
     TcpTransportProvider tcp = new TcpTransportProvider();
     AtomicLong echoes = new AtomicLong();
     try (Transport sender = tcp.create(TransportContext.of(ConfigSource.of(conf), "127.0.0.1", "sender"));
          Transport responder = tcp.create(TransportContext.of(ConfigSource.of(conf), "127.0.0.1", "responder"))) {
       sender.setMessageHandler((from, m) -> echoes.incrementAndGet());
-      responder.setMessageHandler((from, m) -> {
+      java.util.function.Consumer<ByteBuffer> handle = m -> {
         int k = m.getInt(m.position());
         Runnable echo = () -> {
           arrived.set(k, System.nanoTime());
@@ -105,15 +120,57 @@ public final class TransportLatency {
         } else {
           echo.run();
         }
-      });
+      };
+      responder.setMessageHandler((from, m) -> handle.accept(m));
       PeerQueue q = sender.connect(responder.localEndpoint());
+      RequestRing.Producer producer = null;
+      if (via.equals("ring")) {
+        // The responder's side of a request ring (as a GPU holder serves one): a thread polls it back
+        // to back for --ring-poll-us after each message, then with pauses of up to 100 us.
+        Path dir = Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm") : Path.of(System.getProperty("java.io.tmpdir"));
+        RequestRing ring = RequestRing.create(dir, 256, 2048, 1_000_000_000L);
+        producer = RequestRing.open(ring.path());
+        long pollNanos = ringPollUs * 1000;
+        Thread poller = new Thread(() -> {
+          long last = System.nanoTime();
+          long pause = 1;
+          try (ring) {
+            while (!Thread.currentThread().isInterrupted()) {
+              byte[] m = ring.poll();
+              if (m != null) {
+                handle.accept(ByteBuffer.wrap(m));
+                last = System.nanoTime();
+                pause = 1;
+              } else if (System.nanoTime() - last < pollNanos) {
+                Thread.onSpinWait();
+              } else {
+                java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
+                pause = Math.min(100, pause * 2);
+              }
+            }
+          } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+          }
+        }, "latency-ring-poller");
+        poller.setDaemon(true);
+        poller.start();
+        ringPoller = poller;
+      }
       long[] rtt = new long[messages];
       long[][] arrival = new long[b][messages];
       for (int i = 0; i < messages; i++) {
         long t0 = System.nanoTime();
         for (int k = 0; k < b; k++) {
-          q.send(ByteBuffer.allocate(200).putInt(0, k));
-          q.commit();
+          if (producer != null) {
+            byte[] m = new byte[200];
+            ByteBuffer.wrap(m).putInt(0, k);
+            if (!producer.offer(m)) {
+              throw new IllegalStateException("request ring full in round " + i);
+            }
+          } else {
+            q.send(ByteBuffer.allocate(200).putInt(0, k));
+            q.commit();
+          }
         }
         long deadline = t0 + 10_000_000_000L;
         while (echoes.get() < (long) (i + 1) * b) {
@@ -135,8 +192,9 @@ public final class TransportLatency {
       }
       long[] half = Arrays.copyOfRange(rtt, messages / 2, messages);
       Arrays.sort(half);
-      System.out.printf("tcp message round trip, %d messages, pause %d us, conf %s: second half median %.1f us,"
-          + " p10 %.1f us, p90 %.1f us%n", messages, pauseUs, conf, half[half.length / 2] / 1e3,
+      System.out.printf("%s message round trip, %d messages, pause %d us, conf %s: second half median %.1f us,"
+          + " p10 %.1f us, p90 %.1f us%n", via.equals("ring") ? "ring (echo over tcp)" : "tcp", messages, pauseUs, conf,
+          half[half.length / 2] / 1e3,
           half[half.length / 10] / 1e3, half[half.length * 9 / 10] / 1e3);
       if (b > 1 || workers != null) {
         StringBuilder sb = new StringBuilder();
@@ -149,10 +207,13 @@ public final class TransportLatency {
             + " round's start: %s%n", b, switch (handoff) {
               case "pool" -> "a pool of 4 threads";
               case "spin" -> "4 threads polling " + spinUs + " us before they park";
-              default -> "the event loop";
+              default -> via.equals("ring") ? "the ring's polling thread" : "the event loop";
             }, sb);
       }
     } finally {
+      if (ringPoller != null) {
+        ringPoller.interrupt();
+      }
       if (workers != null) {
         workers.shutdownNow();
       }
