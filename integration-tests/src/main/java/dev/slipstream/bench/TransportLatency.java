@@ -125,29 +125,14 @@ public final class TransportLatency {
       PeerQueue q = sender.connect(responder.localEndpoint());
       RequestRing.Producer producer = null;
       if (via.equals("ring")) {
-        // The responder's side of a request ring (as a GPU holder serves one): a thread polls it back
-        // to back for --ring-poll-us after each message, then with pauses of up to 100 us.
+        // The responder's side of a request ring, served as a GPU holder serves one (RequestRing.serve).
         Path dir = Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm") : Path.of(System.getProperty("java.io.tmpdir"));
         RequestRing ring = RequestRing.create(dir, 256, 2048, 1_000_000_000L);
         producer = RequestRing.open(ring.path());
         long pollNanos = ringPollUs * 1000;
         Thread poller = new Thread(() -> {
-          long last = System.nanoTime();
-          long pause = 1;
           try (ring) {
-            while (!Thread.currentThread().isInterrupted()) {
-              byte[] m = ring.poll();
-              if (m != null) {
-                handle.accept(ByteBuffer.wrap(m));
-                last = System.nanoTime();
-                pause = 1;
-              } else if (System.nanoTime() - last < pollNanos) {
-                Thread.onSpinWait();
-              } else {
-                java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
-                pause = Math.min(100, pause * 2);
-              }
-            }
+            ring.serve(pollNanos, Thread.currentThread()::isInterrupted, m -> handle.accept(ByteBuffer.wrap(m)));
           } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException(e);
           }

@@ -205,7 +205,7 @@ public final class DeviceWriteExchange {
   /**
    * Serves requests written into {@code ring} by readers of this machine, as if they had come over
    * the transport: a thread polls it back to back for {@code pollNanos} after each request, then
-   * with pauses of up to {@value #RING_PAUSE_MAX_US} us. A message that does not decode, or whose
+   * with pauses of up to {@value RequestRing#PAUSE_MAX_US} us ({@link RequestRing#serve}). A message that does not decode, or whose
    * sender is not a peer {@code knownPeer} accepts, is dropped (logged; its sender times out). The
    * ring is closed (its file deleted) with this exchange.
    */
@@ -220,25 +220,9 @@ public final class DeviceWriteExchange {
     t.start();
   }
 
-  static final long RING_PAUSE_MAX_US = 100;
-
   private void pollRing(RequestRing ring, long pollNanos, java.util.function.Predicate<EndpointDescriptor> knownPeer) {
-    long last = System.nanoTime();
-    long pauseUs = 1;
     try {
-      while (!closed) {
-        byte[] m = ring.poll();
-        if (m == null) {
-          if (System.nanoTime() - last < pollNanos) {
-            Thread.onSpinWait();
-          } else {
-            java.util.concurrent.locks.LockSupport.parkNanos(pauseUs * 1000);
-            pauseUs = Math.min(RING_PAUSE_MAX_US, pauseUs * 2);
-          }
-          continue;
-        }
-        last = System.nanoTime();
-        pauseUs = 1;
+      ring.serve(pollNanos, () -> closed, m -> {
         try {
           WireReader r = new WireReader(m);
           r.expectHeader(RING_REQUEST, "ring device write");
@@ -249,14 +233,14 @@ public final class DeviceWriteExchange {
           if (!knownPeer.test(from)) {
             ringDropped.incrementAndGet();
             LOG.warn("Dropped device write {} from the request ring: sender {} is not a known peer", id, from);
-            continue;
+            return;
           }
           onRequest(from, new DeviceWrite(id, request));
         } catch (TransportException | RuntimeException e) {
           ringDropped.incrementAndGet();
           LOG.warn("Dropped a message of the request ring: {}", e.getMessage());
         }
-      }
+      });
     } finally {
       try {
         ring.close();

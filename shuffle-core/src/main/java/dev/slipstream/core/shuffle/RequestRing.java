@@ -219,6 +219,33 @@ public final class RequestRing implements AutoCloseable {
     }
   }
 
+  /** The longest pause between two polls of {@link #serve} once its polling time after a message has passed. */
+  public static final long PAUSE_MAX_US = 100;
+
+  /**
+   * Reads the ring on the calling thread until {@code stop} is true, handing each message to
+   * {@code each}: back to back for {@code pollNanos} after each message (a producer cannot wake this
+   * thread, so it polls while messages are likely), then with pauses doubling from 1 us up to
+   * {@value #PAUSE_MAX_US} us. An interrupt ends a pause, not the loop: {@code stop} does.
+   */
+  public void serve(long pollNanos, java.util.function.BooleanSupplier stop, java.util.function.Consumer<byte[]> each) {
+    long last = System.nanoTime();
+    long pauseUs = 1;
+    while (!stop.getAsBoolean()) {
+      byte[] m = poll();
+      if (m != null) {
+        each.accept(m);
+        last = System.nanoTime();
+        pauseUs = 1;
+      } else if (System.nanoTime() - last < pollNanos) {
+        Thread.onSpinWait();
+      } else {
+        java.util.concurrent.locks.LockSupport.parkNanos(pauseUs * 1000);
+        pauseUs = Math.min(PAUSE_MAX_US, pauseUs * 2);
+      }
+    }
+  }
+
   /** The message in the slot at {@code at}, or null when its length or checksum is wrong. */
   private byte[] read(int at) {
     int len = map.getInt(at + 8);
