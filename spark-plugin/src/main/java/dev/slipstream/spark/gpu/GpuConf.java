@@ -108,21 +108,14 @@ public final class GpuConf {
     this.hostSpillBytes = atLeast(HOST_SPILL_BYTES, HOST_SPILL_BYTES.get(source), 0);
     this.serveInFlight = SERVE_IN_FLIGHT.get(source);
     this.serveThreads = SERVE_THREADS.get(source);
-    this.serveSpin = SERVE_SPIN.get(source);
+    this.serveSpin = upToASecond(SERVE_SPIN, source);
     this.requestRing = REQUEST_RING.get(source);
     this.requestRingDir = REQUEST_RING_DIR.get(source);
     if (!requestRingDir.startsWith("/")) {
       throw new IllegalArgumentException(REQUEST_RING_DIR.key() + ": got '" + requestRingDir
           + "', expected an absolute path");
     }
-    this.requestRingPoll = REQUEST_RING_POLL.get(source);
-    if (requestRingPoll.isNegative() || requestRingPoll.toMillis() > 1000) {
-      throw new IllegalArgumentException(REQUEST_RING_POLL.key() + ": got " + requestRingPoll.toMillis()
-          + "ms, expected 0 to 1s");
-    }
-    if (serveSpin.isNegative() || serveSpin.toMillis() > 1000) {
-      throw new IllegalArgumentException(SERVE_SPIN.key() + ": got " + serveSpin.toMillis() + "ms, expected 0 to 1s");
-    }
+    this.requestRingPoll = upToASecond(REQUEST_RING_POLL, source);
     this.requestMinBytes = atLeast(REQUEST_MIN_BYTES, REQUEST_MIN_BYTES.get(source), 1);
     this.pushBlocks = PUSH_BLOCKS.get(source);
     this.pushThreads = PUSH_THREADS.get(source);
@@ -131,6 +124,15 @@ public final class GpuConf {
           + ", expected a multiple of 32 (whole warps) in 32..1024");
     }
     this.requestPath = REQUEST_PATH.get(source);
+  }
+
+  /** A polling time: 0 to 1 s. */
+  private static java.time.Duration upToASecond(ConfigEntry<java.time.Duration> e, ConfigSource source) {
+    java.time.Duration d = e.get(source);
+    if (d.isNegative() || d.toMillis() > 1000) {
+      throw new IllegalArgumentException(e.key() + ": got " + d.toMillis() + "ms, expected 0 to 1s");
+    }
+    return d;
   }
 
   private static long atLeast(ConfigEntry<Long> e, long v, long min) {
