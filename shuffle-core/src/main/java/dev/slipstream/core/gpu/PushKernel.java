@@ -320,7 +320,7 @@ public final class PushKernel implements AutoCloseable {
         throw new IllegalStateException("push launcher: statuses asked before any push");
       }
       byte[] raw = new byte[4 * queuesLaunched];
-      pinned.getByteBuffer(statusHost, raw.length).get(raw);
+      pinnedView.get((int) statusHost, raw);
       return PushKernel.statuses(raw);
     }
 

@@ -97,7 +97,12 @@ public final class DeviceLanding implements AutoCloseable {
    */
   public Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos) throws TransportException {
     Fetch f = layOut(shuffleId, widths, wants, deadlineNanos, true);
-    resetSignals(List.of(f));
+    try {
+      resetSignals(List.of(f));
+    } catch (RuntimeException e) {
+      f.close();
+      throw e;
+    }
     return f;
   }
 
@@ -171,7 +176,10 @@ public final class DeviceLanding implements AutoCloseable {
     }
   }
 
-  /** Zeroes the signal words of {@code fetches} and returns once the device has done so (one synchronisation). */
+  /**
+   * Zeroes the signal words of {@code fetches} and returns once the device has done so (one
+   * synchronisation). On failure the caller closes the fetches.
+   */
   private void resetSignals(List<Fetch> fetches) {
     if (fetches.isEmpty()) {
       return;
@@ -183,9 +191,6 @@ public final class DeviceLanding implements AutoCloseable {
     SignalWatcher w = takeWatcher();
     try {
       w.reset(signals);
-    } catch (RuntimeException e) {
-      fetches.forEach(Fetch::close);
-      throw e;
     } finally {
       giveBack(w);
     }
