@@ -59,7 +59,12 @@ public final class RequestRing implements AutoCloseable {
   /** The most bytes of slots one ring maps. */
   public static final long MAX_RING_BYTES = 1L << 30;
   /** The names rings are made with: only such files are opened. */
-  public static final Pattern NAME = Pattern.compile("slipstream-ring-[0-9a-f]{32}");
+  static final Pattern NAME = Pattern.compile("slipstream-ring-[0-9a-f]{32}");
+  /** Whether {@code path} names a ring: absolute, its file named as {@link #create} names rings. */
+  public static boolean isRingPath(String path) {
+    return path.startsWith("/") && NAME.matcher(path.substring(path.lastIndexOf('/') + 1)).matches();
+  }
+
   private static final VarHandle LONG = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
   private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -284,8 +289,7 @@ public final class RequestRing implements AutoCloseable {
    * a slot count or size out of range, or a file whose size does not match its header.
    */
   public static Producer open(Path path) throws IOException {
-    String name = path.getFileName() == null ? "" : path.getFileName().toString();
-    if (!path.isAbsolute() || !NAME.matcher(name).matches()) {
+    if (!isRingPath(path.toString())) {
       throw new IllegalArgumentException("request ring: path " + path + ", expected an absolute path to a file named"
           + " slipstream-ring-<32 hex digits>");
     }

@@ -51,8 +51,7 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
           + device);
     }
     if (requestRing == null || (!requestRing.isEmpty() && (requestRing.length() > MAX_RING_PATH
-        || !requestRing.startsWith("/") || !RequestRing.NAME.matcher(
-            requestRing.substring(requestRing.lastIndexOf('/') + 1)).matches()))) {
+        || !RequestRing.isRingPath(requestRing)))) {
       throw new IllegalArgumentException("GPU endpoint: request ring '" + requestRing + "', expected none or an"
           + " absolute path of at most " + MAX_RING_PATH + " characters to a file named slipstream-ring-<32 hex digits>");
     }
