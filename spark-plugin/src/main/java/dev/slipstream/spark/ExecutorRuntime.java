@@ -177,6 +177,8 @@ final class ExecutorRuntime implements AutoCloseable {
       dev.slipstream.spark.gpu.GpuExecutor g = dev.slipstream.spark.gpu.GpuExecutor.open(executorId, host, ordinal,
           conf.gpu());
       gpu = g;
+      // Readers without a direct device path to this GPU fetch its map outputs over the proxy path.
+      node.serveAlso(dev.slipstream.core.gpu.shuffle.ProxyBlocks.source(g.store(), node.config().checksum()));
       me = me.withGpu(withRequestRing(g.endpoint()));
       register();
     } catch (RuntimeException e) {

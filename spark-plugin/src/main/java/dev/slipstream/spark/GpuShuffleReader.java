@@ -46,6 +46,9 @@ import scala.Tuple2;
  * range takes no more writes; a range still in flight is quarantined). What the read moved and the span of its remote data path go to
  * {@link GpuExecutor#recordRead} ({@link GpuReadStats}) until the task completes.
  *
+ * <p>Holders without a direct device path (another machine, or {@code spark.slipstream.gpu.path=proxy})
+ * are read over the proxy path ({@link ProxyFetch}): started first, drained after the nvlink requests.
+ *
  * <p>A holder that is not in the peer table, has no GPU endpoint, refuses, or misses the deadline
  * becomes a {@link FetchFailedException}. Threading: one task thread.
  */
@@ -125,10 +128,40 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
     }
     List<Holder> holders = new ArrayList<>();
+    List<ProxyFetch.From> proxied = new ArrayList<>();
     for (Map.Entry<String, List<MapBlock>> e : remote.entrySet()) {
-      holders.add(check(gpu, e.getKey(), e.getValue()));
+      PeerInfo peer = peerWithGpu(e.getKey(), e.getValue().get(0));
+      if (direct(gpu, peer)) {
+        holders.add(check(gpu, e.getKey(), e.getValue()));
+      } else {
+        proxied.add(new ProxyFetch.From(peer, e.getValue()));
+      }
+    }
+    ProxyFetch proxy = null;
+    if (!proxied.isEmpty()) {
+      // Its holders copy and write while this task's nvlink requests push; drained after them.
+      ProxyFetch p = new ProxyFetch(runtime, shuffleId, proxied, metrics);
+      context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> p.close());
+      firstSent = System.nanoTime();
+      try {
+        p.start();
+      } catch (ProxyFetch.Failure f) {
+        throw Scala.sneaky(fetchFailed(f.block, f.getMessage(), f));
+      }
+      proxy = p;
     }
     fetchRemote(gpu, holders, widths, out);
+    if (proxy != null) {
+      try {
+        proxy.drain(gpu, widths, metrics, out);
+      } catch (ProxyFetch.Failure f) {
+        throw Scala.sneaky(fetchFailed(f.block, f.getMessage(), f));
+      }
+      lastLanded = System.nanoTime();
+      remoteBlocks += proxy.landed();
+      remoteBytes += proxy.bytes();
+      requests += proxy.requests();
+    }
     long task = context.taskAttemptId();
     gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, copiedBlocks, requests,
         peakInFlight, firstSent, lastLanded, phases));
@@ -140,7 +173,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     return Scala.toScala(records.iterator());
   }
 
-  /** The remote blocks of one holder, checked: its peer entry has a GPU endpoint on the nvlink path. */
+  /** The remote blocks of one holder on the nvlink path, checked: each fits half the landing region. */
   record Holder(String executorId, List<MapBlock> blocks) {}
 
   /** One request: blocks of one holder. */
@@ -153,10 +186,11 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<RpcMessages.DeviceWriteResult> answer,
                           long startNanos, long sentNanos) {}
 
-  private Holder check(GpuExecutor gpu, String holder, List<MapBlock> blocks) {
+  /** The holder's peer entry with its GPU endpoint (asked of the driver once when the entry has none yet). */
+  private PeerInfo peerWithGpu(String holder, MapBlock first) {
     Optional<PeerInfo> peer = runtime.peer(holder);
     if (peer.isEmpty()) {
-      throw Scala.sneaky(fetchFailed(blocks.get(0), "executor " + holder
+      throw Scala.sneaky(fetchFailed(first, "executor " + holder
           + " is not in Slipstream's peer table (lost or never registered)", null));
     }
     if (peer.get().gpu().isEmpty()) {
@@ -166,14 +200,21 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
     }
     if (peer.get().gpu().isEmpty()) {
-      throw Scala.sneaky(fetchFailed(blocks.get(0), "executor " + holder + " registered no GPU endpoint", null));
+      throw Scala.sneaky(fetchFailed(first, "executor " + holder + " registered no GPU endpoint", null));
     }
-    GpuPath path = GpuPath.between(gpu.endpoint(), peer.get().gpu().get());
-    if (path != GpuPath.NVLINK) {
-      throw Scala.sneaky(fetchFailed(blocks.get(0), "executor " + holder + " is reached by the " + path
-          + " path (host " + peer.get().gpu().get().hostId() + ", here " + gpu.endpoint().hostId()
-          + "); GPU shuffles are served over nvlink (one machine) only so far", null));
-    }
+    return peer.get();
+  }
+
+  /**
+   * Whether the holder's GPU pushes into this one's landing region (nvlink: one machine, and
+   * {@code spark.slipstream.gpu.path} is not {@code proxy}); otherwise its blocks come over the
+   * proxy path. GPUNetIO pairs use the proxy path too until the NIC path is wired into executors.
+   */
+  private boolean direct(GpuExecutor gpu, PeerInfo peer) {
+    return GpuPath.between(gpu.endpoint(), peer.gpu().get()) == GpuPath.NVLINK && !runtime.gpuConf().proxyOnly();
+  }
+
+  private Holder check(GpuExecutor gpu, String holder, List<MapBlock> blocks) {
     long budget = gpu.landing().capacity() / 2;
     for (MapBlock b : blocks) {
       if (b.size() > budget) {

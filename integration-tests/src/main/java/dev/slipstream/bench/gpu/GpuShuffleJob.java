@@ -162,7 +162,9 @@ public final class GpuShuffleJob {
           + p.gpu().get().device() + " " + p.gpu().get().pciBusId() + " " + p.gpu().get().uuid()));
       List<String> ids = new ArrayList<>(driver.peers().keySet());
       if (ids.size() >= 2) {
-        System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1)));
+        boolean proxyOnly = "proxy".equals(conf.get(dev.slipstream.spark.gpu.GpuConf.PATH.key(), "auto"));
+        System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1))
+            + (proxyOnly ? " (read over the proxy path: " + dev.slipstream.spark.gpu.GpuConf.PATH.key() + "=proxy)" : ""));
       }
       long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
       System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors, %d task(s) at once"

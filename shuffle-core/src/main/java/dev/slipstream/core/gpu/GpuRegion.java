@@ -75,11 +75,16 @@ public final class GpuRegion implements AutoCloseable {
   }
 
   public byte[] read(long offset, int len) {
-    CudaDriver.checkRange(offset, len, length, "region " + Integer.toUnsignedString(id));
     byte[] b = new byte[len];
-    ctx.makeCurrent();
-    CudaDriver.copyFromDevice(devicePointer() + offset, b, 0, len);
+    read(offset, b, 0, len);
     return b;
+  }
+
+  /** Copies {@code len} bytes from {@code offset} of this region into {@code dst[off..]}. */
+  public void read(long offset, byte[] dst, int off, int len) {
+    CudaDriver.checkRange(offset, len, length, "region " + Integer.toUnsignedString(id));
+    ctx.makeCurrent();
+    CudaDriver.copyFromDevice(devicePointer() + offset, dst, off, len);
   }
 
   public void fill(byte value) {

@@ -45,7 +45,16 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
 
     String holderId();
 
+    /** The size the map status gave, or the real one where it was known when the block was handed out. */
     long size();
+
+    /**
+     * The block's real length in bytes, as its holder reported it: for a block streamed in chunks,
+     * known once its first chunk has landed (fetched now, with the fetch deadline, if not yet).
+     */
+    default long exactSize() throws IOException {
+      return size();
+    }
 
     InputStream stream();
   }
@@ -126,6 +135,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
   private final ArrayDeque<LandedBlock> ready = new ArrayDeque<>();
   private final ArrayDeque<StreamedBlock> large = new ArrayDeque<>();
   private long reserved;
+  private int requestsSent;
   private int remaining;
   private FetchedBlock current;
   private boolean closed;
@@ -225,6 +235,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       r.pending = node.send(r.holder.endpoint(), shuffleId, entries, lengths,
           lengths + (long) ShuffleMessages.TABLE_ENTRY * r.blocks.size());
       inFlight.add(r);
+      requestsSent++;
       r.pending.done.whenComplete((v, e) -> completed.add(r));
     }
   }
@@ -263,6 +274,11 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     } catch (BlockFetchException e) {
       throw new FetchFailure(e);
     }
+  }
+
+  /** Write requests sent so far, each chunk of a streamed block counted. */
+  public int requestsSent() {
+    return requestsSent;
   }
 
   @Override
@@ -512,6 +528,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     private final boolean fromStart;
     private final java.util.zip.Checksum running;
     private long expected;
+    /** The block's length from the first chunk's length report; -1 before. */
+    private long total = -1;
     private long nextChunkOffset;
     private boolean lastRequested;
     private Chunk reading;
@@ -521,12 +539,14 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     private final class Chunk {
       final LandingPool.Range range;
       final PendingRequest pending;
+      final long blockOffset;
       final long capacity;
       InputStream data;
 
-      Chunk(LandingPool.Range range, PendingRequest pending, long capacity) {
+      Chunk(LandingPool.Range range, PendingRequest pending, long blockOffset, long capacity) {
         this.range = range;
         this.pending = pending;
+        this.blockOffset = blockOffset;
         this.capacity = capacity;
       }
     }
@@ -545,6 +565,17 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     @Override public long size() { return block.size(); }
     @Override public InputStream stream() { return this; }
 
+    @Override
+    public long exactSize() throws IOException {
+      if (total < 0 && !done) {
+        data(); // lands the first chunk (nothing is read from it)
+      }
+      if (total < 0) {
+        throw new IllegalStateException("block " + block.id() + " was closed before its first chunk landed");
+      }
+      return total;
+    }
+
     private Chunk request(boolean mayWait) throws BlockFetchException {
       if (lastRequested) {
         return null;
@@ -562,8 +593,10 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       PendingRequest p = node.send(holder.endpoint(), shuffleId, List.of(new ShuffleMessages.Entry(
           block.id().mapId(), block.id().partition(), nextChunkOffset, cap, range.offset())), lengths,
           lengths + ShuffleMessages.TABLE_ENTRY);
+      requestsSent++;
+      Chunk c = new Chunk(range, p, nextChunkOffset, cap);
       nextChunkOffset += cap;
-      return new Chunk(range, p, cap);
+      return c;
     }
 
     private void await(Chunk c) throws BlockFetchException {
@@ -587,6 +620,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       long available = readLength(c.range, align8(c.capacity));
       expected = readLength(c.range, align8(c.capacity) + 8);
       long landed = Math.min(available, c.capacity);
+      if (total < 0) {
+        total = c.blockOffset + available;
+      }
       if (available <= c.capacity) {
         lastRequested = true; // this chunk holds the end of the block
       }

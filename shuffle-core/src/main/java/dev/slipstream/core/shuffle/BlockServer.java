@@ -33,7 +33,9 @@ import org.slf4j.LoggerFactory;
  * a check is answered with a {@link WriteFailure} and nothing is written.
  *
  * <p>Threading: requests arrive on a transport thread; those reading only in-memory output are
- * served there, the others on this server's own threads (reading spilled output may block). Ownership: the server retains map outputs until
+ * served there, the others on this server's own threads (reading spilled output may block, and
+ * so may reading outputs of a {@link ServedOutput.Source}, such as GPU map outputs copied to the
+ * host). Ownership: the server retains map outputs until
  * the writes that read them complete.
  */
 final class BlockServer implements AutoCloseable {
@@ -42,6 +44,8 @@ final class BlockServer implements AutoCloseable {
   private final Transport transport;
   private final MapOutputStore store;
   private final ExecutorService threads;
+  /** Outputs kept outside the store (GPU map outputs), asked when the store has none; null: none. */
+  private volatile ServedOutput.Source also;
   private final AtomicLong requestsServed = new AtomicLong();
   private final AtomicLong requestsFailed = new AtomicLong();
   private final AtomicLong bytesServed = new AtomicLong();
@@ -55,6 +59,11 @@ final class BlockServer implements AutoCloseable {
       t.setDaemon(true);
       return t;
     });
+  }
+
+  /** Serves outputs {@code source} has and the store has not from now on. */
+  void serveAlso(ServedOutput.Source source) {
+    this.also = source;
   }
 
   /**
@@ -93,7 +102,7 @@ final class BlockServer implements AutoCloseable {
   }
 
   private void serve(EndpointDescriptor from, WriteRequest req) {
-    List<MapOutput> retained = new ArrayList<>();
+    List<ServedOutput> retained = new ArrayList<>();
     try {
       RegionDescriptor landing = req.landing();
       int n = req.entries().size();
@@ -108,7 +117,11 @@ final class BlockServer implements AutoCloseable {
           throw new TransportException(TransportError.OUT_OF_RANGE, "landing offset " + e.landingOffset()
               + " + capacity " + e.capacity() + " outside " + landing);
         }
-        MapOutput out = store.retain(req.shuffleId(), e.mapId());
+        ServedOutput out = store.retain(req.shuffleId(), e.mapId());
+        ServedOutput.Source other = also;
+        if (out == null && other != null) {
+          out = other.retain(req.shuffleId(), e.mapId());
+        }
         if (out == null) {
           throw new TransportException(TransportError.UNKNOWN_REGION, "no map output for shuffle "
               + req.shuffleId() + " map " + e.mapId() + " on this executor (lost, removed or never written here)");
@@ -143,10 +156,10 @@ final class BlockServer implements AutoCloseable {
       futures.add(q.writeAndSignal(lengths, landing.at(req.lengthsOffset()), landing.at(req.signalOffset()), n));
       q.commit();
       long bytes = total;
-      List<MapOutput> held = List.copyOf(retained);
+      List<ServedOutput> held = List.copyOf(retained);
       retained.clear();
       CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0])).whenComplete((v, err) -> {
-        held.forEach(MapOutput::release);
+        held.forEach(ServedOutput::release);
         if (err == null) {
           requestsServed.incrementAndGet();
           bytesServed.addAndGet(bytes);
@@ -161,7 +174,7 @@ final class BlockServer implements AutoCloseable {
     } catch (IOException | RuntimeException e) {
       fail(from, req.requestId(), TransportError.INTERNAL, e.toString());
     } finally {
-      retained.forEach(MapOutput::release);
+      retained.forEach(ServedOutput::release);
     }
   }
 

@@ -15,7 +15,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Threading: immutable after commit; readers {@link #retain()} it while they read and
  * {@link #release()} after, so pages are not reused under them when the shuffle is removed.
  */
-public final class MapOutput {
+public final class MapOutput implements ServedOutput {
   private final int shuffleId;
   private final long mapId;
   private volatile MapOutputLayout layout;
@@ -33,6 +33,7 @@ public final class MapOutput {
 
   public int shuffleId() { return shuffleId; }
   public long mapId() { return mapId; }
+  @Override
   public int numPartitions() { return layout.numPartitions(); }
   public boolean inMemory() { return layout.inMemory(); }
 
@@ -44,6 +45,7 @@ public final class MapOutput {
     return t;
   }
 
+  @Override
   public long partitionLength(int partition) {
     checkPartition(partition);
     return layout.partitionLength(partition);
@@ -55,6 +57,7 @@ public final class MapOutput {
   }
 
   /** The checksum of a whole block (see {@link MapOutputStore#checksumAlgorithm()}); 0 without checksums. */
+  @Override
   public long checksum(int partition) {
     checkPartition(partition);
     return checksums == null ? 0 : checksums[partition];
@@ -82,6 +85,7 @@ public final class MapOutput {
    *
    * @throws IndexOutOfBoundsException when the range lies outside the block
    */
+  @Override
   public List<ByteBuffer> slices(int partition, long offset, long length) throws IOException {
     long blockLength = partitionLength(partition);
     if (offset < 0 || length < 0 || offset > blockLength || length > blockLength - offset) {
@@ -153,6 +157,7 @@ public final class MapOutput {
     } while (!refs.compareAndSet(r, r + 1));
   }
 
+  @Override
   public void release() {
     MapOutputLayout toFree = null;
     int r;

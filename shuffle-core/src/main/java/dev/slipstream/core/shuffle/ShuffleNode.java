@@ -94,6 +94,14 @@ public final class ShuffleNode implements AutoCloseable {
   /** GPU device write requests to and from peers, over this node's transport. */
   public DeviceWriteExchange deviceWrites() { return deviceWrites; }
 
+  /**
+   * Serves write requests for map outputs that {@code source} has and the map-output store has
+   * not (GPU map outputs read by reducers without a direct device path), on the server's threads.
+   */
+  public void serveAlso(ServedOutput.Source source) {
+    server.serveAlso(source);
+  }
+
   private void onMessage(EndpointDescriptor from, ByteBuffer message) {
     ShuffleMessages.Message m;
     try {

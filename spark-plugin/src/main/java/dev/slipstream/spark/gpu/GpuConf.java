@@ -78,6 +78,13 @@ public final class GpuConf {
       "How a reduce task's device write requests reach the holders: transport = executor to executor over"
           + " Slipstream's transport (the host path's message path); driver = relayed by the driver over Spark RPC"
           + " (slower; kept to compare).");
+  public static final ConfigEntry<String> PATH = ConfigEntry.choice("spark.slipstream.gpu.path", "auto",
+      List.of("auto", "proxy"),
+      "How a reduce task reads GPU shuffle blocks from other executors: auto = pushed by the holder's GPU into this"
+          + " GPU's landing region when both share a machine (nvlink: CUDA IPC), else the proxy path (the holder"
+          + " copies the blocks to host memory and writes them into this executor's host landing region over the"
+          + " transport; this executor copies them to its GPU); proxy = the proxy path for every holder (where"
+          + " executors of one machine cannot share CUDA IPC handles, e.g. separate containers).");
 
   private static final long MIN_BYTES = 1L << 20;
 
@@ -96,6 +103,7 @@ public final class GpuConf {
   private final int pushBlocks;
   private final int pushThreads;
   private final String requestPath;
+  private final boolean proxyOnly;
 
   public GpuConf(ConfigSource source) {
     this.mode = MODE.get(source);
@@ -124,6 +132,7 @@ public final class GpuConf {
           + ", expected a multiple of 32 (whole warps) in 32..1024");
     }
     this.requestPath = REQUEST_PATH.get(source);
+    this.proxyOnly = "proxy".equals(PATH.get(source));
   }
 
   /** A polling time: 0 to 1 s. */
@@ -161,6 +170,8 @@ public final class GpuConf {
   public int pushThreads() { return pushThreads; }
   /** True when device write requests go executor to executor over the transport, false when the driver relays them. */
   public boolean requestsOverTransport() { return "transport".equals(requestPath); }
+  /** True when every remote GPU block is read over the proxy path, also from holders of this machine. */
+  public boolean proxyOnly() { return proxyOnly; }
 
   /**
    * The CUDA device ordinal from a Spark resource address; the discovery script and Spark's

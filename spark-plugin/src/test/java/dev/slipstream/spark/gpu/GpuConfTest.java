@@ -31,6 +31,8 @@ class GpuConfTest {
     assertEquals(java.time.Duration.ofMillis(50), conf(Map.of("spark.slipstream.gpu.serve.spin", "50ms")).serveSpin());
     assertTrue(c.requestsOverTransport());
     assertFalse(conf(Map.of("spark.slipstream.gpu.requestPath", "driver")).requestsOverTransport());
+    assertFalse(c.proxyOnly());
+    assertTrue(conf(Map.of("spark.slipstream.gpu.path", "proxy")).proxyOnly());
     assertEquals(16, conf(Map.of("spark.slipstream.gpu.serve.inFlight", "16")).serveInFlight());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "REQUIRE")).required());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "off")).off());
@@ -46,6 +48,9 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.requestPath: got 'rpc', expected one of [transport, driver]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.requestPath", "rpc"))).getMessage());
+    assertEquals("spark.slipstream.gpu.path: got 'nvlink', expected one of [auto, proxy]",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.path", "nvlink"))).getMessage());
     assertEquals("spark.slipstream.gpu.serve.inFlight: got '0', expected an integer in [1, 64]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.serve.inFlight", "0"))).getMessage());

@@ -41,6 +41,9 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     byte[] host;
     int pins;
     boolean removed;
+    /** Per-partition checksums a reader of the host transport was served (ProxyBlocks); null until the first. */
+    long[] checksums;
+    boolean[] summed;
 
     Output(Key key, int[] widths, long[] offsets, long[] counts, OutputSpace.Block device) {
       this.key = key;
@@ -181,6 +184,27 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
     public int[] widths() {
       return o.widths.clone();
+    }
+
+    /**
+     * The checksum remembered for partition {@code p} with {@link #rememberChecksum}, or null: the
+     * proxy path computes a block's checksum over its served form once and keeps it with the output.
+     */
+    public Long checksum(int p) {
+      synchronized (DeviceMapOutputStore.this) {
+        return o.summed == null || !o.summed[p] ? null : o.checksums[p];
+      }
+    }
+
+    public void rememberChecksum(int p, long value) {
+      synchronized (DeviceMapOutputStore.this) {
+        if (o.summed == null) {
+          o.checksums = new long[o.counts.length];
+          o.summed = new boolean[o.counts.length];
+        }
+        o.checksums[p] = value;
+        o.summed[p] = true;
+      }
     }
 
     @Override

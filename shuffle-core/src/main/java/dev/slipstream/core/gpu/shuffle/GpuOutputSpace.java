@@ -47,7 +47,7 @@ public final class GpuOutputSpace implements OutputSpace {
 
     @Override
     public void read(long offset, byte[] dst, int off, int len) {
-      System.arraycopy(region.read(offset, len), 0, dst, off, len);
+      region.read(offset, dst, off, len);
     }
 
     @Override

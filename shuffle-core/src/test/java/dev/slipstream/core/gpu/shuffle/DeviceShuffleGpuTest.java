@@ -536,4 +536,51 @@ class DeviceShuffleGpuTest {
       }
     }
   }
+
+  @Test
+  void mapOutputsServedOverTheProxyPathLandInDeviceMemoryByteExact() throws Exception {
+    assumeGpu();
+    Map<String, String> conf = Map.of("spark.slipstream.landing.bytes", "8m", "spark.slipstream.reader.maxRequestBytes",
+        "64k", "spark.slipstream.reader.maxBytesInFlight", "1m", "spark.slipstream.reader.fetchTimeout", "30s");
+    java.nio.file.Path tmp = java.nio.file.Files.createTempDirectory("slipstream-proxy-test-");
+    dev.slipstream.core.transport.loopback.LoopbackFabric fabric = new dev.slipstream.core.transport.loopback.LoopbackFabric();
+    try (GpuContext ctx = GpuContext.open(0);
+        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 64L << 20, 0);
+        dev.slipstream.core.shuffle.ShuffleNode holder = ProxyBlocksTest.node(fabric, conf, tmp, "holder");
+        dev.slipstream.core.shuffle.ShuffleNode reader = ProxyBlocksTest.node(fabric, conf, tmp, "reader")) {
+      writeMaps(ctx, store, 2, 100_000);
+      // The holder's block server copies device blocks to the host on its own threads.
+      holder.serveAlso(ProxyBlocks.source(store, holder.config().checksum()));
+      List<DeviceLanding.Want> wants = new ArrayList<>();
+      List<byte[]> sections = expect(store, wants, 1, 2);
+      Map<dev.slipstream.core.shuffle.BlockId, byte[]> want = new HashMap<>();
+      List<dev.slipstream.core.shuffle.BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+      for (int i = 0; i < wants.size(); i++) {
+        DeviceLanding.Want w = wants.get(i);
+        var id = new dev.slipstream.core.shuffle.BlockId(3, w.mapAttemptId(), w.partition());
+        want.put(id, sections.get(i));
+        // Half of them understated, as a highly compressed map status may (their rest is streamed).
+        long asked = i % 2 == 0 ? ProxyBlocks.servedLength(w.capacity()) : w.capacity() / 2;
+        blocks.add(new dev.slipstream.core.shuffle.BlockFetcher.RemoteBlock(id, asked));
+      }
+      int landed = 0;
+      try (var f = reader.newFetcher(3, List.of(new dev.slipstream.core.shuffle.BlockFetcher.HolderPlan("holder",
+          holder.localEndpoint(), blocks)), dev.slipstream.core.shuffle.FetchMetrics.NONE)) {
+        while (f.hasNext()) {
+          var b = f.next();
+          byte[] section = want.get(b.id());
+          long served = b.exactSize();
+          assertEquals(ProxyBlocks.servedLength(section.length), served, "block " + b.id());
+          try (DeviceBuffer d = ctx.allocate(Math.max(16, served - ProxyBlocks.TRAILER))) {
+            long rows = ProxyBlocks.land(b.stream(), served, W, d::write, "block " + b.id());
+            assertEquals(BatchLayout.packedBytes(rows, W), section.length);
+            assertArrayEquals(section, d.read(0, section.length), "block " + b.id());
+          }
+          landed++;
+        }
+      }
+      assertEquals(wants.size(), landed);
+      assertEquals(0, holder.serveFailures());
+    }
+  }
 }

@@ -1,0 +1,164 @@
+package dev.slipstream.spark;
+
+import dev.slipstream.core.gpu.DeviceBuffer;
+import dev.slipstream.core.gpu.shuffle.BatchLayout;
+import dev.slipstream.core.gpu.shuffle.DeviceBatch;
+import dev.slipstream.core.gpu.shuffle.ProxyBlocks;
+import dev.slipstream.core.shuffle.BlockFetchException;
+import dev.slipstream.core.shuffle.BlockFetcher;
+import dev.slipstream.core.shuffle.BlockId;
+import dev.slipstream.core.shuffle.FetchMetrics;
+import dev.slipstream.spark.gpu.GpuExecutor;
+import dev.slipstream.spark.rpc.PeerInfo;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+
+/**
+ * The reduce side of a GPU shuffle's proxy path ({@link ProxyBlocks}): the blocks of holders that
+ * this executor has no direct device path to are fetched by the host path's {@link BlockFetcher}
+ * (pull-driven writes into this executor's host landing region, within
+ * {@code spark.slipstream.reader.maxBytesInFlight}), and each is then copied into a device buffer of
+ * its own, returned as a device batch that owns it.
+ *
+ * <p>Threading: the task thread. Ownership: {@link #close} releases the fetcher's landing space;
+ * the batches handed out own their device memory.
+ */
+final class ProxyFetch implements AutoCloseable {
+  /** A failed fetch of {@code block} (the first block when a whole request failed). */
+  static final class Failure extends Exception {
+    private static final long serialVersionUID = 1L;
+    final transient MapBlock block;
+
+    Failure(MapBlock block, String message, Throwable cause) {
+      super(message, cause);
+      this.block = block;
+    }
+  }
+
+  /** The blocks to read from one holder. */
+  record From(PeerInfo peer, List<MapBlock> blocks) {}
+
+  private final BlockFetcher fetcher;
+  private final Map<BlockId, MapBlock> blocks = new HashMap<>();
+  private long rows;
+  private long bytes;
+  private int landed;
+
+  ProxyFetch(ExecutorRuntime runtime, int shuffleId, List<From> holders, ShuffleReadMetricsReporter metrics) {
+    List<BlockFetcher.HolderPlan> plan = new ArrayList<>();
+    for (From h : holders) {
+      List<BlockFetcher.RemoteBlock> rbs = new ArrayList<>(h.blocks().size());
+      for (MapBlock b : h.blocks()) {
+        BlockId id = new BlockId(shuffleId, b.id().mapId(), b.id().reduceId());
+        blocks.put(id, b);
+        rbs.add(new BlockFetcher.RemoteBlock(id, ProxyBlocks.servedLength(b.size())));
+      }
+      plan.add(new BlockFetcher.HolderPlan(h.peer().executorId(), h.peer().endpoint(), rbs));
+    }
+    this.fetcher = runtime.node().newFetcher(shuffleId, plan, new FetchMetrics() {
+      @Override
+      public void remoteBlockFetched(long bytes) {
+        // counted as device blocks in drain(), without the trailers
+      }
+
+      @Override
+      public void localBlockRead(long bytes) {}
+
+      @Override
+      public void fetchWaitNanos(long nanos) {
+        metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(nanos));
+      }
+    });
+  }
+
+  /** Sends the first requests, so holders write while the task pushes over nvlink meanwhile. */
+  void start() throws Failure {
+    try {
+      fetcher.start();
+    } catch (BlockFetcher.FetchFailure e) {
+      throw failure(e.getCause());
+    }
+  }
+
+  /**
+   * Takes every block as it lands and copies it into device memory of {@code gpu}, checking its
+   * trailer against {@code widths}; adds the batches to {@code out}.
+   */
+  void drain(GpuExecutor gpu, int[] widths, ShuffleReadMetricsReporter metrics, List<DeviceBatch> out)
+      throws Failure {
+    while (fetcher.hasNext()) {
+      BlockFetcher.FetchedBlock b;
+      try {
+        b = fetcher.next();
+      } catch (BlockFetcher.FetchFailure e) {
+        throw failure(e.getCause());
+      }
+      MapBlock mb = blocks.get(b.id());
+      DeviceBuffer buf = null;
+      try (InputStream in = b.stream()) {
+        long served = b.exactSize();
+        buf = gpu.context().allocate(Math.max(16, served - ProxyBlocks.TRAILER));
+        long n = ProxyBlocks.land(in, served, widths, buf::write, "GPU block " + b.id() + " from executor "
+            + b.holderId() + " (proxy path)");
+        BatchLayout layout = BatchLayout.packed(n, widths);
+        out.add(DeviceBatch.owning(gpu.context().device(), buf.address(), layout, buf));
+        buf = null;
+        rows += n;
+        bytes += layout.bufferBytes();
+        landed++;
+        metrics.incRemoteBlocksFetched(1);
+        metrics.incRemoteBytesRead(layout.bufferBytes());
+        metrics.incRecordsRead(n);
+      } catch (IOException | RuntimeException e) {
+        // The rest of a block longer than its map status said streams in later: its fetch may fail.
+        if (e instanceof BlockFetchException f) {
+          throw failure(f);
+        }
+        if (e instanceof BlockFetcher.FetchFailure f) {
+          throw failure(f.getCause());
+        }
+        throw new Failure(mb, e.getMessage(), e);
+      } finally {
+        if (buf != null) {
+          buf.close();
+        }
+      }
+    }
+  }
+
+  private Failure failure(BlockFetchException e) {
+    MapBlock b = blocks.get(e.block());
+    if (b == null) {
+      b = blocks.values().iterator().next();
+    }
+    return new Failure(b, "proxy fetch from executor " + e.holderId() + ": " + e.getMessage(), e);
+  }
+
+  /** Blocks copied to the device so far, their packed bytes and rows, and the requests sent. */
+  int landed() {
+    return landed;
+  }
+
+  long bytes() {
+    return bytes;
+  }
+
+  long rows() {
+    return rows;
+  }
+
+  int requests() {
+    return fetcher.requestsSent();
+  }
+
+  @Override
+  public void close() {
+    fetcher.close();
+  }
+}
