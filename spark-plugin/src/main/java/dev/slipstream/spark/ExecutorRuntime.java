@@ -202,8 +202,8 @@ final class ExecutorRuntime implements AutoCloseable {
       return e;
     }
     if (env.conf().getBoolean("spark.authenticate", false) || !c.requestsOverTransport()) {
-      LOG.warn("{} is on but not used: the ring is for spark.slipstream.gpu.requestPath=transport without"
-          + " spark.authenticate (it would bypass the transport's authentication)",
+      LOG.info("{} is on (the default) but not used: the ring is for spark.slipstream.gpu.requestPath=transport"
+          + " without spark.authenticate (it would bypass the transport's authentication)",
           dev.slipstream.spark.gpu.GpuConf.REQUEST_RING.key());
       return e;
     }

@@ -102,10 +102,15 @@ final class ProxyFetch implements AutoCloseable {
       MapBlock mb = blocks.get(b.id());
       DeviceBuffer buf = null;
       try (InputStream in = b.stream()) {
-        long served = b.exactSize();
+        // A block that landed whole goes to the device straight from the landing region; a streamed
+        // one (larger than a request, or than its map status said) through the stream.
+        java.nio.ByteBuffer view = b.landedView();
+        long served = view != null ? view.remaining() : b.exactSize();
         buf = gpu.context().allocate(Math.max(16, served - ProxyBlocks.TRAILER));
-        long n = ProxyBlocks.land(in, served, widths, buf::write, "GPU block " + b.id() + " from executor "
-            + b.holderId() + " (proxy path)");
+        String what = "GPU block " + b.id() + " from executor " + b.holderId() + " (proxy path)";
+        DeviceBuffer d = buf;
+        long n = view != null ? ProxyBlocks.land(view, widths, d::write, what)
+            : ProxyBlocks.land(in, served, widths, d::write, what);
         BatchLayout layout = BatchLayout.packed(n, widths);
         out.add(DeviceBatch.owning(gpu.context().device(), buf.address(), layout, buf));
         buf = null;

@@ -94,6 +94,34 @@ final class CudaDriver {
     }
   }
 
+  /**
+   * Copies {@code src}'s remaining bytes (a direct buffer) to device address {@code address}, without
+   * staging; the buffer's position is left as it is.
+   */
+  static void copyToDevice(long address, ByteBuffer src) {
+    checkDirect(src);
+    int n = src.remaining();
+    if (n > 0) {
+      check(JCudaDriver.cuMemcpyHtoD(at(address), Pointer.to(src.slice()), n), "cuMemcpyHtoD(" + n + " bytes)");
+    }
+  }
+
+  /** Fills {@code dst}'s remaining bytes (a direct buffer) from device address {@code address}; position unchanged. */
+  static void copyFromDevice(long address, ByteBuffer dst) {
+    checkDirect(dst);
+    int n = dst.remaining();
+    if (n > 0) {
+      check(JCudaDriver.cuMemcpyDtoH(Pointer.to(dst.slice()), at(address), n), "cuMemcpyDtoH(" + n + " bytes)");
+    }
+  }
+
+  private static void checkDirect(ByteBuffer b) {
+    if (!b.isDirect()) {
+      throw new IllegalArgumentException("a device copy from or to a heap buffer of " + b.remaining()
+          + " bytes, expected a direct buffer");
+    }
+  }
+
   /** Pinned host memory of {@code bytes} (cuMemAllocHost), for {@code what}; free it with cuMemFreeHost. */
   static Pointer allocHost(long bytes, String what) {
     Pointer p = new Pointer();

@@ -44,6 +44,13 @@ public final class DeviceBuffer implements AutoCloseable {
     CudaDriver.copyToDevice(address() + offset, src, off, len);
   }
 
+  /** Copies {@code src}'s remaining bytes (a direct buffer, position unchanged) to {@code offset}. */
+  public void write(long offset, java.nio.ByteBuffer src) {
+    CudaDriver.checkRange(offset, src.remaining(), length, "device buffer");
+    ctx.makeCurrent();
+    CudaDriver.copyToDevice(address() + offset, src);
+  }
+
   public void write(long offset, byte[] src) {
     write(offset, src, 0, src.length);
   }

@@ -80,6 +80,13 @@ public final class GpuRegion implements AutoCloseable {
     return b;
   }
 
+  /** Fills {@code dst}'s remaining bytes (a direct buffer, position unchanged) from {@code offset} of this region. */
+  public void read(long offset, java.nio.ByteBuffer dst) {
+    CudaDriver.checkRange(offset, dst.remaining(), length, "region " + Integer.toUnsignedString(id));
+    ctx.makeCurrent();
+    CudaDriver.copyFromDevice(devicePointer() + offset, dst);
+  }
+
   /** Copies {@code len} bytes from {@code offset} of this region into {@code dst[off..]}. */
   public void read(long offset, byte[] dst, int off, int len) {
     CudaDriver.checkRange(offset, len, length, "region " + Integer.toUnsignedString(id));

@@ -57,6 +57,15 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     }
 
     InputStream stream();
+
+    /**
+     * The whole block as a read-only view of the landing region when it landed in one request
+     * (checked against its checksum when checksums are on), else null. Valid as long as the block's
+     * stream; reading it consumes nothing: close the stream to release the space.
+     */
+    default java.nio.ByteBuffer landedView() {
+      return null;
+    }
   }
 
   private static final int MAX_BLOCKS_PER_REQUEST = 1024;
@@ -89,6 +98,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     final RemoteBlock block;
     final long size;
     final InputStream stream;
+    final java.nio.ByteBuffer view;
 
     /**
      * @param landed bytes of the block that landed at {@code at}
@@ -98,6 +108,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       this.req = req;
       this.block = block;
       this.size = available;
+      this.view = available > landed ? null : req.range.view(at, landed).asReadOnlyBuffer();
       InputStream head = new ByteBuffersInputStream(List.of(req.range.view(at, landed)), req::consumedOne);
       if (available > landed) {
         // The block is longer than its map status said: the rest streams in chunks, and the
@@ -120,6 +131,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     @Override public String holderId() { return req.holder.holderId(); }
     @Override public long size() { return size; }
     @Override public InputStream stream() { return stream; }
+    @Override public java.nio.ByteBuffer landedView() { return view == null ? null : view.duplicate(); }
   }
 
   private final ShuffleNode node;

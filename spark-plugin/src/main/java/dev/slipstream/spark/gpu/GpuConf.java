@@ -35,26 +35,28 @@ public final class GpuConf {
           + " (a push kernel launch covers all blocks of a request); more wait until their fetch deadline."
           + " A reduce task also keeps up to this many requests to its holders in flight.");
   public static final ConfigEntry<Integer> SERVE_THREADS = ConfigEntry.integer("spark.slipstream.gpu.serve.threads",
-      "4", 0, 64,
+      "2", 0, 64,
       "Threads that start peers' device write requests on one executor (checks, pins, kernel launch; none waits for"
           + " a push: one completion thread per executor watches them all); 0 starts each on the transport thread it"
           + " arrived on (requests from one peer then start one after another).");
   public static final ConfigEntry<java.time.Duration> SERVE_SPIN = ConfigEntry.duration(
-      "spark.slipstream.gpu.serve.spin", "0",
+      "spark.slipstream.gpu.serve.spin", "50ms",
       "How long an idle serving thread (spark.slipstream.gpu.serve.threads) keeps polling for the next device write"
-          + " request before it parks (0: it parks at once). A request handed over meanwhile starts within"
-          + " microseconds instead of waking a parked thread (50 to 150 us on a GPU host whose cores went idle); the"
-          + " price is up to serve.threads busy cores for that long after each request. Pair it with"
-          + " spark.slipstream.tcp.ioMode=epoll and spark.slipstream.tcp.busyPoll of the same length, longer than the"
-          + " gaps between a stage's reduce tasks (docs/gpu.md: 50ms); at most 1s.");
-  public static final ConfigEntry<Boolean> REQUEST_RING = ConfigEntry.bool("spark.slipstream.gpu.requestRing", "false",
+          + " request before it parks (0: it parks at once); longer than the gaps between a stage's reduce tasks. A"
+          + " request handed over meanwhile starts within microseconds instead of waking a parked thread (50 to 150 us"
+          + " on a GPU host whose cores went idle); the price is up to serve.threads busy cores for that long after"
+          + " each request. Requests that come over the transport rather than the request ring also wait for an event"
+          + " loop to wake: pair it with spark.slipstream.tcp.ioMode=epoll and spark.slipstream.tcp.busyPoll of the"
+          + " same length there (docs/gpu.md); at most 1s.");
+  public static final ConfigEntry<Boolean> REQUEST_RING = ConfigEntry.bool("spark.slipstream.gpu.requestRing", "true",
       "Whether reduce tasks write their device write requests to holders of the same machine into the holder's"
           + " request ring, a shared-memory file (mode 0600) that one holder thread polls, instead of sending them"
           + " over the transport (the answers still come over the transport; a request larger than a slot or a"
           + " full ring falls back to it). Saves the transport's thread wake-ups and hand-offs, at the price of one"
           + " busy core per executor for spark.slipstream.gpu.requestRing.poll after each request. Not used with"
           + " spark.authenticate (the ring bypasses the transport's authentication) nor with"
-          + " spark.slipstream.gpu.requestPath=driver.");
+          + " spark.slipstream.gpu.requestPath=driver; an executor that cannot make its ring logs why and takes"
+          + " requests over the transport.");
   public static final ConfigEntry<String> REQUEST_RING_DIR = ConfigEntry.string("spark.slipstream.gpu.requestRing.dir",
       "/dev/shm", "Folder of the request rings' shared-memory files (a tmpfs; every executor of a machine must see"
           + " the same one).");

@@ -23,12 +23,13 @@ class GpuConfTest {
     assertEquals(1L << 30, c.mapOutputBytes());
     assertEquals(2L << 30, c.hostSpillBytes());
     assertEquals(4, c.serveInFlight());
-    assertEquals(java.time.Duration.ZERO, c.serveSpin());
-    assertFalse(c.requestRing());
+    assertEquals(2, c.serveThreads());
+    assertEquals(java.time.Duration.ofMillis(50), c.serveSpin());
+    assertTrue(c.requestRing());
     assertEquals("/dev/shm", c.requestRingDir());
     assertEquals(java.time.Duration.ofMillis(50), c.requestRingPoll());
-    assertTrue(conf(Map.of("spark.slipstream.gpu.requestRing", "true")).requestRing());
-    assertEquals(java.time.Duration.ofMillis(50), conf(Map.of("spark.slipstream.gpu.serve.spin", "50ms")).serveSpin());
+    assertFalse(conf(Map.of("spark.slipstream.gpu.requestRing", "false")).requestRing());
+    assertEquals(java.time.Duration.ZERO, conf(Map.of("spark.slipstream.gpu.serve.spin", "0")).serveSpin());
     assertTrue(c.requestsOverTransport());
     assertFalse(conf(Map.of("spark.slipstream.gpu.requestPath", "driver")).requestsOverTransport());
     assertFalse(c.proxyOnly());

@@ -373,6 +373,11 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       inner.read(offset, dst, off, len);
     }
 
+    @Override
+    public void read(long offset, java.nio.ByteBuffer dst) {
+      inner.read(offset, dst);
+    }
+
     /** For an uncommitted block (a failed map task): returns its memory. Committed blocks are the store's. */
     @Override
     public void close() {

@@ -51,6 +51,11 @@ public final class GpuOutputSpace implements OutputSpace {
     }
 
     @Override
+    public void read(long offset, java.nio.ByteBuffer dst) {
+      region.read(offset, dst); // straight into a direct buffer: no staging copy
+    }
+
+    @Override
     public void close() {
       region.close();
     }

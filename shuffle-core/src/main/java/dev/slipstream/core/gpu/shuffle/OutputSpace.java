@@ -22,6 +22,13 @@ public interface OutputSpace {
 
     void read(long offset, byte[] dst, int off, int len);
 
+    /** Fills {@code dst}'s remaining bytes from {@code offset}; its position is left as it is. */
+    default void read(long offset, java.nio.ByteBuffer dst) {
+      byte[] b = new byte[dst.remaining()];
+      read(offset, b, 0, b.length);
+      dst.duplicate().put(b);
+    }
+
     @Override
     void close();
   }

@@ -51,8 +51,38 @@ public final class ProxyBlocks {
    * An output the store does not have is null; one the store cannot pin (its budgets) throws with the reason.
    */
   public static ServedOutput.Source source(DeviceMapOutputStore store, ChecksumAlgorithm checksum) {
-    return (shuffleId, mapId) -> store.contains(shuffleId, mapId) ? new Served(store.pin(shuffleId, mapId), checksum)
-        : null;
+    return source(store, checksum, new Staging());
+  }
+
+  static ServedOutput.Source source(DeviceMapOutputStore store, ChecksumAlgorithm checksum, Staging staging) {
+    return (shuffleId, mapId) -> store.contains(shuffleId, mapId)
+        ? new Served(store.pin(shuffleId, mapId), checksum, staging) : null;
+  }
+
+  /**
+   * Direct buffers of {@value #PIECE} bytes that device blocks are copied into for the transport
+   * (direct: the copy lands there without staging, and the transport sends them without copying
+   * them again), reused: up to {@link #KEPT} idle ones are kept, so a steady stream of requests
+   * allocates none (direct memory allocated per request makes the JDK call System.gc()).
+   */
+  static final class Staging {
+    static final int KEPT = 16;
+    private final java.util.ArrayDeque<ByteBuffer> idle = new java.util.ArrayDeque<>();
+
+    synchronized ByteBuffer take() {
+      ByteBuffer b = idle.pollFirst();
+      return b != null ? b.clear() : ByteBuffer.allocateDirect(PIECE);
+    }
+
+    synchronized void give(ByteBuffer b) {
+      if (idle.size() < KEPT) {
+        idle.addFirst(b);
+      }
+    }
+
+    synchronized int idle() {
+      return idle.size();
+    }
   }
 
   /** Where a landed block's packed bytes go, from offset 0 in order (device memory on a GPU). */
@@ -70,11 +100,7 @@ public final class ProxyBlocks {
    * @throws IOException naming what was got and what was expected (a short stream, a damaged trailer)
    */
   public static long land(InputStream in, long servedBytes, int[] widths, Sink sink, String what) throws IOException {
-    if (servedBytes < TRAILER) {
-      throw new IOException(what + ": " + servedBytes + " bytes served, expected at least the " + TRAILER
-          + "-byte trailer");
-    }
-    long data = servedBytes - TRAILER;
+    long data = dataBytes(servedBytes, what);
     byte[] piece = new byte[(int) Math.min(PIECE, Math.max(TRAILER, data))];
     for (long at = 0; at < data; ) {
       int n = (int) Math.min(piece.length, data - at);
@@ -83,9 +109,41 @@ public final class ProxyBlocks {
       at += n;
     }
     readFully(in, piece, TRAILER, what, data, servedBytes);
-    ByteBuffer t = ByteBuffer.wrap(piece, 0, TRAILER).order(ByteOrder.LITTLE_ENDIAN);
-    long rows = t.getLong(0);
-    long magic = t.getLong(8);
+    return checkTrailer(ByteBuffer.wrap(piece, 0, TRAILER), data, widths, what);
+  }
+
+  /** Where a landed block's packed bytes go from a view of the landing region (device memory on a GPU). */
+  @FunctionalInterface
+  public interface ViewSink {
+    /** Takes {@code src}'s remaining bytes, from offset 0 of the block; leaves its position. */
+    void write(long offset, ByteBuffer src);
+  }
+
+  /**
+   * As {@link #land}, from {@code view}: one block in its served form, whole, as it landed (a view
+   * of the host landing region); the packed bytes go to {@code sink} in one piece.
+   */
+  public static long land(ByteBuffer view, int[] widths, ViewSink sink, String what) throws IOException {
+    int data = (int) dataBytes(view.remaining(), what);
+    int at = view.position();
+    long rows = checkTrailer(view.slice(at + data, TRAILER), data, widths, what);
+    sink.write(0, view.slice(at, data));
+    return rows;
+  }
+
+  private static long dataBytes(long servedBytes, String what) throws IOException {
+    if (servedBytes < TRAILER) {
+      throw new IOException(what + ": " + servedBytes + " bytes served, expected at least the " + TRAILER
+          + "-byte trailer");
+    }
+    return servedBytes - TRAILER;
+  }
+
+  /** The rows in trailer {@code t}, checked: its magic, and that they pack into {@code data} bytes of {@code widths}. */
+  private static long checkTrailer(ByteBuffer t, long data, int[] widths, String what) throws IOException {
+    t = t.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    long rows = t.getLong(t.position());
+    long magic = t.getLong(t.position() + 8);
     if (magic != MAGIC) {
       throw new IOException(what + ": trailer magic 0x" + Long.toHexString(magic) + ", expected 0x"
           + Long.toHexString(MAGIC) + " (not a GPU block in its served form)");
@@ -111,18 +169,22 @@ public final class ProxyBlocks {
   }
 
   /**
-   * One retained output: pinned on the device until released. Read by one server thread at a time.
-   * A block's checksum is computed once and kept with the output in the store, since every chunk
-   * of a block streamed in pieces carries it.
+   * One retained output: pinned on the device until released. Read by one server thread at a time;
+   * its staging buffers go back when it is released (the writes that read them have completed). A
+   * block's checksum is computed once and kept with the output in the store, since every chunk of a
+   * block streamed in pieces carries it.
    */
   private static final class Served implements ServedOutput {
     private final DeviceMapOutputStore.Pinned pinned;
     private final ChecksumAlgorithm algorithm;
+    private final Staging staging;
+    private final List<ByteBuffer> held = new ArrayList<>();
     private final AtomicBoolean released = new AtomicBoolean();
 
-    Served(DeviceMapOutputStore.Pinned pinned, ChecksumAlgorithm algorithm) {
+    Served(DeviceMapOutputStore.Pinned pinned, ChecksumAlgorithm algorithm, Staging staging) {
       this.pinned = pinned;
       this.algorithm = algorithm;
+      this.staging = staging;
     }
 
     @Override
@@ -146,12 +208,16 @@ public final class ProxyBlocks {
       if (known != null) {
         return known;
       }
-      long length = partitionLength(partition);
       Checksum c = algorithm.newChecksum();
+      long length = partitionLength(partition);
       for (long at = 0; at < length; ) {
         long n = Math.min(PIECE, length - at);
-        for (ByteBuffer b : slices(partition, at, n)) {
-          c.update(b);
+        List<ByteBuffer> pieces = new ArrayList<>(2);
+        try {
+          stage(partition, at, n, pieces, false);
+          pieces.forEach(c::update);
+        } finally {
+          pieces.stream().filter(ByteBuffer::isDirect).forEach(staging::give);
         }
         at += n;
       }
@@ -166,25 +232,8 @@ public final class ProxyBlocks {
         throw new IndexOutOfBoundsException("range offset " + offset + " + length " + length + " outside the served"
             + " GPU block of partition " + partition + " (length " + blockLength + ")");
       }
-      if (released.get()) {
-        throw new IllegalStateException("GPU map output read after its release");
-      }
       List<ByteBuffer> out = new ArrayList<>();
-      long data = pinned.bytes(partition);
-      long end = offset + length;
-      for (long at = offset; at < Math.min(end, data); ) {
-        int n = (int) Math.min(PIECE, Math.min(end, data) - at);
-        byte[] b = new byte[n];
-        pinned.block().read(pinned.offset(partition) + at, b, 0, n);
-        out.add(ByteBuffer.wrap(b));
-        at += n;
-      }
-      if (end > data) {
-        ByteBuffer t = ByteBuffer.allocate(TRAILER).order(ByteOrder.LITTLE_ENDIAN);
-        t.putLong(0, pinned.rows(partition)).putLong(8, MAGIC);
-        long from = Math.max(offset, data) - data;
-        out.add(t.position((int) from).limit((int) (end - data)).slice());
-      }
+      stage(partition, offset, length, out, true);
       if (offset == 0 && length == blockLength && algorithm != ChecksumAlgorithm.NONE
           && pinned.checksum(partition) == null) {
         // The whole block is in host memory now: its checksum costs no second copy.
@@ -193,6 +242,37 @@ public final class ProxyBlocks {
         pinned.rememberChecksum(partition, c.getValue());
       }
       return out;
+    }
+
+    /**
+     * Copies {@code [offset, offset + length)} of the served block into staging buffers (the trailer
+     * from host memory) and adds them to {@code out}; with {@code hold} the direct ones go back at the
+     * release, else the caller gives them back.
+     */
+    private void stage(int partition, long offset, long length, List<ByteBuffer> out, boolean hold) {
+      if (released.get()) {
+        throw new IllegalStateException("GPU map output read after its release");
+      }
+      long data = pinned.bytes(partition);
+      long end = offset + length;
+      for (long at = offset; at < Math.min(end, data); ) {
+        int n = (int) Math.min(PIECE, Math.min(end, data) - at);
+        ByteBuffer b = staging.take().limit(n);
+        if (hold) {
+          synchronized (held) {
+            held.add(b);
+          }
+        }
+        out.add(b);
+        pinned.block().read(pinned.offset(partition) + at, b);
+        at += n;
+      }
+      if (end > data) {
+        ByteBuffer t = ByteBuffer.allocate(TRAILER).order(ByteOrder.LITTLE_ENDIAN);
+        t.putLong(0, pinned.rows(partition)).putLong(8, MAGIC);
+        long from = Math.max(offset, data) - data;
+        out.add(t.position((int) from).limit((int) (end - data)).slice());
+      }
     }
 
     private void checkPartition(int partition) {
@@ -205,6 +285,10 @@ public final class ProxyBlocks {
     @Override
     public void release() {
       if (released.compareAndSet(false, true)) {
+        synchronized (held) {
+          held.forEach(staging::give);
+          held.clear();
+        }
         pinned.close();
       }
     }

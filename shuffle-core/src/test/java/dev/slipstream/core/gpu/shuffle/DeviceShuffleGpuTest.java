@@ -541,7 +541,7 @@ class DeviceShuffleGpuTest {
   void mapOutputsServedOverTheProxyPathLandInDeviceMemoryByteExact() throws Exception {
     assumeGpu();
     Map<String, String> conf = Map.of("spark.slipstream.landing.bytes", "8m", "spark.slipstream.reader.maxRequestBytes",
-        "64k", "spark.slipstream.reader.maxBytesInFlight", "1m", "spark.slipstream.reader.fetchTimeout", "30s");
+        "256k", "spark.slipstream.reader.maxBytesInFlight", "2m", "spark.slipstream.reader.fetchTimeout", "30s");
     java.nio.file.Path tmp = java.nio.file.Files.createTempDirectory("slipstream-proxy-test-");
     dev.slipstream.core.transport.loopback.LoopbackFabric fabric = new dev.slipstream.core.transport.loopback.LoopbackFabric();
     try (GpuContext ctx = GpuContext.open(0);
@@ -564,6 +564,7 @@ class DeviceShuffleGpuTest {
         blocks.add(new dev.slipstream.core.shuffle.BlockFetcher.RemoteBlock(id, asked));
       }
       int landed = 0;
+      int views = 0;
       try (var f = reader.newFetcher(3, List.of(new dev.slipstream.core.shuffle.BlockFetcher.HolderPlan("holder",
           holder.localEndpoint(), blocks)), dev.slipstream.core.shuffle.FetchMetrics.NONE)) {
         while (f.hasNext()) {
@@ -572,7 +573,12 @@ class DeviceShuffleGpuTest {
           long served = b.exactSize();
           assertEquals(ProxyBlocks.servedLength(section.length), served, "block " + b.id());
           try (DeviceBuffer d = ctx.allocate(Math.max(16, served - ProxyBlocks.TRAILER))) {
-            long rows = ProxyBlocks.land(b.stream(), served, W, d::write, "block " + b.id());
+            // Whole blocks go to the device straight from the landing region, streamed ones piece by piece.
+            ByteBuffer view = b.landedView();
+            long rows = view != null ? ProxyBlocks.land(view, W, d::write, "block " + b.id())
+                : ProxyBlocks.land(b.stream(), served, W, d::write, "block " + b.id());
+            b.stream().close();
+            views += view != null ? 1 : 0;
             assertEquals(BatchLayout.packedBytes(rows, W), section.length);
             assertArrayEquals(section, d.read(0, section.length), "block " + b.id());
           }
@@ -580,6 +586,7 @@ class DeviceShuffleGpuTest {
         }
       }
       assertEquals(wants.size(), landed);
+      assertTrue(views > 0 && views < landed, views + " of " + landed + " blocks landed whole");
       assertEquals(0, holder.serveFailures());
     }
   }
