@@ -53,6 +53,8 @@ final class ExecutorRuntime implements AutoCloseable {
   private volatile PeerInfo me;
   private final SlipstreamMetricsSource metricsSource;
   private final String host;
+  /** spark.authenticate: the transport authenticates peers with Spark's secret (and the request ring is not used). */
+  private final boolean authenticate;
   private volatile dev.slipstream.spark.gpu.GpuExecutor gpu;
   private volatile String noGpu;
   /** Completes once the GPU plugin's assignment was acted on (at once without the plugin or with mode off). */
@@ -97,7 +99,8 @@ final class ExecutorRuntime implements AutoCloseable {
     });
     // With spark.authenticate on, the transport gets Spark's shared secret; a transport that
     // cannot authenticate refuses to start rather than accept unauthenticated writes.
-    Optional<byte[]> secret = env.conf().getBoolean("spark.authenticate", false)
+    this.authenticate = env.conf().getBoolean("spark.authenticate", false);
+    Optional<byte[]> secret = authenticate
         ? Optional.of(env.securityManager().getSecretKey().getBytes(java.nio.charset.StandardCharsets.UTF_8))
         : Optional.empty();
     Transport transport = transports.create(conf.transport(),
@@ -201,7 +204,7 @@ final class ExecutorRuntime implements AutoCloseable {
     if (!c.requestRing()) {
       return e;
     }
-    if (env.conf().getBoolean("spark.authenticate", false) || !c.requestsOverTransport()) {
+    if (authenticate || !c.requestsOverTransport()) {
       LOG.info("{} is on (the default) but not used: the ring is for spark.slipstream.gpu.requestPath=transport"
           + " without spark.authenticate (it would bypass the transport's authentication)",
           dev.slipstream.spark.gpu.GpuConf.REQUEST_RING.key());
