@@ -88,7 +88,9 @@ final class ProxyFetch implements AutoCloseable {
 
   /**
    * Takes every block as it lands and copies it into device memory of {@code gpu}, checking its
-   * trailer against {@code widths}; adds the batches to {@code out}.
+   * trailer against {@code widths}; adds the batches to {@code out}. A failed fetch, a short stream
+   * or a damaged trailer is a {@link Failure} (the holder's output); a failure of this GPU (no device
+   * memory left, a driver error) is thrown as it is, failing the task rather than the map output.
    */
   void drain(GpuExecutor gpu, int[] widths, ShuffleReadMetricsReporter metrics, List<DeviceBatch> out)
       throws Failure {
@@ -127,6 +129,9 @@ final class ProxyFetch implements AutoCloseable {
         }
         if (e instanceof BlockFetcher.FetchFailure f) {
           throw failure(f.getCause());
+        }
+        if (e instanceof dev.slipstream.core.gpu.GpuException g) {
+          throw g; // this GPU's trouble (its memory, its driver), not the holder's: the task fails with it
         }
         throw new Failure(mb, e.getMessage(), e);
       } finally {
