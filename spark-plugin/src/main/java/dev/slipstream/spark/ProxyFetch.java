@@ -46,7 +46,6 @@ final class ProxyFetch implements AutoCloseable {
 
   private final BlockFetcher fetcher;
   private final Map<BlockId, MapBlock> blocks = new HashMap<>();
-  private long rows;
   private long bytes;
   private int landed;
 
@@ -107,7 +106,7 @@ final class ProxyFetch implements AutoCloseable {
         // A block that landed whole goes to the device straight from the landing region; a streamed
         // one (larger than a request, or than its map status said) through the stream.
         java.nio.ByteBuffer view = b.landedView();
-        long served = view != null ? view.remaining() : b.exactSize();
+        long served = b.exactSize();
         buf = gpu.context().allocate(Math.max(16, served - ProxyBlocks.TRAILER));
         String what = "GPU block " + b.id() + " from executor " + b.holderId() + " (proxy path)";
         DeviceBuffer d = buf;
@@ -116,7 +115,6 @@ final class ProxyFetch implements AutoCloseable {
         BatchLayout layout = BatchLayout.packed(n, widths);
         out.add(DeviceBatch.owning(gpu.context().device(), buf.address(), layout, buf));
         buf = null;
-        rows += n;
         bytes += layout.bufferBytes();
         landed++;
         metrics.incRemoteBlocksFetched(1);
@@ -150,17 +148,13 @@ final class ProxyFetch implements AutoCloseable {
     return new Failure(b, "proxy fetch from executor " + e.holderId() + ": " + e.getMessage(), e);
   }
 
-  /** Blocks copied to the device so far, their packed bytes and rows, and the requests sent. */
+  /** Blocks copied to the device so far, their packed bytes, and the requests sent. */
   int landed() {
     return landed;
   }
 
   long bytes() {
     return bytes;
-  }
-
-  long rows() {
-    return rows;
   }
 
   int requests() {

@@ -108,8 +108,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       this.req = req;
       this.block = block;
       this.size = available;
-      this.view = available > landed ? null : req.range.view(at, landed).asReadOnlyBuffer();
-      InputStream head = new ByteBuffersInputStream(List.of(req.range.view(at, landed)), req::consumedOne);
+      java.nio.ByteBuffer bytes = req.range.view(at, landed);
+      this.view = available > landed ? null : bytes.asReadOnlyBuffer(); // a position of its own
+      InputStream head = new ByteBuffersInputStream(List.of(bytes), req::consumedOne);
       if (available > landed) {
         // The block is longer than its map status said: the rest streams in chunks, and the
         // whole block's checksum is checked when the reader reaches its end.
