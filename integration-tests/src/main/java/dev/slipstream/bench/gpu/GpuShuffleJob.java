@@ -162,7 +162,8 @@ public final class GpuShuffleJob {
           + p.gpu().get().device() + " " + p.gpu().get().pciBusId() + " " + p.gpu().get().uuid()));
       List<String> ids = new ArrayList<>(driver.peers().keySet());
       if (ids.size() >= 2) {
-        boolean proxyOnly = "proxy".equals(conf.get(dev.slipstream.spark.gpu.GpuConf.PATH.key(), "auto"));
+        boolean proxyOnly = new dev.slipstream.spark.gpu.GpuConf(dev.slipstream.spark.SlipstreamConf.source(conf))
+            .proxyOnly();
         System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1))
             + (proxyOnly ? " (read over the proxy path: " + dev.slipstream.spark.gpu.GpuConf.PATH.key() + "=proxy)" : ""));
       }
