@@ -1,5 +1,6 @@
 package dev.slipstream.core.gpu.shuffle;
 
+import dev.slipstream.core.gpu.DeviceZeroer;
 import dev.slipstream.core.gpu.GpuContext;
 import dev.slipstream.core.gpu.GpuRegion;
 import dev.slipstream.core.gpu.MemoryKind;
@@ -18,9 +19,14 @@ import java.util.TreeMap;
 /**
  * A reader's device landing region: one registered device region ({@link GpuRegion}, exported to
  * holders through its descriptor) from which requests reserve ranges for their blocks, block table
- * and signal word. {@link #prepare} lays a request out and resets its signal; after the request was
- * sent, {@link Fetch#await} waits for the signal (with a deadline), checks the table, and returns
+ * and signal word. {@link #prepare} lays a request out; after the request was sent,
+ * {@link Fetch#await} waits for the signal (with a deadline), checks the table, and returns
  * device-resident batches that are views into the landing range until {@link Fetch#close()}.
+ *
+ * <p>Every range handed out is all zeros, so a request's signal word needs no reset (and its
+ * sender no device synchronisation) before it is sent: the region is zeroed when it is made, and a
+ * released range is zeroed in the background ({@link DeviceZeroer}) and becomes free again only
+ * once that zeroing ended, which a reservation checks without waiting in the common case.
  *
  * <p>Threading: thread-safe; a daemon thread releases quarantined ranges. Ownership: owns the
  * region; {@link #close()} frees it and fails loudly if ranges are still reserved or quarantined
@@ -31,6 +37,9 @@ public final class DeviceLanding implements AutoCloseable {
   private final GpuRegion region;
   private final RegionDescriptor descriptor;
   private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
+  /** Released ranges being zeroed, oldest first; free once their zeroing ended. */
+  private final Deque<Zeroing> zeroing = new ArrayDeque<>();
+  private final DeviceZeroer zeroer;
   private long used;
   private long nextRequestId = 1;
   private final Deque<SignalWatcher> watchers = new ArrayDeque<>();
@@ -42,9 +51,20 @@ public final class DeviceLanding implements AutoCloseable {
     }
     this.ctx = ctx;
     this.region = GpuRegion.create(ctx, MemoryKind.DEVICE, bytes, regionId);
+    DeviceZeroer z = null;
+    try {
+      region.fill((byte) 0); // synchronous: the first ranges are zero
+      z = new DeviceZeroer(ctx);
+    } catch (RuntimeException e) {
+      region.close();
+      throw e;
+    }
+    this.zeroer = z;
     this.descriptor = region.exportDescriptor();
     free.put(0L, region.length());
   }
+
+  private record Zeroing(long offset, long length, DeviceZeroer.Ticket ticket) {}
 
   private synchronized SignalWatcher takeWatcher() {
     if (closed) {
@@ -84,7 +104,7 @@ public final class DeviceLanding implements AutoCloseable {
 
   /**
    * Reserves space for {@code wants} (capacities rounded up to 16 bytes), a block table and a
-   * signal, resets the signal, and returns the request to send. Throws {@link IllegalStateException}
+   * signal (zero), and returns the request to send. Throws {@link IllegalStateException}
    * when the landing region has no free range that large (the caller sends fewer blocks at once).
    */
   public Fetch prepare(int shuffleId, int[] widths, List<Want> wants) throws TransportException {
@@ -96,22 +116,14 @@ public final class DeviceLanding implements AutoCloseable {
    * {@code deadlineNanos} (System.nanoTime()) before it gives up.
    */
   public Fetch prepare(int shuffleId, int[] widths, List<Want> wants, long deadlineNanos) throws TransportException {
-    Fetch f = layOut(shuffleId, widths, wants, deadlineNanos, true);
-    try {
-      resetSignals(List.of(f));
-    } catch (RuntimeException e) {
-      f.close();
-      throw e;
-    }
-    return f;
+    return layOut(shuffleId, widths, wants, deadlineNanos, true);
   }
 
   /**
    * As {@link #prepare(int, int[], List)} for several requests at once, without waiting or throwing
    * for space: in order, reserves space for each while the region has a free range large enough
-   * (stopping at the first that has none; a caller with requests in flight waits for those), then resets all
-   * their signals with one device synchronisation, so a reader sending several requests to its
-   * holders pays for that once. Returns the requests prepared, possibly none.
+   * (stopping at the first that has none; a caller with requests in flight waits for those). Returns
+   * the requests prepared, possibly none.
    */
   public List<Fetch> tryPrepareAll(int shuffleId, int[] widths, List<List<Want>> requests) throws TransportException {
     List<Fetch> out = new ArrayList<>(requests.size());
@@ -123,7 +135,6 @@ public final class DeviceLanding implements AutoCloseable {
         }
         out.add(f);
       }
-      resetSignals(out);
       return out;
     } catch (RuntimeException | TransportException e) {
       out.forEach(Fetch::close);
@@ -176,26 +187,6 @@ public final class DeviceLanding implements AutoCloseable {
     }
   }
 
-  /**
-   * Zeroes the signal words of {@code fetches} and returns once the device has done so (one
-   * synchronisation). On failure the caller closes the fetches.
-   */
-  private void resetSignals(List<Fetch> fetches) {
-    if (fetches.isEmpty()) {
-      return;
-    }
-    long[] signals = new long[fetches.size()];
-    for (int i = 0; i < signals.length; i++) {
-      signals[i] = region.devicePointer() + fetches.get(i).request.signalOffset();
-    }
-    SignalWatcher w = takeWatcher();
-    try {
-      w.reset(signals);
-    } finally {
-      giveBack(w);
-    }
-  }
-
   private long reserve(long bytes, long deadlineNanos) {
     if (bytes > region.length()) {
       throw new IllegalStateException("device landing region: " + bytes + " bytes asked, more than the region's "
@@ -205,6 +196,10 @@ public final class DeviceLanding implements AutoCloseable {
       long at = tryReserve(bytes);
       if (at >= 0) {
         return at;
+      }
+      if (!zeroing.isEmpty()) {
+        awaitOldestZeroing(); // released space becomes free within microseconds
+        continue;
       }
       long left = deadlineNanos - System.nanoTime();
       if (left <= 0) {
@@ -220,7 +215,49 @@ public final class DeviceLanding implements AutoCloseable {
     }
   }
 
+  /** A free range of {@code bytes}, or -1: ranges whose zeroing ended are free first, then those still zeroing are waited for. */
   private long tryReserve(long bytes) {
+    reapZeroed();
+    long at = takeFree(bytes);
+    while (at < 0 && !zeroing.isEmpty()) {
+      awaitOldestZeroing();
+      at = takeFree(bytes);
+    }
+    return at;
+  }
+
+  /** Moves released ranges whose zeroing ended into the free list, oldest first. */
+  private void reapZeroed() {
+    while (!zeroing.isEmpty() && zeroing.peekFirst().ticket().done()) {
+      freeZeroed(zeroing.pollFirst());
+    }
+  }
+
+  private void awaitOldestZeroing() {
+    Zeroing z = zeroing.pollFirst();
+    z.ticket().await();
+    freeZeroed(z);
+  }
+
+  private void freeZeroed(Zeroing z) {
+    z.ticket().close();
+    long off = z.offset();
+    long len = z.length();
+    Long next = off + len;
+    Long nextLen = free.remove(next);
+    if (nextLen != null) {
+      len += nextLen;
+    }
+    var prev = free.floorEntry(off);
+    if (prev != null && prev.getKey() + prev.getValue() == off) {
+      off = prev.getKey();
+      len += prev.getValue();
+    }
+    free.put(off, len);
+    notifyAll();
+  }
+
+  private long takeFree(long bytes) {
     for (var e : free.entrySet()) {
       if (e.getValue() >= bytes) {
         long off = e.getKey();
@@ -236,20 +273,13 @@ public final class DeviceLanding implements AutoCloseable {
     return -1;
   }
 
+  /** Gives a range back: zeroed in the background, free once that ended. */
   private synchronized void release(long off, long len) {
     used -= len;
-    Long next = off + len;
-    Long nextLen = free.remove(next);
-    if (nextLen != null) {
-      len += nextLen;
+    if (closed) {
+      return;
     }
-    var prev = free.floorEntry(off);
-    if (prev != null && prev.getKey() + prev.getValue() == off) {
-      off = prev.getKey();
-      len += prev.getValue();
-    }
-    free.put(off, len);
-    notifyAll();
+    zeroing.addLast(new Zeroing(off, len, zeroer.zero(region.devicePointer() + off, len)));
   }
 
   /** One request's landing range. Close it once the batches it returned are no longer used. */
@@ -429,7 +459,13 @@ public final class DeviceLanding implements AutoCloseable {
     watchers.clear();
     quarantine.shutdownNow();
     long outstanding = used;
-    region.close();
+    try {
+      zeroer.close(); // waits for the zeroings queued
+    } finally {
+      zeroing.forEach(z -> z.ticket().close());
+      zeroing.clear();
+      region.close();
+    }
     if (outstanding > 0) {
       used = 0;
       throw new IllegalStateException("device landing region closed with " + outstanding + " bytes still reserved");

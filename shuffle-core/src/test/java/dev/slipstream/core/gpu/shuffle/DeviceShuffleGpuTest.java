@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.slipstream.core.gpu.DeviceBuffer;
@@ -299,7 +300,7 @@ class DeviceShuffleGpuTest {
   }
 
   @Test
-  void requestsPreparedTogetherStopAtTheFirstThatDoesNotFitAndLandOnResetSignals() throws TransportException {
+  void requestsPreparedTogetherStopAtTheFirstThatDoesNotFitAndLandOnZeroedSignals() throws TransportException {
     assumeGpu();
     try (Rig r = new Rig(2)) {
       r.pushAll(1, 2); // lands at offset 0 and leaves its signal word counted there
@@ -314,7 +315,8 @@ class DeviceShuffleGpuTest {
         DeviceLanding.Fetch f = fs.get(0);
         assertEquals(f.length(), r.landing.used());
         r.server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
-        // Same layout at the same offset as the first push: without the reset the signal would count twice.
+        // Same layout at the same offset as the first push: had the range not been zeroed when it was
+        // released, the signal would count twice.
         checkLanded(r.landing, f, sections, 1, 2);
       } finally {
         fs.forEach(DeviceLanding.Fetch::close);
@@ -532,6 +534,54 @@ class DeviceShuffleGpuTest {
           byte[] after = new byte[(int) p.bytes(PARTS - 1) + (int) p.offset(PARTS - 1)];
           p.block().read(0, after, 0, after.length);
           assertArrayEquals(java.util.Arrays.copyOf(before, after.length), after);
+        }
+      }
+    }
+  }
+
+  @Test
+  void aReleasedRangeIsHandedOutAgainOnlyOnceZeroed() throws TransportException {
+    assumeGpu();
+    try (GpuContext ctx = GpuContext.open(0); DeviceLanding landing = new DeviceLanding(ctx, 64L << 20, 1)) {
+      List<DeviceLanding.Want> wants = List.of(new DeviceLanding.Want(1, 0, 32L << 20));
+      for (int round = 0; round < 20; round++) {
+        long base;
+        int len;
+        try (DeviceLanding.Fetch f = landing.prepare(7, W, wants)) {
+          base = f.request().entries().get(0).landingOffset();
+          len = (int) f.length();
+          assertArrayEquals(new byte[len], landing.region().read(base, len), "round " + round + ": handed out zeroed");
+          // What a push leaves behind: data, table and a counted signal.
+          byte[] dirty = new byte[len];
+          java.util.Arrays.fill(dirty, (byte) 0x5a);
+          landing.region().write(base, dirty);
+        }
+        assertEquals(0, landing.used());
+      }
+    }
+  }
+
+  @Test
+  void aRangeReleasedRightAfterADeviceCopyOutOfItIsNotZeroedUnderTheCopy() throws TransportException {
+    assumeGpu();
+    // What the reader does with views beyond its share: copy them into buffers of their own, then
+    // release the range at once. A device-to-device cuMemcpy may return before it is done, so the
+    // zeroing queued by the release must wait for it.
+    long bytes = 256L << 20;
+    try (GpuContext ctx = GpuContext.open(0); DeviceLanding landing = new DeviceLanding(ctx, bytes + (1 << 20), 1);
+        DeviceBuffer copy = ctx.allocate(bytes)) {
+      for (int round = 0; round < 5; round++) {
+        try (DeviceLanding.Fetch f = landing.prepare(7, W, List.of(new DeviceLanding.Want(1, 0, bytes)))) {
+          long at = f.request().entries().get(0).landingOffset();
+          landing.region().fill((byte) (0x10 + round)); // the whole region: the range is most of it
+          copy.copyFromDevice(0, landing.region().devicePointer() + at, bytes);
+        }
+        byte[] back = copy.read(0, (int) bytes);
+        for (int i = 0; i < back.length; i++) {
+          if (back[i] != (byte) (0x10 + round)) {
+            fail("round " + round + ": byte " + i + " of the copy is " + back[i] + ", expected " + (0x10 + round)
+                + " (zeroed while it was copied)");
+          }
         }
       }
     }
