@@ -9,18 +9,21 @@ import jcuda.driver.JCudaDriver;
 
 /**
  * Watches a receive signal in device memory without blocking any stream: on a stream of its own it
- * copies the 64-bit signal word to pinned host memory ({@code cuMemcpyDtoHAsync}) and, once a copy
- * shows the word reached the awaited value, copies a range (a block table, say, ending with the
- * signal word) after it; the host polls the stream ({@code cuStreamQuery}) and reads host memory.
- * Because the range is copied after the signal was seen, it is read as a reader that trusts only
- * the signal needs (writers fence their data before they add to the signal).
+ * queues two copies to pinned host memory ({@code cuMemcpyDtoHAsync}), the 64-bit signal word and
+ * then a range (a block table, say, ending with the signal word); the host polls the stream
+ * ({@code cuStreamQuery}) and reads host memory. Copies on one stream run one after the other, so
+ * when the signal's copy shows the word reached the awaited value, the range's copy read the range
+ * after that: it is read as a reader that trusts only the signal needs (writers fence their data
+ * before they add to the signal), and one round trip to the device answers a wait whose signal had
+ * already come. When the word had not reached the value, the range's copy is dropped and both are
+ * queued again on the next poll.
  *
  * <p>Why not a device-side wait ({@code cuStreamWaitValue64})? A stream blocked on a value holds
  * the hardware queue it shares with other streams of the process; an executor that waits for its
  * peer's push while the peer waits for its own push (each executor is reader and holder at once)
  * can then stall both pushes until the deadline. Copies never block a queue.
  *
- * <p>Use: {@link #begin} a wait, {@link #poll} it (it blocks at most for its own copy, 0.2 ms)
+ * <p>Use: {@link #begin} a wait, {@link #poll} it (it blocks at most for its own copies, 0.2 ms)
  * until it answers, or
  * {@link #cancel} it; {@link #await} does all three with a deadline. Threading: one wait at a
  * time, one thread at a time. Ownership: close it before its {@link GpuContext}.
@@ -29,10 +32,10 @@ public final class SignalWatcher implements AutoCloseable {
   private static final int IDLE = 0;
   /** Begun; no copy in flight. */
   private static final int BEGUN = 1;
-  /** The signal word's copy is in flight. */
-  private static final int SIGNAL = 2;
-  /** The range's copy is in flight (the signal was seen at its value). */
-  private static final int RANGE = 3;
+  /** The signal word's copy and the range's copy after it are in flight. */
+  private static final int COPYING = 2;
+  /** Where the range's copy lands in the host buffer (the signal's copy is at 0). */
+  private static final int RANGE_AT = 64;
   /** How long a poll spins for its own copy before it returns (the copy stays in flight). */
   private static final long COPY_SPIN_NANOS = 200_000;
 
@@ -103,7 +106,7 @@ public final class SignalWatcher implements AutoCloseable {
           + " ends with the 8-byte aligned signal word");
     }
     ctx.makeCurrent();
-    ensureHost(len);
+    ensureHost(RANGE_AT + len);
     this.from = from;
     this.len = len;
     this.signal = signal;
@@ -126,27 +129,21 @@ public final class SignalWatcher implements AutoCloseable {
     }
     ctx.makeCurrent();
     if (state == BEGUN) {
-      copy(signal, 8);
-      state = SIGNAL;
+      copy(0, signal, 8);
+      copy(RANGE_AT, from, len); // runs after the signal's copy ended: valid if that one saw the value
+      state = COPYING;
     }
     if (!copied()) {
       return null;
     }
-    if (state == SIGNAL) {
-      long word = host.getByteBuffer(0, 8).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
-      if (word - value < 0) {
-        state = BEGUN; // not yet: the next poll reads it afresh
-        return null;
-      }
-      copy(from, len);
-      state = RANGE;
-      if (!copied()) {
-        return null;
-      }
+    long word = host.getByteBuffer(0, 8).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+    if (word - value < 0) {
+      state = BEGUN; // not yet: the next poll reads both afresh
+      return null;
     }
     state = IDLE;
     ByteBuffer b = ByteBuffer.allocate(len).order(ByteOrder.LITTLE_ENDIAN);
-    b.put(0, host.getByteBuffer(0, len), 0, len);
+    b.put(0, host.getByteBuffer(RANGE_AT, len), 0, len);
     return new Seen(true, b.getLong(len - 8), b);
   }
 
@@ -167,34 +164,9 @@ public final class SignalWatcher implements AutoCloseable {
     return new Seen(false, ByteBuffer.wrap(now).order(ByteOrder.LITTLE_ENDIAN).getLong(), null);
   }
 
-  /**
-   * Sets the 8-byte words at device addresses {@code signals} to 0 and returns once that is done on
-   * the device (one synchronisation for all of them), so a writer told afterwards adds to a reset word.
-   */
-  public void reset(long... signals) {
-    if (!open) {
-      throw new IllegalStateException("signal watcher is closed");
-    }
-    if (state != IDLE) {
-      throw new IllegalStateException("signal watcher: reset while it waits for the word at 0x"
-          + Long.toHexString(this.signal));
-    }
-    for (long s : signals) {
-      if (s == 0 || (s & 7) != 0) {
-        throw new IllegalArgumentException("signal reset: word at 0x" + Long.toHexString(s)
-            + ", expected a non-null 8-byte aligned device address");
-      }
-    }
-    ctx.makeCurrent();
-    for (long s : signals) {
-      CudaDriver.check(JCudaDriver.cuMemsetD32Async(CudaDriver.at(s), 0, 2, stream.handle()),
-          "signal reset (cuMemsetD32Async)");
-    }
-    CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "signal reset (cuStreamSynchronize)");
-  }
-
-  private void copy(long at, int bytes) {
-    CudaDriver.check(JCudaDriver.cuMemcpyDtoHAsync(host, CudaDriver.at(at), bytes, stream.handle()),
+  /** Queues a copy of {@code bytes} at device address {@code at} to offset {@code hostAt} of the host buffer. */
+  private void copy(int hostAt, long at, int bytes) {
+    CudaDriver.check(JCudaDriver.cuMemcpyDtoHAsync(host.withByteOffset(hostAt), CudaDriver.at(at), bytes, stream.handle()),
         "cuMemcpyDtoHAsync(" + bytes + " bytes)");
   }
 

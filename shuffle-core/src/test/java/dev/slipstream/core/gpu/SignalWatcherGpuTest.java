@@ -13,8 +13,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The signal watch on one GPU: polled with copies, the range is copied after the word was seen
- * reached, a missed deadline or a cancel reports the value seen then and leaves the word alone, a
- * reset is on the device when it returns. Skips with the reason without a GPU.
+ * reached, a missed deadline or a cancel reports the value seen then and leaves the word alone.
+ * Skips with the reason without a GPU.
  */
 class SignalWatcherGpuTest {
   private static byte[] le(long v) {
@@ -39,8 +39,7 @@ class SignalWatcherGpuTest {
         assertEquals((1L << 40) | 5, missed.signal(), "the value seen at the deadline");
         assertEquals((1L << 40) | 5, word(buf, 32), "a missed deadline leaves the word as it is");
 
-        w.reset(signal);
-        assertEquals(0, word(buf, 32));
+        buf.write(32, le(0));
 
         byte[] pattern = GpuTestSupport.pattern(7, 32);
         Thread writer = new Thread(() -> {
@@ -98,7 +97,7 @@ class SignalWatcherGpuTest {
         assertArrayEquals(pattern, got);
 
         // A wait nobody will satisfy is cancelled; the watcher takes the next one.
-        w.reset(signal);
+        buf.write(32, le(0));
         w.begin(table, 40, signal, 5L << 40);
         assertEquals(null, w.poll());
         SignalWatcher.Seen cancelled = w.cancel();
@@ -106,32 +105,11 @@ class SignalWatcherGpuTest {
         assertEquals(0, cancelled.signal());
         assertEquals(0, word(buf, 32), "a cancel leaves the word as it is");
         assertThrows(IllegalStateException.class, w::poll);
-        w.reset(signal);
+        buf.write(32, le(0));
         buf.write(32, le(1L << 40));
         SignalWatcher.Seen next = w.await(table, 40, signal, 1L << 40, System.nanoTime() + 10_000_000_000L);
         assertTrue(next.reached(), "the watcher serves the next wait after a cancel");
         assertEquals(1L << 40, next.signal());
-      }
-    }
-  }
-
-  @Test
-  void aResetOfSeveralWordsZeroesEachAndNothingBeside() throws Exception {
-    GpuTestSupport.assumeGpu();
-    try (GpuContext ctx = GpuContext.open(0)) {
-      try (DeviceBuffer buf = ctx.allocate(64); SignalWatcher w = SignalWatcher.create(ctx)) {
-        buf.fill((byte) 0x5a);
-        w.reset(buf.address() + 8, buf.address() + 32, buf.address() + 48);
-        byte[] got = buf.read(0, 64);
-        for (int i = 0; i < 64; i++) {
-          boolean zeroed = (i >= 8 && i < 16) || (i >= 32 && i < 40) || (i >= 48 && i < 56);
-          assertEquals(zeroed ? 0 : 0x5a, got[i] & 0xff, "byte " + i);
-        }
-        long odd = buf.address() + 4;
-        assertEquals("signal reset: word at 0x" + Long.toHexString(odd) + ", expected a non-null 8-byte aligned"
-            + " device address", assertThrows(IllegalArgumentException.class,
-                () -> w.reset(buf.address() + 16, odd)).getMessage());
-        assertEquals(0x5a, buf.read(16, 1)[0] & 0xff, "a refused reset writes nothing");
       }
     }
   }
