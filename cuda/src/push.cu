@@ -12,9 +12,9 @@ using slip::dev::Addr;
 
 constexpr uint64_t kBlockScopeBytes = 64 * 1024;  // items at least this large use the whole block
 
-__global__ void push_kernel(slip_dev_queue *queues, const slip_push_queue_cfg *__restrict__ cfgs,
-                            const slip_push_item *__restrict__ items, const uint32_t *__restrict__ item_start,
-                            uint32_t batch, int *status) {
+__device__ __forceinline__ void push_body(slip_dev_queue *queues, const slip_push_queue_cfg *__restrict__ cfgs,
+                                          const slip_push_item *__restrict__ items,
+                                          const uint32_t *__restrict__ item_start, uint32_t batch, int *status) {
   __shared__ unsigned long long ok_bytes;
   __shared__ unsigned ok_items;
   __shared__ int first_error;
@@ -82,6 +82,12 @@ __global__ void push_kernel(slip_dev_queue *queues, const slip_push_queue_cfg *_
   if (threadIdx.x == 0) status[blockIdx.x] = first_error;
 }
 
+__global__ void push_kernel(slip_dev_queue *queues, const slip_push_queue_cfg *__restrict__ cfgs,
+                            const slip_push_item *__restrict__ items, const uint32_t *__restrict__ item_start,
+                            uint32_t batch, int *status) {
+  push_body(queues, cfgs, items, item_start, batch, status);
+}
+
 __global__ void wait_signals_kernel(const uint64_t *sigs, const uint64_t *expected, uint32_t n, uint64_t timeout_ns,
                                     int *result) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -89,6 +95,15 @@ __global__ void wait_signals_kernel(const uint64_t *sigs, const uint64_t *expect
 }
 
 }  // namespace
+
+// The push with its arguments in one struct in device memory, copied there with the queue
+// configurations and items it points to: a launch passes one pointer (what a launcher from Java
+// pays for per parameter is the marshalling, not the driver). status may point into mapped pinned
+// host memory, so the host sees each queue's outcome without a copy after the kernel. Launched from
+// Java through the fatbin only, so it has C linkage (no host launcher references it).
+extern "C" __global__ void slip_push_packed_kernel(const slip_push_launch *__restrict__ a) {
+  push_body(a->queues, a->cfgs, a->items, a->item_start, a->batch, a->status);
+}
 
 extern "C" slip_status slip_push(slip_dev_queue *d_queues, uint32_t nqueues, const slip_push_queue_cfg *d_cfg,
                                  const slip_push_item *d_items, const uint32_t *d_item_start, uint32_t batch,

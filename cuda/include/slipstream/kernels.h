@@ -55,6 +55,18 @@ typedef struct slip_push_item {
   uint64_t dst_offset;
   uint64_t length;
 } slip_push_item;
+/* slip_push_packed_kernel's one argument: slip_push's arguments as a struct in device memory (the
+ * kernel is launched from Java through the fatbin; no host launcher). status may be a mapped
+ * pinned host address. */
+typedef struct slip_push_launch {
+  slip_dev_queue *queues;
+  const slip_push_queue_cfg *cfgs;
+  const slip_push_item *items;
+  const uint32_t *item_start;
+  int *status;
+  uint32_t batch;
+  uint32_t reserved;
+} slip_push_launch;
 /* d_status[q] receives SLIP_OK or the first error of queue q. */
 slip_status slip_push(slip_dev_queue *d_queues, uint32_t nqueues, const slip_push_queue_cfg *d_cfg,
                       const slip_push_item *d_items, const uint32_t *d_item_start, uint32_t batch,

@@ -109,6 +109,9 @@ const slip_layout_field kLaunchLayout[] = {
     SLIP_S(slip_push_item),
     SLIP_F(slip_push_item, src_offset), SLIP_F(slip_push_item, dst_offset), SLIP_F(slip_push_item, length),
     SLIP_S(slip_dev_queue),
+    SLIP_S(slip_push_launch),
+    SLIP_F(slip_push_launch, queues), SLIP_F(slip_push_launch, cfgs), SLIP_F(slip_push_launch, items),
+    SLIP_F(slip_push_launch, item_start), SLIP_F(slip_push_launch, status), SLIP_F(slip_push_launch, batch),
 };
 #undef SLIP_F
 #undef SLIP_S

@@ -129,6 +129,21 @@ final class CudaDriver {
     return p;
   }
 
+  /** Pinned host memory mapped into the device's address space ({@code cuMemHostAlloc}, DEVICEMAP). */
+  static Pointer allocHostMapped(long bytes, String what) {
+    Pointer p = new Pointer();
+    check(JCudaDriver.cuMemHostAlloc(p, bytes, JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP),
+        "cuMemHostAlloc(" + bytes + " bytes, mapped, " + what + ")");
+    return p;
+  }
+
+  /** The device address of mapped pinned memory {@code p} ({@code cuMemHostGetDevicePointer}). */
+  static long deviceAddressOf(Pointer p, String what) {
+    DevicePointer d = new DevicePointer();
+    check(JCudaDriver.cuMemHostGetDevicePointer(d, p, 0), "cuMemHostGetDevicePointer(" + what + ")");
+    return d.address();
+  }
+
   static void fill(long address, byte value, long len) {
     check(JCudaDriver.cuMemsetD8(at(address), value, len), "cuMemsetD8");
   }

@@ -18,9 +18,9 @@ import jcuda.driver.JCudaDriver;
 /**
  * The project's push and receive kernels ({@code cuda/src/push.cu}), launched through JCuda from
  * the fatbin that the build compiles with nvcc and ships in the jar (sm_90 SASS plus compute_90
- * PTX; no NVRTC). Arguments use the {@code slip_push_queue_cfg} and {@code slip_push_item} layouts
- * of {@code cuda/include/slipstream/kernels.h}; {@code RegionDescriptorLayoutTest} checks the
- * offsets below against the JNI library's {@code offsetof}.
+ * PTX; no NVRTC). Arguments use the {@code slip_push_launch}, {@code slip_push_queue_cfg} and
+ * {@code slip_push_item} layouts of {@code cuda/include/slipstream/kernels.h}; {@code AbiLayoutTest}
+ * checks the offsets below against the JNI library's {@code offsetof}.
  *
  * <p>Threading: {@link #push} and {@link #waitSignals} serialise on the module's own stream;
  * {@link #launcher()}s have streams of their own and run concurrently. Ownership: close the
@@ -36,6 +36,14 @@ public final class PushKernel implements AutoCloseable {
   static final int ITEM_SRC_OFFSET = 0;
   static final int ITEM_DST_OFFSET = 8;
   static final int ITEM_LENGTH = 16;
+  /** {@code slip_push_launch}: slip_push_packed_kernel's one argument (kernels.h). */
+  static final int LAUNCH_BYTES = 48;
+  static final int LAUNCH_QUEUES = 0;
+  static final int LAUNCH_CFGS = 8;
+  static final int LAUNCH_ITEMS = 16;
+  static final int LAUNCH_ITEM_START = 24;
+  static final int LAUNCH_STATUS = 32;
+  static final int LAUNCH_BATCH = 40;
 
   /** What queue q sends: source and destination as table indices, the signal word's place. */
   public record Queue(int srcRegion, int dstRegion, int sigRegion, long sigOffset) {}
@@ -63,7 +71,7 @@ public final class PushKernel implements AutoCloseable {
     CudaDriver.check(JCudaDriver.cuModuleLoadData(k.module, fatbin), "cuModuleLoadData(" + NativeLibrary.FATBIN + ")");
     k.open = true;
     try {
-      k.function(names, "push_kernel", k.push);
+      k.function(names, "slip_push_packed_kernel", k.push);
       k.function(names, "wait_signals_kernel", k.waitSignals);
       k.own = k.new Launcher();
       return k;
@@ -148,8 +156,11 @@ public final class PushKernel implements AutoCloseable {
    * {@code cuMemFree} per launch would also wait for every other stream). What a push needs from the
    * host ({@link #write}s, the arguments) is staged in pinned host memory of the launcher's own and
    * copied with asynchronous copies on its stream (a copy from pageable memory is staged by the
-   * driver and returns only after it), and the statuses come back the same way, copied after the
-   * kernel on its stream: once the stream is idle they are in host memory.
+   * driver and returns only after it). The kernel is {@code slip_push_packed_kernel}: its arguments are a
+   * {@code slip_push_launch} at the start of the argument buffer, copied with the rest, so a launch
+   * passes one parameter, the same one every time (JCuda's marshalling of six parameters cost more
+   * than the driver's launch). The kernel writes each queue's status straight into the launcher's
+   * pinned memory (mapped into the device's address space): no copy after the kernel.
    *
    * <p>Threading: one push at a time (callers serialise, and hand it between threads with a
    * happens-before edge). Ownership: close it before the module.
@@ -159,11 +170,15 @@ public final class PushKernel implements AutoCloseable {
     private DeviceBuffer args;
     /** Pinned host staging: the current push's writes and arguments from offset 0, then its statuses. */
     private Pointer pinned;
+    /** {@link #pinned}'s device address (mapped pinned memory): where the kernel writes the statuses. */
+    private long pinnedDevice;
     private long pinnedBytes;
+    /** The kernel's parameter list: a pointer to the launch struct at the start of {@link #args}. */
+    private Pointer argsParams;
     /** Bytes of {@link #pinned} staged since the last launch (their copies may still be in flight until it ends). */
     private long staged;
     private long statusHost;
-    /** {@link #pinned} as a buffer, for reading the statuses' copy. */
+    /** {@link #pinned} as a buffer, for reading the statuses. */
     private ByteBuffer pinnedView;
     /** When {@link #finished} last asked the driver. */
     private long queried;
@@ -192,9 +207,9 @@ public final class PushKernel implements AutoCloseable {
     }
 
     /**
-     * Launches the push kernel without waiting for it: one stream-ordered copy of the arguments
-     * (queue configurations, items, each queue's first item, the statuses preset to "not written"),
-     * then the launch. {@link #finished} tells when it ended, {@link #statuses} what each queue
+     * Launches the push kernel without waiting for it: the statuses preset to "not written" in
+     * pinned memory, one stream-ordered copy of the arguments (the launch struct, queue
+     * configurations, items, each queue's first item), then the launch. {@link #finished} tells when it ended, {@link #statuses} what each queue
      * reported. The launcher takes no other push until this one has finished.
      */
     public void start(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads) {
@@ -215,45 +230,46 @@ public final class PushKernel implements AutoCloseable {
       }
       byte[] cfg = encodeQueues(queues);
       byte[] its = encodeItems(items);
-      int itemsAt = align16(cfg.length);
+      int cfgAt = align16(LAUNCH_BYTES);
+      int itemsAt = cfgAt + align16(cfg.length);
       int startsAt = itemsAt + align16(its.length);
-      int statusAt = startsAt + align16(4 * (n + 1));
-      ByteBuffer a = ByteBuffer.allocate(statusAt + 4 * n).order(ByteOrder.LITTLE_ENDIAN);
-      a.put(0, cfg).put(itemsAt, its);
+      int argBytes = startsAt + 4 * (n + 1);
+      if (args == null || args.length() < argBytes) {
+        if (args != null) {
+          args.close();
+          args = null;
+          argsParams = null;
+        }
+        args = ctx.allocate(Math.max(4096, Integer.highestOneBit(argBytes - 1) * 2L));
+        ByteBuffer param = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
+        param.putLong(0, args.address());
+        argsParams = Pointer.to(Pointer.to(param));
+      }
+      // Room for the arguments and the statuses before either is placed: growing the staging later
+      // would move the statuses the launch struct points at.
+      ensureRoom(align16(argBytes) + align16(4 * n));
+      long statusAt = reserve(4L * n);
+      for (int q = 0; q < n; q++) {
+        pinnedView.putInt((int) statusAt + 4 * q, NOT_WRITTEN); // before the launch: the kernel overwrites them
+      }
+      long base = args.address();
+      ByteBuffer a = ByteBuffer.allocate(argBytes).order(ByteOrder.LITTLE_ENDIAN);
+      a.putLong(LAUNCH_QUEUES, qs.devicePointer()).putLong(LAUNCH_CFGS, base + cfgAt)
+          .putLong(LAUNCH_ITEMS, base + itemsAt).putLong(LAUNCH_ITEM_START, base + startsAt)
+          .putLong(LAUNCH_STATUS, pinnedDevice + statusAt).putInt(LAUNCH_BATCH, batch);
+      a.put(cfgAt, cfg).put(itemsAt, its);
       int total = 0;
       for (int q = 0; q < n; q++) {
         a.putInt(startsAt + 4 * q, total);
         total += items.get(q).size();
       }
       a.putInt(startsAt + 4 * n, total);
-      for (int q = 0; q < n; q++) {
-        a.putInt(statusAt + 4 * q, NOT_WRITTEN); // not written by the kernel
-      }
-      if (args == null || args.length() < a.capacity()) {
-        if (args != null) {
-          args.close();
-          args = null;
-        }
-        args = ctx.allocate(Math.max(4096, Integer.highestOneBit(a.capacity() - 1) * 2L));
-      }
       // Stream-ordered, from pinned staging: the kernel runs on a non-blocking stream that would not
       // wait for a copy on another.
-      stage(args.address(), a.array());
-      long statusAt16 = reserve(4L * n);
-      long base = args.address();
-      Pointer p = Pointer.to(
-          Pointer.to(new long[] {qs.devicePointer()}), Pointer.to(new long[] {base}),
-          Pointer.to(new long[] {base + itemsAt}), Pointer.to(new long[] {base + startsAt}),
-          Pointer.to(new int[] {batch}), Pointer.to(new long[] {base + statusAt}));
-      launched = launchOn(stream.handle(), push, n, threads, p, "push_kernel");
-      statusHost = statusAt16;
-      for (int q = 0; q < n; q++) {
-        pinnedView.putInt((int) statusHost + 4 * q, NOT_WRITTEN);
-      }
+      stage(base, a.array());
+      launched = launchOn(stream.handle(), push, n, threads, argsParams, "slip_push_packed_kernel");
+      statusHost = statusAt;
       queried = launched;
-      // The statuses follow the kernel on its stream into pinned memory: read once the stream is idle.
-      CudaDriver.check(JCudaDriver.cuMemcpyDtoHAsync(pinned.withByteOffset(statusHost), CudaDriver.at(base + statusAt),
-          4L * n, stream.handle()), "cuMemcpyDtoHAsync(push statuses)");
       staged = 0; // the next push stages only after this one ended, when these copies are done
       ended = 0;
       queuesLaunched = n;
@@ -262,10 +278,10 @@ public final class PushKernel implements AutoCloseable {
 
     /**
      * Whether the push {@link #start}ed last has ended (the first true sets {@link #endedNanos});
-     * throws on a CUDA error of the stream. Reads the statuses' pinned copy, the stream's last
-     * work, which every queue's status fills once the kernel ended: no driver call until then but
-     * one {@code cuStreamQuery} every {@value #QUERY_EVERY_NANOS} ns, which reports a failed kernel
-     * (its copy never comes). Once they are all there, one {@code cuStreamQuery} confirms the end.
+     * throws on a CUDA error of the stream. Reads the statuses in pinned memory, which each queue's
+     * CUDA block writes as its last act: no driver call until they are all there but one
+     * {@code cuStreamQuery} every {@value #QUERY_EVERY_NANOS} ns, which reports a failed kernel (its
+     * statuses never come). Once they are all there, one {@code cuStreamQuery} confirms the end.
      */
     public boolean finished() {
       if (!running) {
@@ -356,28 +372,36 @@ public final class PushKernel implements AutoCloseable {
     }
 
     /**
-     * Reserves {@code len} bytes (16-aligned) of pinned staging for the current push. Growing it
-     * first waits for the stream, whose copies may still read the old buffer.
+     * Makes room for {@code len} more bytes (16-aligned) of pinned staging for the current push.
+     * Growing it first waits for the stream, whose copies may still read the old buffer, and starts
+     * the new one empty.
      */
-    private long reserve(long len) {
+    private void ensureRoom(long len) {
       ctx.makeCurrent();
       long need = staged + ((len + 15) & ~15L);
-      if (pinned == null || need > pinnedBytes) {
-        long want = Math.max(64 << 10, Long.highestOneBit(Math.max(1, need - 1)) * 2);
-        if (pinned != null) {
-          CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "push staging (cuStreamSynchronize)");
-          JCudaDriver.cuMemFreeHost(pinned);
-          pinned = null;
-          // Earlier copies of this push were done from the old buffer, and are done now: they keep their data.
-        }
-        pinned = CudaDriver.allocHost(want, "push staging");
-        pinnedView = pinned.getByteBuffer(0, want).order(ByteOrder.LITTLE_ENDIAN);
-        pinnedBytes = want;
-        staged = 0;
-        need = (len + 15) & ~15L;
+      if (pinned != null && need <= pinnedBytes) {
+        return;
       }
+      long want = Math.max(64 << 10, Long.highestOneBit(Math.max(1, need - 1)) * 2);
+      if (pinned != null) {
+        CudaDriver.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "push staging (cuStreamSynchronize)");
+        JCudaDriver.cuMemFreeHost(pinned);
+        pinned = null;
+        pinnedView = null;
+        // Earlier copies of this push were done from the old buffer, and are done now: they keep their data.
+      }
+      pinned = CudaDriver.allocHostMapped(want, "push staging");
+      pinnedDevice = CudaDriver.deviceAddressOf(pinned, "push staging");
+      pinnedView = pinned.getByteBuffer(0, want).order(ByteOrder.LITTLE_ENDIAN);
+      pinnedBytes = want;
+      staged = 0;
+    }
+
+    /** Reserves {@code len} bytes (16-aligned) of pinned staging for the current push ({@link #ensureRoom} first). */
+    private long reserve(long len) {
+      ensureRoom(len);
       long at = staged;
-      staged = need;
+      staged += (len + 15) & ~15L;
       return at;
     }
 

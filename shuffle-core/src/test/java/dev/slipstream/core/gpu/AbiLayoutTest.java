@@ -64,6 +64,14 @@ class AbiLayoutTest {
     assertEquals(PushKernel.ITEM_SRC_OFFSET, field("slip_push_item", "src_offset")[0]);
     assertEquals(PushKernel.ITEM_DST_OFFSET, field("slip_push_item", "dst_offset")[0]);
     assertEquals(PushKernel.ITEM_LENGTH, field("slip_push_item", "length")[0]);
+    assertEquals(PushKernel.LAUNCH_BYTES, field("slip_push_launch", "-")[1]);
+    assertEquals(PushKernel.LAUNCH_QUEUES, field("slip_push_launch", "queues")[0]);
+    assertEquals(PushKernel.LAUNCH_CFGS, field("slip_push_launch", "cfgs")[0]);
+    assertEquals(PushKernel.LAUNCH_ITEMS, field("slip_push_launch", "items")[0]);
+    assertEquals(PushKernel.LAUNCH_ITEM_START, field("slip_push_launch", "item_start")[0]);
+    assertEquals(PushKernel.LAUNCH_STATUS, field("slip_push_launch", "status")[0]);
+    assertEquals(PushKernel.LAUNCH_BATCH, field("slip_push_launch", "batch")[0]);
+    assertEquals(4, field("slip_push_launch", "batch")[1]);
   }
 
   @Test

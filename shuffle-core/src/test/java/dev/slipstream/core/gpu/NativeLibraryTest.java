@@ -42,8 +42,9 @@ class NativeLibraryTest {
     assertEquals(0xBA55ED50, ByteBuffer.wrap(fatbin).order(ByteOrder.LITTLE_ENDIAN).getInt(0),
         "fatbin magic of " + NativeLibrary.FATBIN);
     Properties names = PushKernel.kernelNames();
-    assertEquals(2, names.size(), names.toString());
+    assertEquals(3, names.size(), names.toString());
     assertTrue(names.getProperty("push_kernel").contains("11push_kernel"), names.toString());
+    assertEquals("slip_push_packed_kernel", names.getProperty("slip_push_packed_kernel"), "C linkage: not mangled");
     assertTrue(names.getProperty("wait_signals_kernel").contains("19wait_signals_kernel"), names.toString());
   }
 
