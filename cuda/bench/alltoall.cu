@@ -1,5 +1,5 @@
 // All-to-all among N processes, one GPU each (issue 7; method in docs/benchmarks-gpu.md).
-//   slip_a2a --ranks N [--quick] [--block BYTES]
+//   slip_a2a --ranks N [--quick] [--block BYTES] [--peer-queues Q] [--stagger]
 // Every rank pushes per_gpu / N bytes to every rank (itself included, as NCCL's all_to_all_single
 // does) with the nvlink push kernel, into slot [rank * slice, (rank + 1) * slice) of the
 // destination's landing region, and signals per queue. Timed per rank with CUDA events over
@@ -9,6 +9,10 @@
 // rank's signal totals.
 // With more ranks than GPUs, ranks share GPUs (rank % GPUs): that checks the exchange, and its
 // figures are marked "shared" (they are not per-GPU link figures).
+// --peer-queues Q gives each other rank Q queues (CUDA blocks) instead of an even share of three
+// quarters of 2 x SMs; --stagger orders a rank's queues by destination starting with rank + 1
+// (wrapping), so the blocks that start first do not all write to the same GPU. Both are for the
+// 4- and 8-GPU sweeps of issue 7 (run 2 of docs/benchmarks-gpu.md: 4 ranks at 59% of 2).
 // Lines starting with "csv," are machine-readable:
 //   csv,a2a,nvlink,<ranks>_ranks,<gpus>_gpus,block,bytes_per_gpu,ms,GBps_per_gpu,verified
 #include <inttypes.h>
@@ -159,21 +163,32 @@ struct Rank {
   std::vector<slip_remote *> remotes;  // [landing of rank 0, signals of rank 0, landing of rank 1, ...]
   slip_queueset *qs = nullptr;
   uint32_t nq = 0;
-  std::vector<uint32_t> q_first;  // queues [q_first[d], q_first[d + 1]) write to rank d
+  std::vector<uint32_t> q_begin, q_end;  // queues [q_begin[d], q_end[d]) write to rank d
+  uint32_t peer_queues = 0;              // 0: the even share
+  bool stagger = false;
   cudaStream_t stream;
   cudaEvent_t e0, e1;
 };
 
-// Queues per destination: the other ranks share three quarters of them evenly, the rank's own
-// slice (a copy inside its GPU) gets the rest (at least one), as the 2-rank exchange of slip_bench
-// does. Ranges are contiguous, in destination order.
+// Queues per destination: the other ranks share three quarters of them evenly (or get
+// --peer-queues each), the rank's own slice (a copy inside its GPU) gets the rest (at least one),
+// as the 2-rank exchange of slip_bench does. Ranges are contiguous, in destination order from rank
+// 0, or from rank + 1 with --stagger.
 void assign_queues(Rank &k) {
   const int n = k.m.ranks;
-  const uint32_t per_peer = std::max<uint32_t>(1, k.nq * 3 / 4 / (uint32_t)(n - 1));
+  const uint32_t per_peer =
+      k.peer_queues > 0 ? k.peer_queues : std::max<uint32_t>(1, k.nq * 3 / 4 / (uint32_t)(n - 1));
   const uint32_t own = std::max<uint32_t>(1, k.nq - std::min(k.nq, per_peer * (uint32_t)(n - 1)));
-  k.q_first.assign(n + 1, 0);
-  for (int d = 0; d < n; d++) k.q_first[d + 1] = k.q_first[d] + (d == k.m.rank ? own : per_peer);
-  k.nq = k.q_first[n];
+  k.q_begin.assign(n, 0);
+  k.q_end.assign(n, 0);
+  uint32_t at = 0;
+  for (int i = 0; i < n; i++) {
+    const int d = k.stagger ? (k.m.rank + 1 + i) % n : i;
+    k.q_begin[d] = at;
+    at += d == k.m.rank ? own : per_peer;
+    k.q_end[d] = at;
+  }
+  k.nq = at;
 }
 
 // Slice d of this rank's source ([d * slice, (d + 1) * slice)) goes to slot rank of rank d's
@@ -188,7 +203,7 @@ PushPlan make_plan(const Rank &k, uint64_t slice, uint64_t block, uint32_t nq_ma
   std::vector<std::vector<slip_push_item>> per_q(k.nq);
   const uint64_t piece = std::min(block, kChunk);
   for (int d = 0; d < n; d++) {
-    const uint32_t q0 = k.q_first[d], q1 = k.q_first[d + 1];
+    const uint32_t q0 = k.q_begin[d], q1 = k.q_end[d];
     for (uint32_t q = q0; q < q1; q++)
       p.cfg[q] = {0, (uint32_t)(1 + 2 * d), (uint32_t)(2 + 2 * d), 0, ((uint64_t)k.m.rank * nq_max + (q - q0)) * 8};
     uint64_t i = 0;
@@ -264,6 +279,10 @@ int run(Rank &k, bool quick, uint64_t block) {
   int sms = 0;
   T_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, m.device));
   k.nq = 2 * (uint32_t)sms;
+  if (k.peer_queues > k.nq) {
+    fprintf(stderr, "a2a: --peer-queues %u, expected at most 2 x SMs = %u\n", k.peer_queues, k.nq);
+    return 2;
+  }
   const uint32_t nq_max = k.nq;  // signal slots per sender: no destination gets more queues than this
   T_SLIP(slip_region_create(k.ctx, SLIP_MEM_DEVICE, max_per_gpu, 1, &k.src));
   T_SLIP(slip_region_create(k.ctx, SLIP_MEM_DEVICE, max_per_gpu, 10 + (uint32_t)m.rank, &k.landing));
@@ -302,9 +321,10 @@ int run(Rank &k, bool quick, uint64_t block) {
   T_CUDA(cudaDeviceSynchronize());
   const bool shared = m.ranks > m.ngpus;
   if (m.rank == 0) {
-    printf("a2a: %d ranks on %d GPUs%s, %d SMs, %u queues x %u threads per rank (%u per peer), block %" PRIu64 "\n",
+    const int peer = m.rank == 0 ? 1 : 0;
+    printf("a2a: %d ranks on %d GPUs%s, %d SMs, %u queues x %u threads per rank (%u per peer%s), block %" PRIu64 "\n",
            m.ranks, std::min(m.ranks, m.ngpus), shared ? " (ranks share GPUs: figures are not per-GPU link figures)" : "",
-           sms, k.nq, kThreads, k.q_first[2] - k.q_first[1], block);
+           sms, k.nq, kThreads, k.q_end[peer] - k.q_begin[peer], k.stagger ? ", staggered" : "", block);
     fflush(stdout);
   }
   const int reps = quick ? 3 : 10;
@@ -370,6 +390,8 @@ int main(int argc, char **argv) {
   int ranks = 0;
   bool quick = false;
   uint64_t block = 1 << 20;
+  long peer_queues = 0;
+  bool stagger = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) {
       ranks = atoi(argv[++i]);
@@ -377,6 +399,15 @@ int main(int argc, char **argv) {
       block = strtoull(argv[++i], nullptr, 10);
     } else if (!strcmp(argv[i], "--quick")) {
       quick = true;
+    } else if (!strcmp(argv[i], "--peer-queues") && i + 1 < argc) {
+      peer_queues = strtol(argv[++i], nullptr, 10);
+      if (peer_queues < 1) {
+        fprintf(stderr, "--peer-queues '%s', expected a positive number\n", argv[i]);
+        ranks = 0;
+        break;
+      }
+    } else if (!strcmp(argv[i], "--stagger")) {
+      stagger = true;
     } else {
       fprintf(stderr, "unknown argument '%s'\n", argv[i]);
       ranks = 0;
@@ -384,11 +415,15 @@ int main(int argc, char **argv) {
     }
   }
   if (ranks < 2 || ranks > (int)kMaxRanks || block < 4096 || block % 4096 != 0) {
-    fprintf(stderr, "usage: %s --ranks N [--quick] [--block BYTES]  (N in [2, %u], block a multiple of 4096)\n", argv[0],
-            kMaxRanks);
+    fprintf(stderr,
+            "usage: %s --ranks N [--quick] [--block BYTES] [--peer-queues Q] [--stagger]  (N in [2, %u], block a"
+            " multiple of 4096)\n",
+            argv[0], kMaxRanks);
     return 2;
   }
   Rank k;
+  k.peer_queues = (uint32_t)std::min<long>(peer_queues, 1 << 20);
+  k.stagger = stagger;
   const int rc = mesh_start(&k.m, ranks, 300);
   if (rc != 0) return rc;
   const int r = run(k, quick, block);
