@@ -283,8 +283,8 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         List<Chunk> next = new ArrayList<>();
         List<DeviceLanding.Fetch> fs = List.of();
         if (!pending.isEmpty() && flying.size() < maxInFlight) {
-          // Every request that may go now is laid out first, with one signal reset for all, then
-          // they are sent back to back: the last one leaves without waiting behind the others' resets.
+          // Every request that may go now is laid out first (in zeroed ranges: no signal reset), then
+          // they are sent back to back.
           for (Chunk c : pending) {
             if (next.size() == maxInFlight - flying.size()) {
               break;
@@ -330,7 +330,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
   }
 
-  /** Landing space for the first of {@code chunks} that fit now, their signals reset together; possibly none. */
+  /** Landing space (zeroed) for the first of {@code chunks} that fit now; possibly none. */
   private List<DeviceLanding.Fetch> prepareAll(GpuExecutor gpu, List<Chunk> chunks, int[] widths) {
     List<List<DeviceLanding.Want>> all = new ArrayList<>(chunks.size());
     for (Chunk c : chunks) {

@@ -11,7 +11,8 @@ import java.util.Arrays;
  * order ({@link #NAMES}):
  *
  * <ol>
- *   <li>{@code prepare}: reader reserves landing space and resets the signal;
+ *   <li>{@code prepare}: reader reserves landing space (handed out zeroed) and sends the requests
+ *       laid out before it in the same batch;
  *   <li>{@code to holder}: encoding and the transport to the holder's handler;
  *   <li>{@code queued}: until a serving thread takes it;
  *   <li>{@code check}: decode, checks, pins, the block table;
