@@ -44,6 +44,8 @@ public final class PushKernel implements AutoCloseable {
   static final int LAUNCH_ITEM_START = 24;
   static final int LAUNCH_STATUS = 32;
   static final int LAUNCH_BATCH = 40;
+  /** Where {@link Launcher#start(QueueSet, List, List, int, int, byte[], long, long)} puts its prefix in the area. */
+  public static final int PREFIX_AT = 64;
 
   /** What queue q sends: source and destination as table indices, the signal word's place. */
   public record Queue(int srcRegion, int dstRegion, int sigRegion, long sigOffset) {}
@@ -175,6 +177,9 @@ public final class PushKernel implements AutoCloseable {
     private long pinnedBytes;
     /** The kernel's parameter list: a pointer to the launch struct at the start of {@link #args}. */
     private Pointer argsParams;
+    /** The same for a caller's area (see the second start), and the area's address it was built for. */
+    private Pointer areaParams;
+    private long areaParamsAt;
     /** Bytes of {@link #pinned} staged since the last launch (their copies may still be in flight until it ends). */
     private long staged;
     private long statusHost;
@@ -209,10 +214,75 @@ public final class PushKernel implements AutoCloseable {
     /**
      * Launches the push kernel without waiting for it: the statuses preset to "not written" in
      * pinned memory, one stream-ordered copy of the arguments (the launch struct, queue
-     * configurations, items, each queue's first item), then the launch. {@link #finished} tells when it ended, {@link #statuses} what each queue
-     * reported. The launcher takes no other push until this one has finished.
+     * configurations, items, each queue's first item) into the launcher's buffer, then the launch.
+     * {@link #finished} tells when it ended, {@link #statuses} what each queue reported. The
+     * launcher takes no other push until this one has finished.
      */
     public void start(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads) {
+      check(qs, queues, items, batch, threads);
+      byte[] cfg = encodeQueues(queues);
+      byte[] its = encodeItems(items);
+      int cfgAt = align16(LAUNCH_BYTES);
+      int argBytes = argBytes(cfgAt, cfg.length, its.length, queues.size());
+      if (args == null || args.length() < argBytes) {
+        if (args != null) {
+          args.close();
+          args = null;
+          argsParams = null;
+        }
+        args = ctx.allocate(Math.max(4096, Integer.highestOneBit(argBytes - 1) * 2L));
+        argsParams = params(args.address());
+      }
+      launch(qs, queues, items, batch, threads, null, cfgAt, cfg, its, args.address(), argsParams);
+    }
+
+    /**
+     * As {@link #start(QueueSet, List, List, int, int)}, with the arguments laid out in the caller's
+     * device memory {@code [area, area + areaBytes)} (its own, unused by any kernel still running)
+     * instead of the launcher's buffer, after {@code prefix} at {@code area + }{@value #PREFIX_AT}:
+     * the prefix and the arguments travel in one copy, and a push item may read the prefix from
+     * there (a lane puts its block table there, in its table region). Throws
+     * {@link IllegalArgumentException} when the area is smaller than {@link #areaBytes} says.
+     */
+    public void start(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads, byte[] prefix,
+        long area, long areaBytes) {
+      check(qs, queues, items, batch, threads);
+      byte[] cfg = encodeQueues(queues);
+      byte[] its = encodeItems(items);
+      int cfgAt = align16(PREFIX_AT + prefix.length);
+      int argBytes = argBytes(cfgAt, cfg.length, its.length, queues.size());
+      if (area == 0 || (area & 15) != 0 || areaBytes < argBytes) {
+        throw new IllegalArgumentException("push arguments: an area of " + areaBytes + " bytes at 0x"
+            + Long.toHexString(area) + ", expected a non-null 16-byte aligned area of at least " + argBytes + " bytes");
+      }
+      if (areaParams == null || areaParamsAt != area) {
+        areaParams = params(area);
+        areaParamsAt = area;
+      }
+      launch(qs, queues, items, batch, threads, prefix, cfgAt, cfg, its, area, areaParams);
+    }
+
+    /**
+     * Bytes an area needs for {@link #start(QueueSet, List, List, int, int, byte[], long, long)}: the
+     * launch struct, a prefix of {@code prefixBytes}, {@code queues} queue configurations and
+     * {@code items} items.
+     */
+    public static long areaBytes(int prefixBytes, int queues, int items) {
+      return argBytes(align16(PREFIX_AT + prefixBytes), queues * QUEUE_CFG_BYTES, Math.max(1, items) * ITEM_BYTES,
+          queues);
+    }
+
+    private static int argBytes(int cfgAt, int cfgBytes, int itemBytes, int queues) {
+      return cfgAt + align16(cfgBytes) + align16(itemBytes) + 4 * (queues + 1);
+    }
+
+    private static Pointer params(long launchStruct) {
+      ByteBuffer param = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
+      param.putLong(0, launchStruct);
+      return Pointer.to(Pointer.to(param));
+    }
+
+    private void check(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads) {
       int n = queues.size();
       if (n == 0 || n > qs.size() || items.size() != n) {
         throw new IllegalArgumentException("push over a set of " + qs.size() + " queues got " + n
@@ -228,23 +298,15 @@ public final class PushKernel implements AutoCloseable {
       if (running) {
         throw new IllegalStateException("push launcher: the last push has not finished");
       }
-      byte[] cfg = encodeQueues(queues);
-      byte[] its = encodeItems(items);
-      int cfgAt = align16(LAUNCH_BYTES);
+    }
+
+    /** Stages the arguments (and the prefix, if any) at {@code base} in one copy, presets the statuses, launches. */
+    private void launch(QueueSet qs, List<Queue> queues, List<List<Item>> items, int batch, int threads, byte[] prefix,
+        int cfgAt, byte[] cfg, byte[] its, long base, Pointer params) {
+      int n = queues.size();
       int itemsAt = cfgAt + align16(cfg.length);
       int startsAt = itemsAt + align16(its.length);
       int argBytes = startsAt + 4 * (n + 1);
-      if (args == null || args.length() < argBytes) {
-        if (args != null) {
-          args.close();
-          args = null;
-          argsParams = null;
-        }
-        args = ctx.allocate(Math.max(4096, Integer.highestOneBit(argBytes - 1) * 2L));
-        ByteBuffer param = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
-        param.putLong(0, args.address());
-        argsParams = Pointer.to(Pointer.to(param));
-      }
       // Room for the arguments and the statuses before either is placed: growing the staging later
       // would move the statuses the launch struct points at.
       ensureRoom(align16(argBytes) + align16(4 * n));
@@ -252,11 +314,13 @@ public final class PushKernel implements AutoCloseable {
       for (int q = 0; q < n; q++) {
         pinnedView.putInt((int) statusAt + 4 * q, NOT_WRITTEN); // before the launch: the kernel overwrites them
       }
-      long base = args.address();
       ByteBuffer a = ByteBuffer.allocate(argBytes).order(ByteOrder.LITTLE_ENDIAN);
       a.putLong(LAUNCH_QUEUES, qs.devicePointer()).putLong(LAUNCH_CFGS, base + cfgAt)
           .putLong(LAUNCH_ITEMS, base + itemsAt).putLong(LAUNCH_ITEM_START, base + startsAt)
           .putLong(LAUNCH_STATUS, pinnedDevice + statusAt).putInt(LAUNCH_BATCH, batch);
+      if (prefix != null) {
+        a.put(PREFIX_AT, prefix);
+      }
       a.put(cfgAt, cfg).put(itemsAt, its);
       int total = 0;
       for (int q = 0; q < n; q++) {
@@ -267,7 +331,7 @@ public final class PushKernel implements AutoCloseable {
       // Stream-ordered, from pinned staging: the kernel runs on a non-blocking stream that would not
       // wait for a copy on another.
       stage(base, a.array());
-      launched = launchOn(stream.handle(), push, n, threads, argsParams, "slip_push_packed_kernel");
+      launched = launchOn(stream.handle(), push, n, threads, params, "slip_push_packed_kernel");
       statusHost = statusAt;
       queried = launched;
       staged = 0; // the next push stages only after this one ended, when these copies are done

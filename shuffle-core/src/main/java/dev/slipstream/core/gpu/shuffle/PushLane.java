@@ -17,11 +17,11 @@ import java.util.function.IntSupplier;
  * What a holder keeps per reader landing region to push into it without per-request setup: an
  * nvlink queue set (up to its data queues + 1, grown by doubling) over
  * {@code sources} source slots, the block-table slot and the landing region,
- * the block-table staging region, and a {@link PushKernel.Launcher} (its own stream and argument
- * buffer). A request rewrites the source slots with its map outputs' regions
+ * the table region (the block table and the push's arguments, copied together before each push),
+ * and a {@link PushKernel.Launcher} (its own stream). A request rewrites the source slots with its map outputs' regions
  * ({@link QueueSet#setLocals}); the set is rebuilt only when a request has more map outputs than
- * slots or needs more queues (doubling), the table region only when a request has more entries
- * than it holds.
+ * slots or needs more queues (doubling), the table region only when a request's table and
+ * arguments outgrow it.
  *
  * <p>Table order: source slots {@code 0..sources-1}, the table at {@code sources}, the landing at
  * {@code sources + 1}. Between requests a lane holds no map output (the slots are rewritten before
@@ -86,8 +86,10 @@ final class PushLane implements AutoCloseable {
       share[i] = (int) Math.max(1, Math.min(t, maxDataQueues * t / Math.max(1, total)));
       dataQueues += share[i];
     }
-    ensureCapacity(m, dataQueues + 1, tableBytes.length);
-    launcher.write(table.devicePointer(), tableBytes); // ordered before the push on the lane's stream
+    // The table region holds the push's arguments with the block table among them (one copy, on
+    // the lane's stream, before the push); the table's item reads it from there.
+    long areaBytes = PushKernel.Launcher.areaBytes(tableBytes.length, dataQueues + 1, Math.toIntExact(total + 1));
+    ensureCapacity(m, dataQueues + 1, areaBytes);
     if (m > 0) {
       // The lane's set is used by this lane's stream only, so the new source slots are copied there,
       // ordered before the push, with no synchronisation.
@@ -114,11 +116,11 @@ final class PushLane implements AutoCloseable {
       perQueue.addAll(mine);
     }
     cfg.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
-    perQueue.add(List.of(new PushKernel.Item(0, tableOffset, tableBytes.length)));
+    perQueue.add(List.of(new PushKernel.Item(PushKernel.PREFIX_AT, tableOffset, tableBytes.length)));
     int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
     pushes++;
     ready = System.nanoTime();
-    launcher.start(qs, cfg, perQueue, batch, threads);
+    launcher.start(qs, cfg, perQueue, batch, threads, tableBytes, table.devicePointer(), table.length());
   }
 
   /** Whether the push started last has ended; throws on a CUDA error of the lane's stream. */
@@ -157,7 +159,7 @@ final class PushLane implements AutoCloseable {
     qs.check(true);
   }
 
-  private void ensureCapacity(int outputs, int queuesNeeded, int tableLength) {
+  private void ensureCapacity(int outputs, int queuesNeeded, long tableLength) {
     if (table == null || table.length() < tableLength) {
       long want = FIRST_TABLE_BYTES;
       while (want < tableLength) {
