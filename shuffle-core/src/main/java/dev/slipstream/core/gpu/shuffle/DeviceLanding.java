@@ -195,11 +195,7 @@ public final class DeviceLanding implements AutoCloseable {
     for (;;) {
       long at = tryReserve(bytes);
       if (at >= 0) {
-        return at;
-      }
-      if (!zeroing.isEmpty()) {
-        awaitOldestZeroing(); // released space becomes free within microseconds
-        continue;
+        return at; // tryReserve has waited for every range still being zeroed
       }
       long left = deadlineNanos - System.nanoTime();
       if (left <= 0) {
@@ -280,6 +276,7 @@ public final class DeviceLanding implements AutoCloseable {
       return;
     }
     zeroing.addLast(new Zeroing(off, len, zeroer.zero(region.devicePointer() + off, len)));
+    notifyAll(); // a reserve waiting for space takes it once its zeroing ended
   }
 
   /** One request's landing range. Close it once the batches it returned are no longer used. */

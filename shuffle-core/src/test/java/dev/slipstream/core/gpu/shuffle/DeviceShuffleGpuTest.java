@@ -562,6 +562,32 @@ class DeviceShuffleGpuTest {
   }
 
   @Test
+  void aPrepareWaitingForSpaceTakesItSoonAfterAnotherTaskReleasesIt() throws Exception {
+    assumeGpu();
+    try (GpuContext ctx = GpuContext.open(0); DeviceLanding landing = new DeviceLanding(ctx, 64L << 20, 1)) {
+      List<DeviceLanding.Want> wants = List.of(new DeviceLanding.Want(1, 0, 40L << 20)); // two do not fit
+      DeviceLanding.Fetch first = landing.prepare(7, W, wants);
+      Thread releaser = new Thread(() -> {
+        try {
+          Thread.sleep(200);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        first.close();
+      });
+      long start = System.nanoTime();
+      releaser.start();
+      // A deadline far beyond the release: the wait must end at the release, not at the deadline.
+      try (DeviceLanding.Fetch second = landing.prepare(7, W, wants, start + 120_000_000_000L)) {
+        long waitedMs = (System.nanoTime() - start) / 1_000_000;
+        assertTrue(waitedMs < 60_000, "took the released space after " + waitedMs + " ms, not at the release");
+        assertEquals(second.length(), landing.used());
+      }
+      releaser.join();
+    }
+  }
+
+  @Test
   void aRangeReleasedRightAfterADeviceCopyOutOfItIsNotZeroedUnderTheCopy() throws TransportException {
     assumeGpu();
     // What the reader does with views beyond its share: copy them into buffers of their own, then
