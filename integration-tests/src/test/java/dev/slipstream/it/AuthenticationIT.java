@@ -95,13 +95,15 @@ class AuthenticationIT {
     }
   }
 
-  /** A transport of this (driver) JVM with {@code secret} tries one write into {@code executor}'s landing region. */
+  /** A transport of this (driver) JVM with {@code secret} tries one write into {@code executor}'s memory. */
   private static TransportException writeAsStranger(Optional<byte[]> secret, PeerInfo executor) throws Exception {
     try (Transport t = Transports.load(null).create("tcp",
         new TransportContext(ConfigSource.empty(), "127.0.0.1", "stranger", secret))) {
       PeerQueue q = t.connect(executor.endpoint());
       try {
-        q.write(ByteBuffer.wrap(new byte[] {1, 2, 3, 4}), executor.landing().at(0)).get(60, TimeUnit.SECONDS);
+        // No landing descriptor is published: the stranger guesses one (refused before any region check).
+        q.write(ByteBuffer.wrap(new byte[] {1, 2, 3, 4}),
+            dev.slipstream.core.transport.RegionDescriptor.host(1, 4096, 0x5eedL).at(0)).get(60, TimeUnit.SECONDS);
       } catch (ExecutionException e) {
         return assertInstanceOf(TransportException.class, e.getCause());
       }

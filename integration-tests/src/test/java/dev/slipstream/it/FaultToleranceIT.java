@@ -209,7 +209,7 @@ class FaultToleranceIT {
     for (int id : shuffles) {
       spark.sparkContext().cleaner().get().doCleanupShuffle(id, true);
     }
-    // Landing ranges of requests that failed are quarantined for one fetch timeout (5 s here).
+    // Outputs are freed once the writes still reading them complete (or miss the write timeout).
     long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
     Map<String, Map<String, Long>> m;
     while (true) {

@@ -1,6 +1,7 @@
 package dev.slipstream.spark;
 
 import dev.slipstream.core.gpu.shuffle.DeviceBlockServer;
+import dev.slipstream.core.shuffle.NodeIdentity;
 import dev.slipstream.core.shuffle.ServeTimeline;
 import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.Transport;
@@ -107,8 +108,9 @@ final class ExecutorRuntime implements AutoCloseable {
         new TransportContext(conf.source(), host, "executor-" + executorId, secret));
     String localDir = org.apache.spark.util.Utils.getLocalDir(env.conf());
     this.spillDir = new File(localDir, "slipstream-" + executorId + "-" + UUID.randomUUID()).toPath();
-    this.node = new ShuffleNode(transport, conf.core(), spillDir, executorId);
-    this.me = new PeerInfo(executorId, host, node.localEndpoint(), node.landing().descriptor());
+    this.node = new ShuffleNode(transport, conf.core(), spillDir, new NodeIdentity(applicationId(env), executorId),
+        peerDirectory());
+    this.me = new PeerInfo(executorId, host, node.localEndpoint());
     node.deviceWrites().setHandler((from, request, reply) ->
         serveDeviceWrite(request, (id, ok, bytes, reason, timeline) -> reply.answer(ok, bytes, reason, timeline)));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
@@ -117,6 +119,48 @@ final class ExecutorRuntime implements AutoCloseable {
     this.driver = register();
     this.metricsSource = new SlipstreamMetricsSource(this::metrics);
     env.metricsSystem().registerSource(metricsSource);
+  }
+
+  /**
+   * The application's id. Executors get it with their configuration; on the driver in local mode
+   * SparkContext sets it just after it created the SparkEnv, so this waits for it (with the
+   * registration deadline).
+   */
+  private String applicationId(SparkEnv env) throws InterruptedException {
+    long deadline = System.nanoTime() + conf.registrationTimeout().toNanos();
+    while (true) {
+      scala.Option<String> id = env.conf().getOption("spark.app.id");
+      if (id.isDefined()) {
+        return id.get();
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("executor " + executorId + ": spark.app.id was not set within "
+            + conf.registrationTimeout().toMillis() + " ms (" + SlipstreamConf.REGISTRATION_TIMEOUT.key() + ")");
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  /**
+   * The peer table the block server writes by: this executor's copy of the driver's, asking the
+   * driver on a miss (a peer that registered a moment ago may not have reached this copy yet).
+   */
+  private dev.slipstream.core.shuffle.PeerDirectory peerDirectory() {
+    return new dev.slipstream.core.shuffle.PeerDirectory() {
+      @Override
+      public dev.slipstream.core.transport.EndpointDescriptor lookup(String id) {
+        PeerInfo p = peers.get(id);
+        return p == null ? null : p.endpoint();
+      }
+
+      @Override
+      public dev.slipstream.core.transport.EndpointDescriptor refresh(String id) {
+        if (driver == null) {
+          return lookup(id); // not registered yet: no reduce task of a peer can know this executor either
+        }
+        return peerFromDriver(id).map(PeerInfo::endpoint).orElse(null);
+      }
+    };
   }
 
   /** Registers with the driver endpoint, retrying until it is up or the deadline passes. */

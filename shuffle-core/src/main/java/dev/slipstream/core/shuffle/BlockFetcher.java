@@ -87,9 +87,14 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
 
     void consumedOne() {
       if (--unconsumed == 0) {
-        reserved -= range.length();
-        range.free();
+        release();
       }
+    }
+
+    /** Frees the range; its request is revoked (completed, failed or cancelled) by now. */
+    void release() {
+      reserved -= range.length();
+      range.free();
     }
   }
 
@@ -114,7 +119,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       if (available > landed) {
         // The block is longer than its map status said: the rest streams in chunks, and the
         // whole block's checksum is checked when the reader reaches its end.
-        InputStream whole = new java.io.SequenceInputStream(head, new StreamedBlock(req.holder, block, landed)) {
+        InputStream whole = new java.io.SequenceInputStream(head, new StreamedBlock(req.holder, block, landed, available)) {
           @Override
           public void close() throws IOException {
             super.close(); // closes every remaining stream of the sequence
@@ -178,7 +183,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         }
         remaining++;
         if (b.size() > maxRequestBytes) {
-          large.add(new StreamedBlock(h, b, 0));
+          large.add(new StreamedBlock(h, b, 0, -1));
           continue;
         }
         if (batchBytes + b.size() > maxRequestBytes || batch.size() == MAX_BLOCKS_PER_REQUEST) {
@@ -240,12 +245,11 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       List<ShuffleMessages.Entry> entries = new ArrayList<>(r.blocks.size());
       long at = 0;
       for (RemoteBlock b : r.blocks) {
-        entries.add(new ShuffleMessages.Entry(b.id().mapId(), b.id().partition(), 0, b.size(), range.offset() + at));
+        entries.add(new ShuffleMessages.Entry(b.id().mapId(), b.id().partition(), 0, b.size(), at));
         at += b.size();
       }
-      r.unconsumed = r.blocks.size();
-      long lengths = range.offset() + align8(r.bytes);
-      r.pending = node.send(r.holder.endpoint(), shuffleId, entries, lengths,
+      long lengths = align8(r.bytes);
+      r.pending = node.send(r.holder.endpoint(), shuffleId, range, entries, lengths,
           lengths + (long) ShuffleMessages.TABLE_ENTRY * r.blocks.size());
       inFlight.add(r);
       requestsSent++;
@@ -374,47 +378,76 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     return r == null ? new BlockId(shuffleId, -1, -1) : r.blocks.get(0).id();
   }
 
+  /**
+   * Hands out the blocks of a completed request. Its registration is revoked by now, so the bytes
+   * and the holder's table can no longer change. The table is checked first and the checksums of
+   * whole blocks next; a failure of either hands out nothing and frees the range.
+   */
   private void land(Req r) throws BlockFetchException {
     inFlight.remove(r);
     try {
       r.pending.done.getNow(null);
     } catch (RuntimeException e) {
       Throwable cause = e.getCause() != null ? e.getCause() : e;
-      reserved -= r.range.length();
-      node.quarantine(r.range);
+      r.release();
       throw new BlockFetchException(r.blocks.get(0).id(), r.holder.holderId(), cause.getMessage(), cause);
     }
-    long at = 0;
+    int n = r.blocks.size();
     long table = align8(r.bytes);
-    for (int i = 0; i < r.blocks.size(); i++) {
+    long[] available = new long[n];
+    long[] expected = new long[n];
+    for (int i = 0; i < n; i++) {
+      available[i] = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i);
+      expected[i] = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i + 8);
+      if (available[i] < 0) {
+        r.release();
+        throw badTable(r.blocks.get(i), r.holder, "a length of " + available[i] + " bytes, expected >= 0");
+      }
+    }
+    List<LandedBlock> out = new ArrayList<>(n);
+    List<RemoteBlock> refetch = new ArrayList<>(0);
+    long at = 0;
+    for (int i = 0; i < n; i++) {
       RemoteBlock b = r.blocks.get(i);
-      long available = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i);
-      long expected = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i + 8);
-      long landed = Math.min(available, b.size());
+      long landed = Math.min(available[i], b.size());
       metrics.remoteBlockFetched(landed);
       node.onBytesFetched(landed);
-      if (checksum != ChecksumAlgorithm.NONE && available == landed) {
+      boolean whole = available[i] == landed;
+      if (checksum != ChecksumAlgorithm.NONE && whole) {
         long got = checksumOf(r.range.view(at, landed));
-        if (got != expected) {
-          r.consumedOne(); // this block's share of the range is not handed out
+        if (got != expected[i]) {
           if (r.retry) {
+            r.release();
             throw new BlockFetchException(b.id(), r.holder.holderId(), "checksum mismatch again after a refetch ("
-                + checksum + " got 0x" + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected) + ")",
+                + checksum + " got 0x" + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected[i]) + ")",
                 new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + b.id() + " is corrupt at its holder"));
           }
-          node.onChecksumRetry();
-          Req again = new Req(r.holder, List.of(b), b.size());
-          again.retry = true;
-          toIssue.addFirst(again);
+          refetch.add(b); // this block's share of the range is not handed out
           at += b.size();
           continue;
         }
-        ready.add(new LandedBlock(r, b, at, landed, available, null));
-      } else {
-        ready.add(new LandedBlock(r, b, at, landed, available, checksum == ChecksumAlgorithm.NONE ? null : expected));
       }
+      out.add(new LandedBlock(r, b, at, landed, available[i],
+          checksum == ChecksumAlgorithm.NONE || whole ? null : expected[i]));
       at += b.size();
     }
+    r.unconsumed = out.size();
+    if (out.isEmpty()) {
+      r.release();
+    }
+    ready.addAll(out);
+    for (RemoteBlock b : refetch) {
+      node.onChecksumRetry();
+      Req again = new Req(r.holder, List.of(b), b.size());
+      again.retry = true;
+      toIssue.addFirst(again);
+    }
+  }
+
+  private static BlockFetchException badTable(RemoteBlock b, HolderPlan holder, String what) {
+    return new BlockFetchException(b.id(), holder.holderId(), "holder " + holder.holderId() + " reported " + what
+        + " for block " + b.id(), new TransportException(TransportError.MALFORMED, "bad block table from holder "
+        + holder.holderId()));
   }
 
   private long checksumOf(java.nio.ByteBuffer data) {
@@ -504,17 +537,6 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     }
     closed = true;
     closeCurrent();
-    Req r;
-    while ((r = completed.poll()) != null) {
-      if (inFlight.remove(r)) {
-        if (r.pending.done.isCompletedExceptionally()) {
-          node.quarantine(r.range);
-        } else {
-          r.range.free();
-        }
-        reserved -= r.range.length();
-      }
-    }
     for (LandedBlock b : ready) {
       try {
         b.stream().close();
@@ -524,9 +546,11 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     }
     ready.clear();
     for (Req q : inFlight) {
-      node.quarantine(q.range); // the holder may still write into it
+      node.cancel(q.pending, "its reduce task closed the fetch"); // revoked: no late write can land
+      q.release();
     }
     inFlight.clear();
+    completed.clear();
     toIssue.clear();
     large.clear();
   }
@@ -564,10 +588,15 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       }
     }
 
-    StreamedBlock(HolderPlan holder, RemoteBlock block, long startOffset) {
+    /**
+     * @param startOffset where in the block the first chunk starts
+     * @param knownTotal the block's length as its holder already reported it, or -1
+     */
+    StreamedBlock(HolderPlan holder, RemoteBlock block, long startOffset, long knownTotal) {
       this.holder = holder;
       this.block = block;
       this.nextChunkOffset = startOffset;
+      this.total = knownTotal;
       // A tail's head bytes were counted by the LandedBlock's own VerifyingStream.
       this.fromStart = startOffset == 0;
       this.running = fromStart ? checksum.newChecksum() : null;
@@ -602,9 +631,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         }
         range = allocateWaiting(need, block.id(), holder.holderId());
       }
-      long lengths = range.offset() + align8(cap);
-      PendingRequest p = node.send(holder.endpoint(), shuffleId, List.of(new ShuffleMessages.Entry(
-          block.id().mapId(), block.id().partition(), nextChunkOffset, cap, range.offset())), lengths,
+      long lengths = align8(cap);
+      PendingRequest p = node.send(holder.endpoint(), shuffleId, range, List.of(new ShuffleMessages.Entry(
+          block.id().mapId(), block.id().partition(), nextChunkOffset, cap, 0)), lengths,
           lengths + ShuffleMessages.TABLE_ENTRY);
       requestsSent++;
       Chunk c = new Chunk(range, p, nextChunkOffset, cap);
@@ -617,21 +646,32 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       try {
         c.pending.done.get(timeoutNanos + TimeUnit.SECONDS.toNanos(1), TimeUnit.NANOSECONDS);
       } catch (ExecutionException e) {
-        node.quarantine(c.range);
+        drop(c);
         throw new BlockFetchException(block.id(), holder.holderId(), e.getCause().getMessage(), e.getCause());
       } catch (TimeoutException e) {
-        node.quarantine(c.range);
+        drop(c);
         throw new BlockFetchException(block.id(), holder.holderId(), "chunk not written within the deadline",
             new TransportException(TransportError.TIMEOUT, "fetch deadline passed"));
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
-        node.quarantine(c.range);
+        drop(c);
         throw new BlockFetchException(block.id(), holder.holderId(), "interrupted", e);
       } finally {
         metrics.fetchWaitNanos(System.nanoTime() - t0);
       }
       long available = readLength(c.range, align8(c.capacity));
       expected = readLength(c.range, align8(c.capacity) + 8);
+      if (available < 0 || available > Long.MAX_VALUE - c.blockOffset) {
+        drop(c);
+        throw badTable(block, holder, "a length of " + available + " bytes from offset " + c.blockOffset
+            + ", expected between 0 and " + (Long.MAX_VALUE - c.blockOffset));
+      }
+      if (total >= 0 && c.blockOffset + available != total) {
+        drop(c);
+        throw badTable(block, holder, available + " bytes from offset " + c.blockOffset + " (a length of "
+            + (c.blockOffset + available) + "), expected " + (total - c.blockOffset) + " (it reported a length of "
+            + total + " before)");
+      }
       long landed = Math.min(available, c.capacity);
       if (total < 0) {
         total = c.blockOffset + available;
@@ -718,13 +758,15 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         reading = null;
       }
       if (prefetched != null) {
-        if (prefetched.pending.done.isDone() && !prefetched.pending.done.isCompletedExceptionally()) {
-          prefetched.range.free();
-        } else {
-          node.quarantine(prefetched.range);
-        }
+        drop(prefetched);
         prefetched = null;
       }
+    }
+
+    /** Ends a chunk's request (revoking its registration) and frees its range. */
+    private void drop(Chunk c) {
+      node.cancel(c.pending, "its reduce task stopped reading block " + block.id());
+      c.range.free();
     }
   }
 }

@@ -5,6 +5,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteFailure;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.PeerQueue;
+import dev.slipstream.core.transport.PeerText;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
@@ -12,12 +13,15 @@ import dev.slipstream.core.transport.TransportException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -28,9 +32,18 @@ import org.slf4j.LoggerFactory;
  * The holder side: serves write requests by writing the requested block ranges one-sided into
  * the reader's landing region, then signalling the byte count on the same queue.
  *
- * <p>Every request is checked before anything is written: each block must be committed here
- * and each range must lie inside its block and inside the landing region. A request that fails
- * a check is answered with a {@link WriteFailure} and nothing is written.
+ * <p>Who may ask: a request must name this node's application, and an executor whose endpoint in
+ * the {@link PeerDirectory} is the endpoint the request's connection came from; everything is
+ * then written to the directory's endpoint, never to one a connection merely claims. A request
+ * failing this is dropped unanswered (the sender may be a stranger), counted and logged at a
+ * bounded rate.
+ *
+ * <p>Every request is then checked before anything is written: each block must be committed here
+ * and each range must lie inside its block and inside the landing region, and the request must
+ * still be within its time budget. A request that fails a check is answered with a
+ * {@link WriteFailure} and nothing is written. Writes that do not complete within the write
+ * timeout close the connection to the reader, which fails them and releases the map outputs they
+ * held, so a reader that stops reading cannot pin outputs.
  *
  * <p>Threading: requests arrive on a transport thread; those reading only in-memory output are
  * served there, the others on this server's own threads (reading spilled output may block, and
@@ -43,16 +56,35 @@ final class BlockServer implements AutoCloseable {
 
   private final Transport transport;
   private final MapOutputStore store;
+  private final NodeIdentity identity;
+  private final PeerDirectory peers;
+  private final ScheduledExecutorService timer;
+  private final long writeTimeoutNanos;
   private final ExecutorService threads;
   /** Outputs kept outside the store (GPU map outputs), asked when the store has none; null: none. */
   private volatile ServedOutput.Source also;
   private final AtomicLong requestsServed = new AtomicLong();
   private final AtomicLong requestsFailed = new AtomicLong();
   private final AtomicLong bytesServed = new AtomicLong();
+  private final AtomicLong requestsRefused = new AtomicLong();
+  private final AtomicLong writesTimedOut = new AtomicLong();
+  private final AtomicLong lastRefusalLog = new AtomicLong(System.nanoTime() - REFUSAL_LOG_INTERVAL);
+  private final AtomicLong refusalsNotLogged = new AtomicLong();
+  private static final long REFUSAL_LOG_INTERVAL = TimeUnit.SECONDS.toNanos(10);
 
-  BlockServer(Transport transport, MapOutputStore store, int nThreads, String name) {
+  /**
+   * @param writeTimeout how long the one-sided writes of one request may take before the
+   *     connection to the reader is closed
+   */
+  BlockServer(Transport transport, MapOutputStore store, NodeIdentity identity, PeerDirectory peers,
+              ScheduledExecutorService timer, Duration writeTimeout, int nThreads) {
+    String name = identity.executorId();
     this.transport = transport;
     this.store = store;
+    this.identity = identity;
+    this.peers = peers;
+    this.timer = timer;
+    this.writeTimeoutNanos = writeTimeout.toNanos();
     AtomicInteger n = new AtomicInteger();
     this.threads = Executors.newFixedThreadPool(nThreads, r -> {
       Thread t = new Thread(r, "slipstream-serve-" + name + "-" + n.incrementAndGet());
@@ -72,14 +104,51 @@ final class BlockServer implements AutoCloseable {
    * thread wake-up per request), else on a server thread, which may read files.
    */
   void submit(EndpointDescriptor from, WriteRequest request) {
-    if (allInMemory(request)) {
-      serve(from, request);
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.min(request.budgetMillis(),
+        TimeUnit.DAYS.toMillis(1)));
+    NodeIdentity reader = request.reader();
+    if (!reader.applicationId().equals(identity.applicationId())) {
+      refuse(from, request, "it names application " + PeerText.of(reader.applicationId()) + ", expected "
+          + identity.applicationId());
+      return;
+    }
+    EndpointDescriptor known = peers.lookup(reader.executorId());
+    if (from.equals(known) && allInMemory(request)) {
+      serve(known, request, deadline);
       return;
     }
     try {
-      threads.execute(() -> serve(from, request));
+      threads.execute(() -> {
+        // A peer that joined or moved a moment ago may not have reached this copy of the table yet.
+        EndpointDescriptor to = from.equals(known) ? known : peers.refresh(reader.executorId());
+        if (to == null) {
+          refuse(from, request, "executor " + PeerText.of(reader.executorId()) + " is not in the peer table");
+        } else if (!to.equals(from)) {
+          refuse(from, request, "the peer table has " + to + " for executor " + PeerText.of(reader.executorId())
+              + ", not the connection's endpoint");
+        } else {
+          serve(to, request, deadline);
+        }
+      });
     } catch (RejectedExecutionException e) {
-      fail(from, request.requestId(), TransportError.CLOSED, "holder is shutting down");
+      if (known != null) {
+        fail(known, request.requestId(), TransportError.CLOSED, "holder is shutting down");
+      }
+    }
+  }
+
+  /** Drops a request this server will not answer (it may come from a stranger); logs at a bounded rate. */
+  private void refuse(EndpointDescriptor from, WriteRequest req, String why) {
+    requestsRefused.incrementAndGet();
+    long now = System.nanoTime();
+    long last = lastRefusalLog.get();
+    if (now - last >= REFUSAL_LOG_INTERVAL && lastRefusalLog.compareAndSet(last, now)) {
+      long more = refusalsNotLogged.getAndSet(0);
+      LOG.warn("Refused write request {} from {}: {}; nothing written or answered{}", req.requestId(),
+          PeerText.of(from), why,
+          more == 0 ? "" : " (" + more + " more refusals since the last report)");
+    } else {
+      refusalsNotLogged.incrementAndGet();
     }
   }
 
@@ -101,9 +170,15 @@ final class BlockServer implements AutoCloseable {
     return true;
   }
 
-  private void serve(EndpointDescriptor from, WriteRequest req) {
+  private void serve(EndpointDescriptor from, WriteRequest req, long deadline) {
     List<ServedOutput> retained = new ArrayList<>();
     try {
+      long late = System.nanoTime() - deadline;
+      if (late > 0) {
+        throw new TransportException(TransportError.TIMEOUT, "request " + req.requestId() + " waited here "
+            + TimeUnit.NANOSECONDS.toMillis(late) + " ms past its time budget of " + req.budgetMillis()
+            + " ms; the reader has given up on it, nothing written");
+      }
       RegionDescriptor landing = req.landing();
       int n = req.entries().size();
       checkSlot(landing, req.lengthsOffset(), (long) ShuffleMessages.TABLE_ENTRY * n, "block table");
@@ -158,7 +233,12 @@ final class BlockServer implements AutoCloseable {
       long bytes = total;
       List<ServedOutput> held = List.copyOf(retained);
       retained.clear();
-      CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0])).whenComplete((v, err) -> {
+      CompletableFuture<Void> all = CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0]));
+      ScheduledFuture<?> watchdog = watch(all, q, req.requestId());
+      all.whenComplete((v, err) -> {
+        if (watchdog != null) {
+          watchdog.cancel(false);
+        }
         held.forEach(ServedOutput::release);
         if (err == null) {
           requestsServed.incrementAndGet();
@@ -175,6 +255,26 @@ final class BlockServer implements AutoCloseable {
       fail(from, req.requestId(), TransportError.INTERNAL, e.toString());
     } finally {
       retained.forEach(ServedOutput::release);
+    }
+  }
+
+  /**
+   * Closes the queue to the reader if {@code writes} have not completed within the write timeout:
+   * that fails them, and their completion releases the map outputs. Null when the node is closing
+   * (closing the transport fails them then).
+   */
+  private ScheduledFuture<?> watch(CompletableFuture<Void> writes, PeerQueue q, long requestId) {
+    try {
+      return timer.schedule(() -> {
+        if (!writes.isDone()) {
+          writesTimedOut.incrementAndGet();
+          LOG.warn("Writes of request {} to {} did not complete within {} ms; closing the connection to release"
+              + " the map outputs they hold", requestId, q.peer(), TimeUnit.NANOSECONDS.toMillis(writeTimeoutNanos));
+          q.close();
+        }
+      }, writeTimeoutNanos, TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException e) {
+      return null;
     }
   }
 
@@ -208,6 +308,16 @@ final class BlockServer implements AutoCloseable {
 
   long bytesServed() {
     return bytesServed.get();
+  }
+
+  /** Requests dropped unanswered: another application, or an executor the peer table does not place there. */
+  long requestsRefused() {
+    return requestsRefused.get();
+  }
+
+  /** Requests whose writes missed the write timeout (their connection was closed). */
+  long writesTimedOut() {
+    return writesTimedOut.get();
   }
 
   @Override

@@ -1,7 +1,5 @@
 package dev.slipstream.core.shuffle;
 
-import dev.slipstream.core.transport.RegionDescriptor;
-import dev.slipstream.core.transport.RegisteredRegion;
 import java.nio.ByteBuffer;
 import java.util.Map;
 import java.util.TreeMap;
@@ -10,10 +8,14 @@ import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The executor's landing memory: one registered region that holders write fetched blocks into,
- * handed out in ranges of whole units (first fit, coalescing on free).
+ * The executor's landing memory, handed out in ranges of whole units (first fit, coalescing on
+ * free). The memory as a whole is registered with no transport: each write request registers
+ * its own range under a fresh region id and key and revokes that registration when the request
+ * ends ({@link ShuffleNode}), so a range is writable only by the request it was reserved for, and
+ * only while that request is open.
  *
- * <p>Threading: thread-safe; {@link #allocate} may wait, always with a deadline.
+ * <p>Threading: thread-safe; {@link #allocate} may wait, always with a deadline. Ownership: the
+ * caller frees each range exactly once, and only once no registration of it is open.
  */
 public final class LandingPool {
   /** Allocation granularity; also keeps signal slots 8-byte aligned. */
@@ -35,12 +37,17 @@ public final class LandingPool {
 
     /** A view of {@code [offset + at, offset + at + len)}. */
     public ByteBuffer view(long at, long len) {
-      if (at < 0 || len < 0 || at + len > length) {
+      if (at < 0 || len < 0 || at > length || len > length - at) {
         throw new IndexOutOfBoundsException("view " + at + "+" + len + " outside landing range of length " + length);
       }
-      ByteBuffer b = region.buffer();
+      ByteBuffer b = memory.duplicate().clear();
       b.position((int) (offset + at)).limit((int) (offset + at + len));
       return b.slice();
+    }
+
+    /** The whole range, position 0, for registering it with a transport. */
+    ByteBuffer memory() {
+      return view(0, length);
     }
 
     public void free() {
@@ -48,7 +55,7 @@ public final class LandingPool {
     }
   }
 
-  private final RegisteredRegion region;
+  private final ByteBuffer memory;
   private final long capacity;
   private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
   private final ReentrantLock lock = new ReentrantLock();
@@ -56,20 +63,16 @@ public final class LandingPool {
   private long used;
   private long peak;
 
-  public LandingPool(RegisteredRegion region) {
-    this.region = region;
-    this.capacity = region.descriptor().length() / UNIT * UNIT;
+  /** @param memory a direct buffer; the pool covers {@code [position, limit)} rounded down to whole units */
+  public LandingPool(ByteBuffer memory) {
+    if (!memory.isDirect()) {
+      throw new IllegalArgumentException("landing memory must be a direct buffer, got a heap buffer");
+    }
+    this.memory = memory.slice();
+    this.capacity = this.memory.capacity() / UNIT * UNIT;
     if (capacity > 0) {
       free.put(0L, capacity);
     }
-  }
-
-  public RegisteredRegion region() {
-    return region;
-  }
-
-  public RegionDescriptor descriptor() {
-    return region.descriptor();
   }
 
   public long capacity() {

@@ -38,15 +38,22 @@ public final class ShuffleMessages {
   public record Entry(long mapId, int partition, long blockOffset, long capacity, long landingOffset) {}
 
   /**
-   * The reader asks the holder to write {@code entries} of shuffle {@code shuffleId} into its
-   * landing region; then to write, at {@code lengthsOffset}, a 16-byte record per entry: the
-   * bytes the block has from {@code blockOffset} on (the holder wrote the smaller of that and the
-   * capacity) and the checksum of the whole block, both 8-byte little-endian (see
-   * {@link #TABLE_ENTRY}); then to add the number of entries to the signal at
-   * {@code signalOffset}, after all of it.
+   * The reader asks the holder to write {@code entries} of shuffle {@code shuffleId} into the
+   * request's own landing registration {@code landing} (offsets are relative to it); then to
+   * write, at {@code lengthsOffset}, a 16-byte record per entry: the bytes the block has from
+   * {@code blockOffset} on (the holder wrote the smaller of that and the capacity) and the checksum
+   * of the whole block, both 8-byte little-endian (see {@link #TABLE_ENTRY}); then to add the
+   * number of entries to the signal at {@code signalOffset}, after all of it.
+   *
+   * <p>{@code reader} names the application and executor asking: the holder serves only its own
+   * application and writes only to the endpoint its peer table holds for that executor.
+   * {@code budgetMillis} is the time the reader will still wait when it sends the request (a
+   * duration, not a clock reading, so the two hosts' clocks need not agree): the holder drops the
+   * request once that much time has passed since it arrived.
    */
-  public record WriteRequest(long requestId, int shuffleId, RegionDescriptor landing, long lengthsOffset,
-                             long signalOffset, List<Entry> entries) implements Message {
+  public record WriteRequest(long requestId, int shuffleId, NodeIdentity reader, long budgetMillis,
+                             RegionDescriptor landing, long lengthsOffset, long signalOffset, List<Entry> entries)
+      implements Message {
     public WriteRequest {
       entries = List.copyOf(entries);
     }
@@ -60,8 +67,10 @@ public final class ShuffleMessages {
     }
 
     public ByteBuffer encode() {
-      WireWriter w = new WireWriter(64 + RegionDescriptor.ENCODED_LENGTH + entries.size() * 36);
-      w.putHeader(TYPE_WRITE_REQUEST).putLong(requestId).putInt(shuffleId);
+      WireWriter w = new WireWriter(80 + 3 * (reader.applicationId().length() + reader.executorId().length())
+          + RegionDescriptor.ENCODED_LENGTH + entries.size() * 36);
+      w.putHeader(TYPE_WRITE_REQUEST).putLong(requestId).putInt(shuffleId)
+          .putString(reader.applicationId()).putString(reader.executorId()).putLong(budgetMillis);
       landing.encode(w);
       w.putLong(lengthsOffset).putLong(signalOffset).putInt(entries.size());
       for (Entry e : entries) {
@@ -136,6 +145,18 @@ public final class ShuffleMessages {
       case TYPE_WRITE_REQUEST -> {
         long id = r.getLong("request id");
         int shuffleId = r.getInt("shuffle id");
+        String app = r.getString("application id", 4 * NodeIdentity.MAX_ID);
+        String executor = r.getString("reader executor id", 4 * NodeIdentity.MAX_ID);
+        if (app.length() > NodeIdentity.MAX_ID || executor.length() > NodeIdentity.MAX_ID) {
+          throw new TransportException(TransportError.MALFORMED, "write request " + id + ": application id of "
+              + app.length() + " and executor id of " + executor.length() + " characters, expected at most "
+              + NodeIdentity.MAX_ID + " each");
+        }
+        long budget = r.getLong("time budget");
+        if (budget < 0) {
+          throw new TransportException(TransportError.MALFORMED, "write request " + id + ": time budget " + budget
+              + " ms, expected >= 0");
+        }
         RegionDescriptor landing = RegionDescriptor.decode(r);
         long lengthsOffset = r.getLong("lengths offset");
         long signalOffset = r.getLong("signal offset");
@@ -159,7 +180,8 @@ public final class ShuffleMessages {
           entries[i] = new Entry(mapId, partition, blockOffset, capacity, landingOffset);
         }
         r.expectEnd("write request");
-        return new WriteRequest(id, shuffleId, landing, lengthsOffset, signalOffset, List.of(entries));
+        return new WriteRequest(id, shuffleId, new NodeIdentity(app, executor), budget, landing, lengthsOffset,
+            signalOffset, List.of(entries));
       }
       case TYPE_WRITE_FAILURE -> {
         long id = r.getLong("request id");

@@ -6,7 +6,6 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteFailure;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.PeerQueue;
-import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.RegisteredRegion;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
@@ -25,11 +24,15 @@ import org.slf4j.LoggerFactory;
  * One process's part in the shuffle protocol: its transport, map-output store, landing pool and
  * block server, plus the registry of write requests it is waiting for.
  *
- * <p>Protocol (pull-driven writes): the reader reserves landing space and sends the holder a
- * {@link WriteRequest}; the holder writes the block ranges one-sided into the landing region and
- * adds the byte count to the request's signal slot; the reader consumes after the signal. A
- * holder that cannot serve answers with a {@link WriteFailure}. GPU shuffles' device write
- * requests travel the same message path ({@link #deviceWrites()}).
+ * <p>Protocol (pull-driven writes): the reader reserves a landing range, registers that range
+ * alone under a fresh region id and key, and sends the holder a {@link WriteRequest} naming that
+ * registration; the holder writes the block ranges one-sided into it and adds the entry count to
+ * the request's signal slot; the reader consumes after the signal. A holder that cannot serve
+ * answers with a {@link WriteFailure}. However a request ends (signalled, refused, holder lost,
+ * deadline, cancelled by its fetcher, shuffle removed), its registration is revoked before the
+ * request completes, so no write for it lands afterwards and a reused range is reachable only by
+ * its new request. GPU shuffles' device write requests travel the same message path
+ * ({@link #deviceWrites()}).
  *
  * <p>Threading: thread-safe. Ownership: the node owns everything it creates; {@link #close()}
  * fails pending requests, stops the server, closes the store, deregisters landing memory and
@@ -44,13 +47,10 @@ public final class ShuffleNode implements AutoCloseable {
   private final MemoryPool landingAccount;
   private final MapOutputStore store;
   private final LandingPool landing;
-  private final ByteBuffer landingMemory;
-  /** Per-shuffle registrations of the landing memory: each shuffle's writes carry its own key. */
-  private final ConcurrentHashMap<Integer, RegisteredRegion> shuffleLanding = new ConcurrentHashMap<>();
+  private final NodeIdentity identity;
   private final BlockServer server;
   private final ScheduledExecutorService timer;
   private final ConcurrentHashMap<Long, PendingRequest> pending = new ConcurrentHashMap<>();
-  private final ConcurrentHashMap<Long, PendingRequest> bySignal = new ConcurrentHashMap<>();
   private final AtomicLong nextRequestId = new AtomicLong(1);
   private final AtomicLong requestsSent = new AtomicLong();
   private final AtomicLong requestsFailed = new AtomicLong();
@@ -60,9 +60,16 @@ public final class ShuffleNode implements AutoCloseable {
   private final DeviceWriteExchange deviceWrites;
   private volatile boolean closed;
 
-  public ShuffleNode(Transport transport, CoreConfig config, Path spillDir, String name) throws TransportException {
+  /**
+   * @param identity this node's application and executor id, carried by every request it sends
+   * @param peers the peer table the block server writes by: only to the endpoint it holds for a
+   *     request's executor
+   */
+  public ShuffleNode(Transport transport, CoreConfig config, Path spillDir, NodeIdentity identity, PeerDirectory peers) {
+    String name = identity.executorId();
     this.transport = transport;
     this.config = config;
+    this.identity = identity;
     this.rootPool = MemoryPool.root("slipstream-" + name, config.mapOutputMemory() + config.landingBytes());
     this.store = new MapOutputStore(transport, rootPool.child("map-output", config.mapOutputMemory()),
         config.segmentBytes(), config.pageBytes(), spillDir, config.checksum());
@@ -70,11 +77,7 @@ public final class ShuffleNode implements AutoCloseable {
     if (!landingAccount.tryReserve(config.landingBytes())) {
       throw new IllegalStateException("landing pool does not fit its own budget");
     }
-    this.landingMemory = ByteBuffer.allocateDirect((int) config.landingBytes());
-    RegisteredRegion region = transport.register(landingMemory);
-    this.landing = new LandingPool(region);
-    region.setSignalListener(this::onSignal);
-    this.server = new BlockServer(transport, store, config.serverThreads(), name);
+    this.landing = new LandingPool(ByteBuffer.allocateDirect((int) config.landingBytes()));
     java.util.concurrent.ScheduledThreadPoolExecutor t0 = new java.util.concurrent.ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "slipstream-timer-" + name);
       t.setDaemon(true);
@@ -82,6 +85,8 @@ public final class ShuffleNode implements AutoCloseable {
     });
     t0.setRemoveOnCancelPolicy(true); // a completed request's deadline leaves the queue at once
     this.timer = t0;
+    this.server = new BlockServer(transport, store, identity, peers, timer, config.fetchTimeout(),
+        config.serverThreads());
     this.deviceWrites = new DeviceWriteExchange(transport, timer, config.fetchTimeout(), name);
     transport.setMessageHandler(this::onMessage);
   }
@@ -91,6 +96,7 @@ public final class ShuffleNode implements AutoCloseable {
   public LandingPool landing() { return landing; }
   public CoreConfig config() { return config; }
   public EndpointDescriptor localEndpoint() { return transport.localEndpoint(); }
+  public NodeIdentity identity() { return identity; }
   /** GPU device write requests to and from peers, over this node's transport. */
   public DeviceWriteExchange deviceWrites() { return deviceWrites; }
 
@@ -126,23 +132,29 @@ public final class ShuffleNode implements AutoCloseable {
     }
   }
 
-  private void onSignal(RegisteredRegion region, long offset, long value) {
-    PendingRequest p = bySignal.get(offset);
-    if (p != null && value >= p.expected) {
-      if (value != p.expected) {
-        fail(p, new TransportException(TransportError.INTERNAL, "request " + p.requestId + " signalled "
-            + value + " entries, expected " + p.expected));
-        return;
-      }
-      if (remove(p)) {
-        p.done.complete(null);
-      }
+  /**
+   * A signal applied to request {@code p}'s own registration. Only the request's signal slot may
+   * be signalled, by at most its entry count; anything else fails the request.
+   */
+  private void onSignal(PendingRequest p, long offset, long value) {
+    if (offset != p.signalOffset) {
+      fail(p, new TransportException(TransportError.OUT_OF_RANGE, "holder " + p.holder + " signalled offset " + offset
+          + " of request " + p.requestId + "'s landing range, expected its signal slot at " + p.signalOffset));
+    } else if (value > p.expected) {
+      fail(p, new TransportException(TransportError.MALFORMED, "holder " + p.holder + " signalled " + value
+          + " entries for request " + p.requestId + ", expected " + p.expected));
+    } else if (value == p.expected && remove(p)) {
+      p.done.complete(null);
     }
   }
 
+  /** Takes {@code p} out of the registry and revokes its landing registration; true for the one caller that took it. */
   private boolean remove(PendingRequest p) {
-    bySignal.remove(p.signalOffset, p);
-    return pending.remove(p.requestId, p);
+    boolean removed = pending.remove(p.requestId, p);
+    if (removed) {
+      p.revoke();
+    }
+    return removed;
   }
 
   private void fail(PendingRequest p, Throwable cause) {
@@ -153,34 +165,47 @@ public final class ShuffleNode implements AutoCloseable {
   }
 
   /**
-   * Sends a write request for {@code entries} to {@code holder}; the signal slot is the 8 bytes
-   * at {@code signalOffset} of the landing region, reset here before sending.
+   * Sends a write request for {@code entries} to {@code holder} into {@code range}, which this
+   * request registers alone (entry, table and signal offsets are relative to the range); the
+   * signal slot is reset here before sending. The returned request is already revoked when it
+   * completes; the caller frees the range after that (or after {@link #cancel}).
    */
-  PendingRequest send(EndpointDescriptor holder, int shuffleId, List<ShuffleMessages.Entry> entries,
-                      long lengthsOffset, long signalOffset) {
+  PendingRequest send(EndpointDescriptor holder, int shuffleId, LandingPool.Range range,
+                      List<ShuffleMessages.Entry> entries, long lengthsOffset, long signalOffset) {
     long id = nextRequestId.getAndIncrement();
-    RegionDescriptor target;
-    try {
-      target = landingFor(shuffleId);
-    } catch (TransportException e) {
-      PendingRequest failed = new PendingRequest(id, holder, signalOffset, entries.size(), System.nanoTime());
-      failed.done.completeExceptionally(e);
-      return failed;
-    }
-    WriteRequest req = new WriteRequest(id, shuffleId, target, lengthsOffset, signalOffset, entries);
-    long deadline = System.nanoTime() + config.fetchTimeout().toNanos();
-    PendingRequest p = new PendingRequest(id, holder, signalOffset, entries.size(), deadline);
     if (closed) {
+      PendingRequest p = new PendingRequest(id, shuffleId, holder, null, signalOffset, entries.size());
       p.done.completeExceptionally(new TransportException(TransportError.CLOSED, "shuffle node is closed"));
       return p;
     }
-    landing.region().resetSignal(signalOffset, 0);
+    RegisteredRegion region;
+    try {
+      region = transport.register(range.memory());
+    } catch (TransportException e) {
+      PendingRequest p = new PendingRequest(id, shuffleId, holder, null, signalOffset, entries.size());
+      p.done.completeExceptionally(e);
+      return p;
+    }
+    PendingRequest p = new PendingRequest(id, shuffleId, holder, region, signalOffset, entries.size());
+    region.resetSignal(signalOffset, 0);
+    region.setSignalListener((r, offset, value) -> onSignal(p, offset, value));
+    long timeout = config.fetchTimeout().toNanos();
+    WriteRequest req = new WriteRequest(id, shuffleId, identity, config.fetchTimeout().toMillis(), region.descriptor(),
+        lengthsOffset, signalOffset, entries);
     pending.put(id, p);
-    bySignal.put(signalOffset, p);
-    java.util.concurrent.ScheduledFuture<?> deadlineTask = timer.schedule(() -> fail(p, new TransportException(
-        TransportError.TIMEOUT, "holder " + holder + " did not complete request " + id + " (" + entries.size()
-        + " blocks) within " + config.fetchTimeout().toMillis() + " ms")), config.fetchTimeout().toNanos(),
-        TimeUnit.NANOSECONDS);
+    if (closed) { // close() may have swept the registry before the put
+      fail(p, new TransportException(TransportError.CLOSED, "shuffle node is closed"));
+      return p;
+    }
+    java.util.concurrent.ScheduledFuture<?> deadlineTask;
+    try {
+      deadlineTask = timer.schedule(() -> fail(p, new TransportException(TransportError.TIMEOUT, "holder " + holder
+          + " did not complete request " + id + " (" + entries.size() + " blocks) within "
+          + config.fetchTimeout().toMillis() + " ms")), timeout, TimeUnit.NANOSECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      fail(p, new TransportException(TransportError.CLOSED, "shuffle node is closed"));
+      return p;
+    }
     p.done.whenComplete((v, e) -> deadlineTask.cancel(false));
     try {
       PeerQueue q = transport.connect(holder);
@@ -198,38 +223,21 @@ public final class ShuffleNode implements AutoCloseable {
   }
 
   /**
-   * The landing region as registered for one shuffle: the same memory as every other shuffle's,
-   * under its own region id and key, so a write still in flight for a shuffle that was
-   * unregistered is rejected by the transport and writes nothing.
+   * Ends {@code p} if it is still open (its fetcher gave up on it: task closed or killed) and
+   * returns once its landing registration is revoked, so its range may be freed at once.
    */
-  public RegionDescriptor landingFor(int shuffleId) throws TransportException {
-    RegisteredRegion r = shuffleLanding.get(shuffleId);
-    if (r != null) {
-      return r.descriptor();
-    }
-    synchronized (shuffleLanding) {
-      r = shuffleLanding.get(shuffleId);
-      if (r == null) {
-        if (closed) {
-          throw new TransportException(TransportError.CLOSED, "shuffle node is closed");
-        }
-        r = transport.register(landingMemory.duplicate().clear());
-        r.setSignalListener(this::onSignal);
-        shuffleLanding.put(shuffleId, r);
-      }
-      return r.descriptor();
-    }
+  void cancel(PendingRequest p, String why) {
+    fail(p, new TransportException(TransportError.CLOSED, "request " + p.requestId + " was cancelled: " + why));
+    p.revoke(); // waits for a revocation another thread began
   }
 
-  /** Frees a shuffle's map output and revokes its landing key. */
+  /** Frees a shuffle's map output and ends (revokes) every request of it still waiting here. */
   public void removeShuffle(int shuffleId) {
     store.removeShuffle(shuffleId);
-    RegisteredRegion r;
-    synchronized (shuffleLanding) {
-      r = shuffleLanding.remove(shuffleId);
-    }
-    if (r != null) {
-      r.close();
+    for (PendingRequest p : pending.values()) {
+      if (p.shuffleId == shuffleId) {
+        fail(p, new TransportException(TransportError.CLOSED, "shuffle " + shuffleId + " was removed"));
+      }
     }
   }
 
@@ -240,15 +248,6 @@ public final class ShuffleNode implements AutoCloseable {
       if (p.holder.equals(holder)) {
         fail(p, new TransportException(TransportError.PEER_LOST, "holder " + holder + " was lost: " + why));
       }
-    }
-  }
-
-  /** Frees a landing range later, after the deadline of a write that may still arrive into it. */
-  void quarantine(LandingPool.Range range) {
-    try {
-      timer.schedule(range::free, config.fetchTimeout().toMillis(), TimeUnit.MILLISECONDS);
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      range.free();
     }
   }
 
@@ -279,9 +278,9 @@ public final class ShuffleNode implements AutoCloseable {
   public long malformedMessages() { return malformedMessages.get(); }
   public int pendingRequests() { return pending.size(); }
 
-  /** Registered memory in use: map-output segments plus the landing region. */
+  /** Registered memory in use: map-output segments plus the landing ranges of open requests. */
   public long registeredBytes() {
-    return store.memoryRegistered() + (landing.region().isOpen() ? landing.region().descriptor().length() : 0);
+    return store.memoryRegistered() + landing.used();
   }
 
   @Override
@@ -297,11 +296,6 @@ public final class ShuffleNode implements AutoCloseable {
     timer.shutdownNow();
     server.close();
     store.close();
-    synchronized (shuffleLanding) {
-      shuffleLanding.values().forEach(RegisteredRegion::close);
-      shuffleLanding.clear();
-    }
-    landing.region().close();
     landingAccount.release(config.landingBytes());
     transport.close();
     rootPool.close(); // fails loudly if any registered memory is still accounted

@@ -58,16 +58,6 @@ public final class HostRegion implements RegisteredRegion {
     return (long) LONGS.getAndAdd(memory, (int) offset, delta);
   }
 
-  /** Adds to a signal and tells the listener; returns the new value. */
-  public long addSignal(long offset, long delta) {
-    long now = (long) LONGS.getAndAdd(memory, (int) offset, delta) + delta;
-    SignalListener l = listener;
-    if (l != null) {
-      l.onSignal(this, offset, now);
-    }
-    return now;
-  }
-
   /**
    * Starts an inbound access (a copy or an atomic). Returns false when the region is closed or
    * closing: the caller must then reject the operation and touch nothing. Every true return is

@@ -71,8 +71,12 @@ public final class RegionTable {
   private HostRegion lookup(long regionId, long key) throws TransportException {
     HostRegion r = regions.get(regionId);
     if (r == null || !r.isOpen()) {
-      throw new TransportException(TransportError.UNKNOWN_REGION,
-          "region " + regionId + " is not registered here (" + regions.size() + " regions are)");
+      // Ids are never reused, so an id below the next one was registered here once and is closed:
+      // its owner revoked it (the request or shuffle it belonged to ended).
+      boolean wasRegistered = regionId > 0 && regionId < nextId.get();
+      throw new TransportException(TransportError.UNKNOWN_REGION, "region " + regionId
+          + (wasRegistered ? " was deregistered here (its owner revoked it: the request it belonged to has ended)"
+              : " is not registered here") + " (" + regions.size() + " regions are)");
     }
     if (r.descriptor().key() != key) {
       throw new TransportException(TransportError.BAD_KEY, "wrong key for region " + regionId

@@ -32,7 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
 /** Every block carries a checksum: corruption in flight is repaired by one refetch; at rest it fails the fetch. */
 class BlockChecksumTest {
   @TempDir Path tmp;
-  private final LoopbackFabric fabric = new LoopbackFabric();
+  private final TestNodes nodes = new TestNodes(new LoopbackFabric());
   private ShuffleNode holder;
   private ShuffleNode reader;
 
@@ -49,9 +49,7 @@ class BlockChecksumTest {
   }
 
   private ShuffleNode node(String name, boolean checksums, UnaryOperator<Transport> wrap) throws TransportException {
-    ConfigSource src = ConfigSource.of(conf(checksums));
-    Transport t = new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name));
-    return new ShuffleNode(wrap.apply(t), new CoreConfig(src), tmp.resolve(name), name);
+    return nodes.node(conf(checksums), tmp, name, wrap);
   }
 
   private void start(boolean checksums, int corruptWrites) throws TransportException {

@@ -6,14 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.slipstream.core.config.ConfigSource;
-import dev.slipstream.core.config.CoreConfig;
 import dev.slipstream.core.transport.EndpointDescriptor;
-import dev.slipstream.core.transport.TransportContext;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.loopback.LoopbackFabric;
-import dev.slipstream.core.transport.loopback.LoopbackTransportProvider;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -31,14 +27,12 @@ import org.junit.jupiter.api.io.TempDir;
 
 class ShuffleNodeTest {
   @TempDir Path tmp;
-  private final LoopbackFabric fabric = new LoopbackFabric();
+  private final TestNodes nodes = new TestNodes(new LoopbackFabric());
   private ShuffleNode holder;
   private ShuffleNode reader;
 
   private ShuffleNode node(String name, Map<String, String> conf) throws TransportException {
-    ConfigSource src = ConfigSource.of(conf);
-    return new ShuffleNode(new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name)),
-        new CoreConfig(src), tmp.resolve(name), name);
+    return nodes.node(conf, tmp, name);
   }
 
   private static Map<String, String> small() {
@@ -146,7 +140,7 @@ class ShuffleNodeTest {
         List.of(new BlockFetcher.RemoteBlock(new BlockId(2, 6L, 0), 100))));
     assertTrue(e.getMessage().contains("no map output for shuffle 2 map 6"), e.getMessage());
     assertEquals(new BlockId(2, 6L, 0), e.getCause().block());
-    assertTrue(reader.landing().used() <= LandingPool.UNIT, "only the failed request's range is quarantined");
+    assertEquals(0, reader.landing().used(), "the failed request's range is free at once (its registration is revoked)");
   }
 
   @Test
@@ -171,13 +165,14 @@ class ShuffleNodeTest {
   void blockOffsetBeyondTheBlockIsRefusedWithTheReason() throws Exception {
     writeOutput(holder, 2, 5L, new int[] {100}, 2);
     LandingPool.Range r = reader.landing().tryAllocate(4096);
-    PendingRequest p = reader.send(holder.localEndpoint(), 2,
-        List.of(new ShuffleMessages.Entry(5L, 0, 200, 100, r.offset())), r.offset() + 1024, r.offset() + 2048);
+    PendingRequest p = reader.send(holder.localEndpoint(), 2, r,
+        List.of(new ShuffleMessages.Entry(5L, 0, 200, 100, 0)), 1024, 2048);
     java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
         () -> p.done.get(10, java.util.concurrent.TimeUnit.SECONDS));
     assertTrue(e.getCause().getMessage().contains("block offset 200 outside block shuffle_2_5_0 (length 100)"),
         e.getCause().getMessage());
-    assertEquals(0, reader.landing().region().readSignal(r.offset() + 2048), "nothing signalled");
+    assertEquals(0, r.view(2048, 8).getLong(0), "nothing signalled");
+    assertFalse(p.region.isOpen(), "the failed request's registration is revoked");
     r.free();
   }
 
@@ -345,27 +340,6 @@ class ShuffleNodeTest {
     assertFalse(holder.store().outputCount() > 0);
     assertThrows(BlockFetcher.FetchFailure.class, () -> fetchAll(5,
         List.of(new BlockFetcher.RemoteBlock(new BlockId(5, 1L, 0), 10_000))));
-  }
-
-  @Test
-  void lateWriteWithAnUnregisteredShufflesKeyIsRejectedAndWritesNothing() throws Exception {
-    writeOutput(holder, 11, 1L, new int[] {3000}, 11);
-    assertEquals(1, fetchAll(11, List.of(new BlockFetcher.RemoteBlock(new BlockId(11, 1L, 0), 3000))).size());
-    dev.slipstream.core.transport.RegionDescriptor old = reader.landingFor(11);
-    assertTrue(old.key() != reader.landingFor(12).key(), "each shuffle has its own key");
-    reader.removeShuffle(11);
-    java.nio.ByteBuffer before = java.nio.ByteBuffer.allocate(64);
-    before.put(reader.landing().region().buffer().limit(64)).flip();
-    java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
-        () -> holder.transport().connect(reader.localEndpoint())
-            .write(java.nio.ByteBuffer.wrap(new byte[64]).put(0, (byte) 7), old.at(0)).get(5, java.util.concurrent.TimeUnit.SECONDS));
-    assertEquals(dev.slipstream.core.transport.TransportError.UNKNOWN_REGION,
-        ((dev.slipstream.core.transport.TransportException) e.getCause()).error());
-    assertEquals(before, reader.landing().region().buffer().limit(64), "landing memory unchanged");
-    // A new request for the same shuffle id registers a fresh key and works.
-    writeOutput(holder, 11, 2L, new int[] {500}, 12);
-    assertEquals(1, fetchAll(11, List.of(new BlockFetcher.RemoteBlock(new BlockId(11, 2L, 0), 500))).size());
-    assertTrue(reader.landingFor(11).key() != old.key());
   }
 
   @Test

@@ -29,7 +29,7 @@ import scala.reflect.ClassTag$;
 import scala.runtime.BoxedUnit;
 
 /**
- * The driver's peer table. Executors register their transport endpoint and landing region as
+ * The driver's peer table. Executors register their transport endpoint (and GPU endpoint) as
  * they start; the driver answers with every peer it knows, tells the others about the newcomer,
  * tells everyone when an executor is removed, and answers lookups.
  *
@@ -125,7 +125,7 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
   }
 
   private Peers register(PeerInfo peer, RpcEndpointRef ref) {
-    LOG.info("Slipstream executor {} registered: {} landing {}{}", peer.executorId(), peer.endpoint(), peer.landing(),
+    LOG.info("Slipstream executor {} registered: {}{}", peer.executorId(), peer.endpoint(),
         peer.gpu().map(g -> ", GPU " + g.device() + " (" + g.pciBusId() + ", " + g.uuid() + ") on " + g.hostId())
             .orElse(", no GPU"));
     PeerInfo old = peers.put(peer.executorId(), peer);

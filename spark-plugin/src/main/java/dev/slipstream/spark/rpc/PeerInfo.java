@@ -2,7 +2,6 @@ package dev.slipstream.spark.rpc;
 
 import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.core.transport.EndpointDescriptor;
-import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
@@ -10,29 +9,28 @@ import dev.slipstream.core.wire.WireWriter;
 import java.util.Optional;
 
 /**
- * What the driver's peer table holds for one executor: its transport endpoint and host landing
- * region, and, when it has a GPU, its {@link GpuEndpoint} (device identity and device landing
- * region). On the wire the GPU part follows a presence byte (0: none, 1: a versioned GPU endpoint).
+ * What the driver's peer table holds for one executor: its transport endpoint and, when it has a
+ * GPU, its {@link GpuEndpoint} (device identity and device landing region). No host landing
+ * region is published: each write request carries its own registration. On the wire the GPU part
+ * follows a presence byte (0: none, 1: a versioned GPU endpoint).
  */
-public record PeerInfo(String executorId, String host, EndpointDescriptor endpoint, RegionDescriptor landing,
-    Optional<GpuEndpoint> gpu) {
+public record PeerInfo(String executorId, String host, EndpointDescriptor endpoint, Optional<GpuEndpoint> gpu) {
   public PeerInfo {
     gpu = gpu == null ? Optional.empty() : gpu;
   }
 
-  public PeerInfo(String executorId, String host, EndpointDescriptor endpoint, RegionDescriptor landing) {
-    this(executorId, host, endpoint, landing, Optional.empty());
+  public PeerInfo(String executorId, String host, EndpointDescriptor endpoint) {
+    this(executorId, host, endpoint, Optional.empty());
   }
 
   /** The same peer with {@code g} as its GPU endpoint. */
   public PeerInfo withGpu(GpuEndpoint g) {
-    return new PeerInfo(executorId, host, endpoint, landing, Optional.of(g));
+    return new PeerInfo(executorId, host, endpoint, Optional.of(g));
   }
 
   void encode(WireWriter w) {
     w.putString(executorId).putString(host);
     endpoint.encode(w);
-    landing.encode(w);
     w.putByte(gpu.isPresent() ? 1 : 0);
     gpu.ifPresent(g -> g.encode(w));
   }
@@ -41,13 +39,12 @@ public record PeerInfo(String executorId, String host, EndpointDescriptor endpoi
     String id = r.getString("executor id", 256);
     String host = r.getString("host", 1024);
     EndpointDescriptor e = EndpointDescriptor.decode(r);
-    RegionDescriptor l = RegionDescriptor.decode(r);
     byte hasGpu = r.getByte("GPU endpoint presence");
     if (hasGpu != 0 && hasGpu != 1) {
       throw new TransportException(TransportError.MALFORMED, "peer " + id + ": GPU endpoint presence byte " + hasGpu
           + ", expected 0 (no GPU) or 1 (a GPU endpoint follows)");
     }
     Optional<GpuEndpoint> gpu = hasGpu == 1 ? Optional.of(GpuEndpoint.decode(r)) : Optional.empty();
-    return new PeerInfo(id, host, e, l, gpu);
+    return new PeerInfo(id, host, e, gpu);
   }
 }

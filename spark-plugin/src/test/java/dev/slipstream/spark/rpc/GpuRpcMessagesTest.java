@@ -17,8 +17,7 @@ import org.junit.jupiter.api.Test;
 /** The registration codec with GPU endpoints, and the device write messages, against truncated and forged bytes. */
 class GpuRpcMessagesTest {
   private static PeerInfo hostPeer(String id) {
-    return new PeerInfo(id, "host-a", new EndpointDescriptor("tcp", "host-a:7077", new byte[0]),
-        new RegionDescriptor(3, 0, 1 << 20, 99, dev.slipstream.core.transport.MemoryKind.HOST, -1));
+    return new PeerInfo(id, "host-a", new EndpointDescriptor("tcp", "host-a:7077", new byte[0]));
   }
 
   private static GpuEndpoint gpu(int device) {

@@ -86,8 +86,36 @@ final class LoopbackPeerQueue implements PeerQueue {
   private void applyWrite(ByteBuffer src, RemoteAddress dst) throws TransportException {
     int len = src.remaining();
     HostRegion r = target.regions().checkWrite(dst.region().id(), dst.region().key(), dst.offset(), len);
-    r.put(dst.offset(), src);
+    enter(r);
+    try {
+      r.put(dst.offset(), src);
+    } finally {
+      r.endAccess();
+    }
     target.metrics().onWriteReceived(len);
+  }
+
+  /** Adds to a signal inside a region access, then tells the listener (outside it). */
+  private static void applySignal(HostRegion r, long offset, long delta) throws TransportException {
+    enter(r);
+    long now;
+    try {
+      now = r.getAndAdd(offset, delta) + delta;
+    } finally {
+      r.endAccess();
+    }
+    r.notifySignal(offset, now);
+  }
+
+  /**
+   * Starts an access to {@code r}; the region's owner may close it from another thread at any
+   * time, and once its close returns nothing may land in it.
+   */
+  private static void enter(HostRegion r) throws TransportException {
+    if (!r.beginAccess()) {
+      throw new TransportException(TransportError.UNKNOWN_REGION,
+          "region " + r.descriptor().id() + " was deregistered while the operation arrived");
+    }
   }
 
   @Override
@@ -107,7 +135,7 @@ final class LoopbackPeerQueue implements PeerQueue {
       target.regions().checkWrite(dst.region().id(), dst.region().key(), dst.offset(), s.remaining());
       HostRegion sr = target.regions().checkAtomic(signal.region().id(), signal.region().key(), signal.offset());
       applyWrite(s, dst);
-      sr.addSignal(signal.offset(), delta);
+      applySignal(sr, signal.offset(), delta);
       return null;
     }, s.remaining(), true);
   }
@@ -116,7 +144,7 @@ final class LoopbackPeerQueue implements PeerQueue {
   public CompletableFuture<Void> signal(RemoteAddress signal, long delta) {
     return post(() -> {
       HostRegion sr = target.regions().checkAtomic(signal.region().id(), signal.region().key(), signal.offset());
-      sr.addSignal(signal.offset(), delta);
+      applySignal(sr, signal.offset(), delta);
       return null;
     }, -1, true);
   }
@@ -125,7 +153,12 @@ final class LoopbackPeerQueue implements PeerQueue {
   public CompletableFuture<Long> fetchAdd(RemoteAddress dst, long delta) {
     return post(() -> {
       HostRegion r = target.regions().checkAtomic(dst.region().id(), dst.region().key(), dst.offset());
-      return r.getAndAdd(dst.offset(), delta);
+      enter(r);
+      try {
+        return r.getAndAdd(dst.offset(), delta);
+      } finally {
+        r.endAccess();
+      }
     }, -1, false);
   }
 

@@ -247,9 +247,7 @@ class ProxyBlocksTest {
   /** A shuffle node on {@code fabric} with {@code conf}, spilling under {@code dir/name} (also DeviceShuffleGpuTest's). */
   static ShuffleNode node(LoopbackFabric fabric, Map<String, String> conf, Path dir, String name)
       throws dev.slipstream.core.transport.TransportException {
-    ConfigSource src = ConfigSource.of(conf);
-    return new ShuffleNode(new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name)),
-        new CoreConfig(src), dir.resolve(name), name);
+    return dev.slipstream.core.shuffle.TestNodes.on(fabric).node(conf, dir, name);
   }
 
   @Test

@@ -1,0 +1,58 @@
+package dev.slipstream.core.shuffle;
+
+import dev.slipstream.core.config.ConfigSource;
+import dev.slipstream.core.config.CoreConfig;
+import dev.slipstream.core.transport.Transport;
+import dev.slipstream.core.transport.TransportContext;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.core.transport.loopback.LoopbackFabric;
+import dev.slipstream.core.transport.loopback.LoopbackTransportProvider;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.function.UnaryOperator;
+
+/**
+ * Shuffle nodes of one test application on one loopback fabric, each entered in a shared peer
+ * table under its name as it is made (as executors register with the driver).
+ */
+public final class TestNodes {
+  public static final String APP = "app-test";
+
+  private final LoopbackFabric fabric;
+  private final PeerDirectory.Table peers = PeerDirectory.table();
+
+  private static final Map<LoopbackFabric, TestNodes> BY_FABRIC = new java.util.WeakHashMap<>();
+
+  public TestNodes(LoopbackFabric fabric) {
+    this.fabric = fabric;
+  }
+
+  /** The nodes of {@code fabric}: one peer table for every node made on it this way. */
+  public static synchronized TestNodes on(LoopbackFabric fabric) {
+    return BY_FABRIC.computeIfAbsent(fabric, TestNodes::new);
+  }
+
+  public PeerDirectory.Table peers() {
+    return peers;
+  }
+
+  public LoopbackFabric fabric() {
+    return fabric;
+  }
+
+  /** A node named {@code name} (its executor id), with its spill folder under {@code dir}. */
+  public ShuffleNode node(Map<String, String> conf, Path dir, String name) throws TransportException {
+    return node(conf, dir, name, t -> t);
+  }
+
+  /** The same, its transport wrapped by {@code wrap} (faults injected in tests). */
+  public ShuffleNode node(Map<String, String> conf, Path dir, String name, UnaryOperator<Transport> wrap)
+      throws TransportException {
+    ConfigSource src = ConfigSource.of(conf);
+    Transport t = new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name));
+    ShuffleNode n = new ShuffleNode(wrap.apply(t), new CoreConfig(src), dir.resolve(name),
+        new NodeIdentity(APP, name), peers);
+    peers.put(name, n.localEndpoint());
+    return n;
+  }
+}
