@@ -528,6 +528,8 @@ final class ExecutorRuntime implements AutoCloseable {
     m.put("requests.failed", node.requestsFailed());
     m.put("requests.served", node.requestsServed());
     m.put("requests.serveFailures", node.serveFailures());
+    m.put("requests.refused", node.requestsRefused());
+    m.put("requests.writesTimedOut", node.writesTimedOut());
     m.put("requests.checksumRetries", node.checksumRetries());
     m.put("bytes.fetched", node.bytesFetched());
     m.put("bytes.served", node.bytesServed());

@@ -445,9 +445,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
   }
 
   private static BlockFetchException badTable(RemoteBlock b, HolderPlan holder, String what) {
-    return new BlockFetchException(b.id(), holder.holderId(), "holder " + holder.holderId() + " reported " + what
-        + " for block " + b.id(), new TransportException(TransportError.MALFORMED, "bad block table from holder "
-        + holder.holderId()));
+    return new BlockFetchException(b.id(), holder.holderId(), "its block table is wrong: it reported " + what,
+        new TransportException(TransportError.MALFORMED, "bad block table from holder " + holder.holderId()));
   }
 
   private long checksumOf(java.nio.ByteBuffer data) {

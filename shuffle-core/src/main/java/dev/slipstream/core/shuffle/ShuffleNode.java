@@ -275,6 +275,10 @@ public final class ShuffleNode implements AutoCloseable {
   public long requestsServed() { return server.requestsServed(); }
   public long bytesServed() { return server.bytesServed(); }
   public long serveFailures() { return server.requestsFailed(); }
+  /** Write requests dropped unanswered: another application's, or from a connection the peer table does not place. */
+  public long requestsRefused() { return server.requestsRefused(); }
+  /** Served requests whose writes missed the write timeout (their connection was closed). */
+  public long writesTimedOut() { return server.writesTimedOut(); }
   public long malformedMessages() { return malformedMessages.get(); }
   public int pendingRequests() { return pending.size(); }
 

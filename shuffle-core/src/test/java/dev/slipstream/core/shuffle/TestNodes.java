@@ -19,12 +19,23 @@ public final class TestNodes {
   public static final String APP = "app-test";
 
   private final LoopbackFabric fabric;
+  private final boolean tcp;
   private final PeerDirectory.Table peers = PeerDirectory.table();
 
   private static final Map<LoopbackFabric, TestNodes> BY_FABRIC = new java.util.WeakHashMap<>();
 
   public TestNodes(LoopbackFabric fabric) {
     this.fabric = fabric;
+    this.tcp = false;
+  }
+
+  /** Nodes on {@code transport}: {@code "loopback"} (a fabric of their own) or {@code "tcp"} (127.0.0.1, ephemeral ports). */
+  public TestNodes(String transport) {
+    if (!transport.equals("loopback") && !transport.equals("tcp")) {
+      throw new IllegalArgumentException("test transport: got '" + transport + "', expected loopback or tcp");
+    }
+    this.fabric = new LoopbackFabric();
+    this.tcp = transport.equals("tcp");
   }
 
   /** The nodes of {@code fabric}: one peer table for every node made on it this way. */
@@ -49,7 +60,9 @@ public final class TestNodes {
   public ShuffleNode node(Map<String, String> conf, Path dir, String name, UnaryOperator<Transport> wrap)
       throws TransportException {
     ConfigSource src = ConfigSource.of(conf);
-    Transport t = new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name));
+    Transport t = tcp ? new dev.slipstream.core.transport.tcp.TcpTransportProvider().create(
+        TransportContext.of(src, "127.0.0.1", name))
+        : new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name));
     ShuffleNode n = new ShuffleNode(wrap.apply(t), new CoreConfig(src), dir.resolve(name),
         new NodeIdentity(APP, name), peers);
     peers.put(name, n.localEndpoint());
