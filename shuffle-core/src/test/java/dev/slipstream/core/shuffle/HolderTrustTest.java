@@ -137,6 +137,25 @@ class HolderTrustTest {
   }
 
   @Test
+  void aReaderWithAStalePeerEntryGetsAFetchFailureNeverAnotherApplicationsBlock() throws Exception {
+    // The reader's table still places executor "holder" at a port that an executor of another
+    // application now listens on, and that executor has a map output of the same shuffle and map id.
+    TestNodes other = new TestNodes("tcp", "another-app");
+    TestNodes mine = new TestNodes("tcp");
+    try (ShuffleNode foreign = other.node(conf("1s"), tmp, "holder");
+         ShuffleNode reader = mine.node(conf("1s"), tmp, "reader")) {
+      LateWriteTest.write(foreign, 4, 1L, 99);
+      try (BlockFetcher f = reader.newFetcher(4, List.of(new BlockFetcher.HolderPlan("holder", foreign.localEndpoint(),
+          List.of(new BlockFetcher.RemoteBlock(new BlockId(4, 1L, 0), LateWriteTest.SIZE)))), FetchMetrics.NONE)) {
+        assertThrows(BlockFetcher.FetchFailure.class, f::next);
+      }
+      assertEquals(0, foreign.requestsServed(), "another application's block was never written");
+      assertEquals(0, reader.transport().metrics().writesReceived());
+      assertEquals(0, reader.landing().used());
+    }
+  }
+
+  @Test
   void aRequestPastItsTimeBudgetIsDroppedWithNothingWritten() throws Exception {
     RegisteredRegion landing = reader.transport().register(ByteBuffer.allocateDirect(8192));
     reader.transport().connect(holder.localEndpoint()).send(request(new NodeIdentity(TestNodes.APP, "reader"), 0,

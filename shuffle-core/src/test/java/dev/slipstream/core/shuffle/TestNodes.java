@@ -20,6 +20,7 @@ public final class TestNodes {
 
   private final LoopbackFabric fabric;
   private final boolean tcp;
+  private final String app;
   private final PeerDirectory.Table peers = PeerDirectory.table();
 
   private static final Map<LoopbackFabric, TestNodes> BY_FABRIC = new java.util.WeakHashMap<>();
@@ -27,15 +28,22 @@ public final class TestNodes {
   public TestNodes(LoopbackFabric fabric) {
     this.fabric = fabric;
     this.tcp = false;
+    this.app = APP;
   }
 
   /** Nodes on {@code transport}: {@code "loopback"} (a fabric of their own) or {@code "tcp"} (127.0.0.1, ephemeral ports). */
   public TestNodes(String transport) {
+    this(transport, APP);
+  }
+
+  /** Nodes of application {@code app} on {@code transport}, with a peer table of their own. */
+  public TestNodes(String transport, String app) {
     if (!transport.equals("loopback") && !transport.equals("tcp")) {
       throw new IllegalArgumentException("test transport: got '" + transport + "', expected loopback or tcp");
     }
     this.fabric = new LoopbackFabric();
     this.tcp = transport.equals("tcp");
+    this.app = app;
   }
 
   /** The nodes of {@code fabric}: one peer table for every node made on it this way. */
@@ -64,7 +72,7 @@ public final class TestNodes {
         TransportContext.of(src, "127.0.0.1", name))
         : new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name));
     ShuffleNode n = new ShuffleNode(wrap.apply(t), new CoreConfig(src), dir.resolve(name),
-        new NodeIdentity(APP, name), peers);
+        new NodeIdentity(app, name), peers);
     peers.put(name, n.localEndpoint());
     return n;
   }
