@@ -26,7 +26,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.Transports;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
-import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;
 import dev.slipstream.core.transport.tcp.TcpFrame.Write;
 import io.netty.buffer.ByteBuf;
