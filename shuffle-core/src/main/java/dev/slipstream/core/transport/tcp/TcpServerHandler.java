@@ -213,8 +213,8 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     }
     String expected = policy.applicationId();
     if (!expected.isEmpty() && !expected.equals(id.applicationId())) {
-      rejectConnection(ctx, new TransportException(TransportError.WRONG_APPLICATION, "client " + id
-          + " belongs to application '" + PeerText.escape(id.applicationId()) + "', expected '"
+      rejectConnection(ctx, new TransportException(TransportError.WRONG_APPLICATION, "client " + PeerText.escape(e)
+          + " (executor '" + PeerText.escape(id.executorId()) + "') belongs to application '" + PeerText.escape(id.applicationId()) + "', expected '"
           + PeerText.escape(expected) + "' (this transport's application): a stale peer entry, or a port reused by"
           + " another application"));
       return false;
