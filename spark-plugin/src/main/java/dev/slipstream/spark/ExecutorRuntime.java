@@ -103,8 +103,8 @@ final class ExecutorRuntime implements AutoCloseable {
     Optional<byte[]> secret = authenticate
         ? Optional.of(env.securityManager().getSecretKey().getBytes(java.nio.charset.StandardCharsets.UTF_8))
         : Optional.empty();
-    Transport transport = transports.create(conf.transport(),
-        new TransportContext(conf.source(), host, "executor-" + executorId, secret, env.conf().getAppId(), executorId));
+    Transport transport = transports.create(conf.transport(), new TransportContext(conf.source(), host,
+        "executor-" + executorId, secret, env.conf().get("spark.app.id", ""), executorId));
     String localDir = org.apache.spark.util.Utils.getLocalDir(env.conf());
     this.spillDir = new File(localDir, "slipstream-" + executorId + "-" + UUID.randomUUID()).toPath();
     this.node = new ShuffleNode(transport, conf.core(), spillDir, executorId);

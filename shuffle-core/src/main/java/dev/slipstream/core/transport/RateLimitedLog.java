@@ -53,6 +53,11 @@ public final class RateLimitedLog {
    * ago; returns whether it was written. The message should already be escaped ({@link PeerText}).
    */
   public boolean warn(String key, String message) {
+    return warn(key, message, null);
+  }
+
+  /** As {@link #warn(String, String)}, with {@code cause}'s stack trace when the line is written (null: none). */
+  public boolean warn(String key, String message, Throwable cause) {
     long suppressed;
     long now = clock.getAsLong();
     synchronized (entries) {
@@ -68,11 +73,12 @@ public final class RateLimitedLog {
       suppressed = e.suppressed;
       e.suppressed = 0;
     }
-    if (suppressed > 0) {
-      log.warn("{} ({} similar lines for {} suppressed in the last {} s)", message, suppressed, key,
-          intervalNanos / 1_000_000_000L);
+    String line = suppressed == 0 ? message : message + " (" + suppressed + " similar lines for " + key
+        + " suppressed in the last " + intervalNanos / 1_000_000_000L + " s)";
+    if (cause == null) {
+      log.warn(line);
     } else {
-      log.warn(message);
+      log.warn(line, cause);
     }
     return true;
   }

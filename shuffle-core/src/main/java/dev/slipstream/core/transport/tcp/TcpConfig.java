@@ -20,8 +20,9 @@ public final class TcpConfig {
           + "claiming more are rejected before anything is allocated.");
   public static final ConfigEntry<Duration> CONNECT_TIMEOUT = ConfigEntry.duration(
       "spark.slipstream.tcp.connectTimeout", "10s",
-      "How long opening a tcp connection to a peer may take before its operations fail with PEER_LOST; with"
-          + " spark.authenticate on, also how long the authentication handshake may take on either end (AUTH_FAILED).");
+      "How long opening a tcp connection to a peer may take before its operations fail with PEER_LOST; also how"
+          + " long a receiver waits for a new connection's HELLO (ERROR TIMEOUT) and, with spark.authenticate on, how"
+          + " long the authentication handshake may take on either end (AUTH_FAILED).");
   public static final ConfigEntry<Duration> IDLE_TIMEOUT = ConfigEntry.duration(
       "spark.slipstream.tcp.idleTimeout", "5min",
       "How long an inbound tcp connection may go without a frame from its peer before the receiver closes it"

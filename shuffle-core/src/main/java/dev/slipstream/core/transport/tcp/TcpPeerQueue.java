@@ -392,7 +392,8 @@ final class TcpPeerQueue implements PeerQueue {
           metrics.onAuthFailed();
         }
         failConnection(ctx, new TransportException(TransportError.fromCode(e.code()),
-            "peer " + peer + " refused the connection: " + PeerText.escape(e.message(), ErrorReply.MAX_MESSAGE_CHARS)));
+            "peer " + peer + " refused the connection: "
+            + PeerText.escape(e.message(), ErrorReply.MAX_MESSAGE_CHARS)));
       } else if (msg instanceof DecodeFailure d) {
         authFailed(ctx, "undecodable reply from " + peer + " before authentication completed: "
             + TcpFrame.detail(d.error()));
@@ -425,7 +426,8 @@ final class TcpPeerQueue implements PeerQueue {
               metrics.onAuthFailed();
             }
             failConnection(ctx, new TransportException(TransportError.fromCode(e.code()),
-                "peer " + peer + " closed the connection: " + PeerText.escape(e.message(), ErrorReply.MAX_MESSAGE_CHARS)));
+                "peer " + peer + " closed the connection: "
+                + PeerText.escape(e.message(), ErrorReply.MAX_MESSAGE_CHARS)));
             return;
           }
           Pending p = outstanding.remove(e.seq());

@@ -214,9 +214,9 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     String expected = policy.applicationId();
     if (!expected.isEmpty() && !expected.equals(id.applicationId())) {
       rejectConnection(ctx, new TransportException(TransportError.WRONG_APPLICATION, "client " + PeerText.escape(e)
-          + " (executor '" + PeerText.escape(id.executorId()) + "') belongs to application '" + PeerText.escape(id.applicationId()) + "', expected '"
-          + PeerText.escape(expected) + "' (this transport's application): a stale peer entry, or a port reused by"
-          + " another application"));
+          + " (executor '" + PeerText.escape(id.executorId()) + "') belongs to application '"
+          + PeerText.escape(id.applicationId()) + "', expected '" + PeerText.escape(expected)
+          + "' (this transport's application): a stale peer entry, or a port reused by another application"));
       return false;
     }
     return true;
@@ -355,10 +355,8 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     try {
       h.onMessage(peer, s.payload().nioBuffer().asReadOnlyBuffer());
     } catch (RuntimeException e) {
-      if (policy.log().warn(TcpInboundGuard.logKey(ctx.channel().remoteAddress()),
-          "message handler of " + local + " failed on a message from " + peer + ": " + PeerText.escape(e))) {
-        LOG.debug("message handler failure", e);
-      }
+      policy.log().warn(TcpInboundGuard.logKey(ctx.channel().remoteAddress()),
+          "message handler of " + local + " failed on a message from " + peer, e);
       reject(ctx, s.seq(), new TransportException(TransportError.INTERNAL, "message handler at " + local
           + " failed: " + e));
       return;

@@ -360,7 +360,8 @@ class TcpHostilePeerTest {
     awaitCount(() -> server.metrics().connectionsUnread(), 1, "connections closed for unread replies");
     long peak = server.metrics().peakPendingReplyBytes();
     assertTrue(peak > 0 && peak <= TcpInboundGuard.Policy.MAX_PENDING_REPLY_BYTES,
-        "pending reply bytes peaked at " + peak + ", expected at most " + TcpInboundGuard.Policy.MAX_PENDING_REPLY_BYTES);
+        "pending reply bytes peaked at " + peak + ", expected at most "
+        + TcpInboundGuard.Policy.MAX_PENDING_REPLY_BYTES);
     assertTrue(server.metrics().rejected() > 0);
     assertNothingHappened(server, r);
   }
