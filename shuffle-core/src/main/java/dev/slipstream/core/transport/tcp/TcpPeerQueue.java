@@ -299,6 +299,15 @@ final class TcpPeerQueue implements PeerQueue {
     channel.close();
   }
 
+  /**
+   * Closes the connection of a queue that is no longer open, without failing what is still
+   * outstanding with CLOSED: when its channel has closed and the failure has not been handled yet,
+   * the channel's close handling fails it with PEER_LOST and the cause.
+   */
+  void closeConnection() {
+    channel.close();
+  }
+
   /** Fails every outstanding operation with {@code cause} (the first cause wins) and drops the outbox. */
   private void shutdown(TransportException cause) {
     if (closedCause.compareAndSet(null, cause)) {

@@ -206,7 +206,7 @@ final class TcpTransport implements Transport {
       }
     }
     if (stale != null) {
-      stale.close();
+      stale.closeConnection(); // not open: its operations fail (or failed) with the reason it is not
     }
     if (closed.get()) {
       result.close(); // raced with close(): do not leave a connection behind

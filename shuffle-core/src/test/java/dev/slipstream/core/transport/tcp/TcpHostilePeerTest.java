@@ -208,6 +208,41 @@ class TcpHostilePeerTest {
     assertNothingHappened(server, r);
   }
 
+  @Test
+  void helloWithTheEndpointAloneIsRefusedAsTruncated() throws Exception {
+    Transport server = tcp("1", "", Map.of());
+    RegisteredRegion r = TcpTestSupport.filled(server, 256);
+    dev.slipstream.core.wire.WireWriter w = new dev.slipstream.core.wire.WireWriter(64);
+    RAW.encode(w);
+    byte[] endpoint = w.toByteArray();
+    ByteBuffer oldHello = ByteBuffer.allocate(8 + endpoint.length).putInt(8 + endpoint.length)
+        .put((byte) 'S').put((byte) 'L').put((byte) 1).put((byte) 0x10).put(endpoint);
+    Socket s = rawClient(server);
+    s.getOutputStream().write(concat(oldHello.array(), intrusion(r.descriptor())));
+
+    assertRefused(s, TransportError.MALFORMED, "truncated application id length: need 4 bytes, have 0");
+    assertNothingHappened(server, r);
+  }
+
+  @Test
+  void peerSuppliedStringsAreEscapedInRefusalsAndInErrorsFromPeers() throws Exception {
+    Transport server = tcp("1", APP, Map.of());
+    RegisteredRegion r = TcpTestSupport.filled(server, 256);
+    Socket s = rawClient(server);
+    EndpointDescriptor forged = new EndpointDescriptor("tcp", "x\nWARN forged line:1", null);
+    s.getOutputStream().write(concat(new Hello(new PeerIdentity(forged, "app\u001b[31m", "7\r")),
+        intrusion(r.descriptor())));
+
+    ErrorReply e = assertRefused(s, TransportError.WRONG_APPLICATION,
+        "client tcp://x\\x0aWARN forged line:1 (executor '7\\x0d') belongs to application 'app\\x1b[31m'");
+    assertTrue(e.message().chars().noneMatch(Character::isISOControl), e.message());
+    assertNothingHappened(server, r);
+
+    // A peer's error message becomes an exception message only escaped.
+    TransportException fromPeer = new ErrorReply(9, TransportError.BAD_KEY.code(), "bad\nkey").toException();
+    assertEquals("BAD_KEY: bad\\x0akey", fromPeer.getMessage());
+  }
+
   // ---------------------------------------------------------------- before HELLO
 
   @Test
