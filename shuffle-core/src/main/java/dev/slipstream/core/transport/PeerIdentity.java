@@ -11,6 +11,8 @@ import java.util.Objects;
  * not know it (tests, tools). With authentication on, the whole identity is covered by the
  * handshake's proofs; without it, it is only what the peer claims.
  *
+ * <p>Threading: immutable.
+ *
  * @param endpoint the endpoint of the sending transport
  * @param applicationId the sender's application id, or empty
  * @param executorId the sender's executor id, or empty
