@@ -104,11 +104,12 @@ final class ExecutorRuntime implements AutoCloseable {
     Optional<byte[]> secret = authenticate
         ? Optional.of(env.securityManager().getSecretKey().getBytes(java.nio.charset.StandardCharsets.UTF_8))
         : Optional.empty();
-    Transport transport = transports.create(conf.transport(),
-        new TransportContext(conf.source(), host, "executor-" + executorId, secret));
+    String applicationId = applicationId(env);
+    Transport transport = transports.create(conf.transport(), new TransportContext(conf.source(), host,
+        "executor-" + executorId, secret, applicationId, executorId));
     String localDir = org.apache.spark.util.Utils.getLocalDir(env.conf());
     this.spillDir = new File(localDir, "slipstream-" + executorId + "-" + UUID.randomUUID()).toPath();
-    this.node = new ShuffleNode(transport, conf.core(), spillDir, new NodeIdentity(applicationId(env), executorId),
+    this.node = new ShuffleNode(transport, conf.core(), spillDir, new NodeIdentity(applicationId, executorId),
         peerDirectory());
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
     node.deviceWrites().setHandler((from, request, reply) ->

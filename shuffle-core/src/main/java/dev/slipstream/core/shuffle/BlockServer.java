@@ -4,8 +4,10 @@ import dev.slipstream.core.shuffle.ShuffleMessages.Entry;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteFailure;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.PeerIdentity;
 import dev.slipstream.core.transport.PeerQueue;
 import dev.slipstream.core.transport.PeerText;
+import dev.slipstream.core.transport.RateLimitedLog;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
@@ -68,9 +70,9 @@ final class BlockServer implements AutoCloseable {
   private final AtomicLong bytesServed = new AtomicLong();
   private final AtomicLong requestsRefused = new AtomicLong();
   private final AtomicLong writesTimedOut = new AtomicLong();
-  private final AtomicLong lastRefusalLog = new AtomicLong(System.nanoTime() - REFUSAL_LOG_INTERVAL);
-  private final AtomicLong refusalsNotLogged = new AtomicLong();
-  private static final long REFUSAL_LOG_INTERVAL = TimeUnit.SECONDS.toNanos(10);
+  private final AtomicLong writesRetried = new AtomicLong();
+  /** Refusals are logged at most once per sender every 10 s. */
+  private final RateLimitedLog refusals = new RateLimitedLog(LOG, TimeUnit.SECONDS.toNanos(10));
 
   /**
    * @param writeTimeout how long the one-sided writes of one request may take before the
@@ -103,13 +105,22 @@ final class BlockServer implements AutoCloseable {
    * (posting writes from registered pages never blocks, and a hand-off would cost the reader a
    * thread wake-up per request), else on a server thread, which may read files.
    */
-  void submit(EndpointDescriptor from, WriteRequest request) {
+  void submit(PeerIdentity sender, WriteRequest request) {
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.min(request.budgetMillis(),
         TimeUnit.DAYS.toMillis(1)));
+    EndpointDescriptor from = sender.endpoint();
     NodeIdentity reader = request.reader();
     if (!reader.applicationId().equals(identity.applicationId())) {
-      refuse(from, request, "it names application " + PeerText.of(reader.applicationId()) + ", expected "
+      refuse(from, request, "it names application " + PeerText.escape(reader.applicationId()) + ", expected "
           + identity.applicationId());
+      return;
+    }
+    // The connection's own identity (from its HELLO; empty where the transport has none) must agree.
+    if (!sender.applicationId().isEmpty() && !sender.applicationId().equals(identity.applicationId())
+        || !sender.executorId().isEmpty() && !sender.executorId().equals(reader.executorId())) {
+      refuse(from, request, "its connection is of executor " + PeerText.escape(sender.executorId()) + " of "
+          + PeerText.escape(sender.applicationId()) + ", the request names executor "
+          + PeerText.escape(reader.executorId()));
       return;
     }
     EndpointDescriptor known = peers.lookup(reader.executorId());
@@ -122,9 +133,9 @@ final class BlockServer implements AutoCloseable {
         // A peer that joined or moved a moment ago may not have reached this copy of the table yet.
         EndpointDescriptor to = from.equals(known) ? known : peers.refresh(reader.executorId());
         if (to == null) {
-          refuse(from, request, "executor " + PeerText.of(reader.executorId()) + " is not in the peer table");
+          refuse(from, request, "executor " + PeerText.escape(reader.executorId()) + " is not in the peer table");
         } else if (!to.equals(from)) {
-          refuse(from, request, "the peer table has " + to + " for executor " + PeerText.of(reader.executorId())
+          refuse(from, request, "the peer table has " + to + " for executor " + PeerText.escape(reader.executorId())
               + ", not the connection's endpoint");
         } else {
           serve(to, request, deadline);
@@ -140,16 +151,9 @@ final class BlockServer implements AutoCloseable {
   /** Drops a request this server will not answer (it may come from a stranger); logs at a bounded rate. */
   private void refuse(EndpointDescriptor from, WriteRequest req, String why) {
     requestsRefused.incrementAndGet();
-    long now = System.nanoTime();
-    long last = lastRefusalLog.get();
-    if (now - last >= REFUSAL_LOG_INTERVAL && lastRefusalLog.compareAndSet(last, now)) {
-      long more = refusalsNotLogged.getAndSet(0);
-      LOG.warn("Refused write request {} from {}: {}; nothing written or answered{}", req.requestId(),
-          PeerText.of(from), why,
-          more == 0 ? "" : " (" + more + " more refusals since the last report)");
-    } else {
-      refusalsNotLogged.incrementAndGet();
-    }
+    String sender = PeerText.escape(from);
+    refusals.warn(sender, "Refused write request " + req.requestId() + " from " + sender + ": " + why
+        + "; nothing written or answered");
   }
 
   /**
@@ -223,32 +227,9 @@ final class BlockServer implements AutoCloseable {
         total += len;
       }
       lengths.flip();
-      PeerQueue q = transport.connect(from);
-      List<CompletableFuture<Void>> futures = new ArrayList<>(slices.size() + 1);
-      for (int i = 0; i < slices.size(); i++) {
-        futures.add(q.write(slices.get(i), landing.at(dsts.get(i))));
-      }
-      futures.add(q.writeAndSignal(lengths, landing.at(req.lengthsOffset()), landing.at(req.signalOffset()), n));
-      q.commit();
-      long bytes = total;
-      List<ServedOutput> held = List.copyOf(retained);
+      Writes w = new Writes(slices, dsts, lengths, total, List.copyOf(retained));
       retained.clear();
-      CompletableFuture<Void> all = CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0]));
-      ScheduledFuture<?> watchdog = watch(all, q, req.requestId());
-      all.whenComplete((v, err) -> {
-        if (watchdog != null) {
-          watchdog.cancel(false);
-        }
-        held.forEach(ServedOutput::release);
-        if (err == null) {
-          requestsServed.incrementAndGet();
-          bytesServed.addAndGet(bytes);
-        } else {
-          Throwable cause = err.getCause() != null ? err.getCause() : err;
-          fail(from, req.requestId(), cause instanceof TransportException te ? te.error() : TransportError.INTERNAL,
-              "writing into the reader's landing region failed: " + cause.getMessage());
-        }
-      });
+      post(from, req, w, deadline, true);
     } catch (TransportException e) {
       fail(from, req.requestId(), e.error(), e.getMessage());
     } catch (IOException | RuntimeException e) {
@@ -256,6 +237,59 @@ final class BlockServer implements AutoCloseable {
     } finally {
       retained.forEach(ServedOutput::release);
     }
+  }
+
+  /** A request's checked writes: the slices and where each goes, the block table, the outputs they pin. */
+  private record Writes(List<ByteBuffer> slices, List<Long> dsts, ByteBuffer table, long bytes,
+                        List<ServedOutput> held) {}
+
+  /**
+   * Posts a request's writes on the queue to the reader and releases the outputs once they
+   * completed. When the connection they went on died under them (the reader closed it as idle at
+   * that moment, or it broke) they are posted once more on a fresh connection, within the
+   * request's budget: writing the same bytes twice is harmless, and once the request ended at the
+   * reader its registration rejects the second copy.
+   */
+  private void post(EndpointDescriptor to, WriteRequest req, Writes w, long deadline, boolean mayRetry) {
+    RegionDescriptor landing = req.landing();
+    PeerQueue q;
+    try {
+      q = transport.connect(to);
+    } catch (TransportException e) {
+      w.held().forEach(ServedOutput::release);
+      fail(to, req.requestId(), e.error(), "cannot reach the reader: " + e.getMessage());
+      return;
+    }
+    List<CompletableFuture<Void>> futures = new ArrayList<>(w.slices().size() + 1);
+    for (int i = 0; i < w.slices().size(); i++) {
+      futures.add(q.write(w.slices().get(i), landing.at(w.dsts().get(i))));
+    }
+    futures.add(q.writeAndSignal(w.table().duplicate(), landing.at(req.lengthsOffset()),
+        landing.at(req.signalOffset()), req.entries().size()));
+    q.commit();
+    CompletableFuture<Void> all = CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0]));
+    ScheduledFuture<?> watchdog = watch(all, q, req.requestId());
+    all.whenComplete((v, err) -> {
+      if (watchdog != null) {
+        watchdog.cancel(false);
+      }
+      if (err == null) {
+        w.held().forEach(ServedOutput::release);
+        requestsServed.incrementAndGet();
+        bytesServed.addAndGet(w.bytes());
+        return;
+      }
+      Throwable cause = err.getCause() != null ? err.getCause() : err;
+      TransportError code = cause instanceof TransportException te ? te.error() : TransportError.INTERNAL;
+      boolean connectionDied = code == TransportError.PEER_LOST || code == TransportError.TIMEOUT;
+      if (mayRetry && connectionDied && System.nanoTime() < deadline) {
+        writesRetried.incrementAndGet();
+        post(to, req, w, deadline, false);
+        return;
+      }
+      w.held().forEach(ServedOutput::release);
+      fail(to, req.requestId(), code, "writing into the reader's landing region failed: " + cause.getMessage());
+    });
   }
 
   /**
@@ -318,6 +352,11 @@ final class BlockServer implements AutoCloseable {
   /** Requests whose writes missed the write timeout (their connection was closed). */
   long writesTimedOut() {
     return writesTimedOut.get();
+  }
+
+  /** Requests whose writes were posted again because their connection died under them. */
+  long writesRetried() {
+    return writesRetried.get();
   }
 
   @Override

@@ -1,5 +1,6 @@
 package dev.slipstream.core.shuffle;
 
+import dev.slipstream.core.transport.RateLimitedLog;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -14,8 +15,11 @@ import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.HexFormat;
+import java.util.Optional;
 import java.util.regex.Pattern;
 import java.util.zip.CRC32C;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A bounded ring of small messages in a shared-memory file, written by any process of the machine
@@ -24,8 +28,9 @@ import java.util.zip.CRC32C;
  * threads"). Producers claim a slot, copy their message in and publish it; the owner polls.
  *
  * <p>Layout (little-endian): a header of {@value #HEADER} bytes (magic {@code SLIPRING}, version,
- * slot count, slot size, the owner's process id at {@value #OWNER_PID}; the producers' ticket
- * counter alone on its own cache line at
+ * slot count, slot size, the owner's process id at {@value #OWNER_PID}, the ring's state at
+ * {@value #STATE} (0 open, 1 closed, 2 broken: producers send nothing into a ring not open); the
+ * producers' ticket counter alone on its own cache line at
  * {@value #TAIL}), then {@code slots} slots of {@code slotBytes}: sequence word (8 bytes), message
  * length (4), CRC32C of the message (4), message. Slot {@code t % slots} belongs to ticket
  * {@code t}: its sequence word is {@code t} while free for that ticket, {@code t + 1} once
@@ -40,7 +45,12 @@ import java.util.zip.CRC32C;
  * <p>Bad input: {@link #open} checks the file name, the header and the file's size against each
  * other and names what was got and what was expected; {@link #poll} checks each length and
  * checksum. Nothing in a ring is trusted beyond its bytes: its owner decodes and checks every
- * message as it would one from the network.
+ * message as it would one from the network. A slot whose sequence word is none of its ticket's
+ * (overwritten by a broken or hostile process of this user) is skipped when its ticket was claimed,
+ * or given back to its ticket when not, and counted in {@link #corrupted}; no message is read from
+ * it and a producer never spins on it. A ticket counter outside {@code [head, head + slots]} cannot
+ * be repaired: the ring is declared broken ({@link #broken}), producers see its state and send
+ * nothing more, and {@link #serve} returns. One {@link #poll} reads at most one lap of slots.
  *
  * <p>Threading: {@link Producer#offer} from any thread of any process; {@link #poll} from one
  * thread at a time. Ownership: the owner's instance deletes the file on {@link #close}; the mapping
@@ -52,6 +62,10 @@ public final class RequestRing implements AutoCloseable {
   static final int HEADER = 128;
   static final int TAIL = 64;
   static final int OWNER_PID = 24;
+  static final int STATE = 32;
+  static final int OPEN = 0;
+  static final int CLOSED = 1;
+  static final int BROKEN = 2;
   static final int SLOT_HEADER = 16;
   public static final int MIN_SLOT_BYTES = 256;
   public static final int MAX_SLOT_BYTES = 1 << 16;
@@ -67,17 +81,23 @@ public final class RequestRing implements AutoCloseable {
 
   private static final VarHandle LONG = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
   private static final SecureRandom RANDOM = new SecureRandom();
+  private static final Logger LOG = LoggerFactory.getLogger(RequestRing.class);
 
   private final Path path;
   private final MappedByteBuffer map;
   private final int slots;
   private final int slotBytes;
   private final long abandonNanos;
+  /** WARN lines about corrupt slots: at most one per 10 s. */
+  private final RateLimitedLog corruptLog = new RateLimitedLog(LOG, 10_000_000_000L);
   private long head;
   /** When the owner first saw the head slot claimed and not published (0: not waiting). */
   private long stalledSince;
   private long dropped;
   private long abandoned;
+  private long corrupted;
+  /** Why the ring cannot be read any more (null while it can). */
+  private String broken;
   private boolean closed;
 
   private RequestRing(Path path, MappedByteBuffer map, int slots, int slotBytes, long abandonNanos) {
@@ -188,11 +208,13 @@ public final class RequestRing implements AutoCloseable {
   /**
    * The next published message, or null when there is none yet. A claimed slot left unpublished
    * for longer than the abandon time is taken back (counted in {@link #abandoned}); a message whose
-   * length or checksum is wrong is dropped (counted in {@link #dropped}) and the next one is read.
+   * length or checksum is wrong is dropped (counted in {@link #dropped}) and the next one is read; a
+   * slot whose sequence word is corrupt is skipped or given back (counted in {@link #corrupted}).
+   * Reads at most one lap of slots per call; null for good once the ring is closed or broken.
    */
   public byte[] poll() {
-    for (;;) {
-      if (closed) {
+    for (int n = 0; n < slots; n++) {
+      if (closed || broken != null) {
         return null;
       }
       int at = slotAt(head & (slots - 1), slotBytes);
@@ -208,20 +230,55 @@ public final class RequestRing implements AutoCloseable {
         dropped++;
         continue;
       }
-      if (seq == head && (long) LONG.getAcquire(map, TAIL) > head) {
-        // Claimed, not published yet.
-        long now = System.nanoTime();
-        if (stalledSince == 0) {
-          stalledSince = now;
-        } else if (now - stalledSince > abandonNanos && LONG.compareAndSet(map, at, head, head + slots)) {
-          head++;
-          stalledSince = 0;
-          abandoned++;
-          continue;
-        }
+      long tail = (long) LONG.getAcquire(map, TAIL);
+      if (tail < head || tail > head + slots) {
+        breakRing("ticket counter " + tail + ", expected between the next ticket to read, " + head + ", and "
+            + (head + slots) + " (" + slots + " slots)");
+        return null;
       }
-      return null;
+      if (seq == head) {
+        if (tail > head) {
+          // Claimed, not published yet.
+          long now = System.nanoTime();
+          if (stalledSince == 0) {
+            stalledSince = now;
+          } else if (now - stalledSince > abandonNanos && LONG.compareAndSet(map, at, head, head + slots)) {
+            head++;
+            stalledSince = 0;
+            abandoned++;
+            continue;
+          }
+        }
+        return null;
+      }
+      // Neither free, claimed nor published for its ticket: the word was overwritten.
+      corrupted++;
+      boolean claimed = tail > head;
+      corruptLog.warn(path.toString(), "request ring " + path + ": slot " + (head & (slots - 1)) + " (ticket " + head
+          + ") has sequence word " + seq + ", expected " + head + " (free or claimed) or " + (head + 1)
+          + " (published); " + (claimed ? "skipped, its message is lost" : "given back to its ticket"));
+      if (!claimed) {
+        LONG.compareAndSet(map, at, seq, head); // producers may claim it again
+        return null;
+      }
+      // Its ticket was claimed: read nothing from it (a late publish then fails and is reported as not sent).
+      if (LONG.compareAndSet(map, at, seq, head + slots)) {
+        head++;
+        stalledSince = 0;
+      }
     }
+    return null;
+  }
+
+  private void breakRing(String why) {
+    broken = "request ring " + path + " is broken: " + why;
+    map.putInt(STATE, BROKEN);
+    LOG.error("{}; it is read no more (its producers send over the transport)", broken);
+  }
+
+  /** Why the ring cannot be read any more (its ticket counter is corrupt), or empty while it can. */
+  public Optional<String> broken() {
+    return Optional.ofNullable(broken);
   }
 
   /** The longest pause between two polls of {@link #serve} once its polling time after a message has passed. */
@@ -231,12 +288,13 @@ public final class RequestRing implements AutoCloseable {
    * Reads the ring on the calling thread until {@code stop} is true, handing each message to
    * {@code each}: back to back for {@code pollNanos} after each message (a producer cannot wake this
    * thread, so it polls while messages are likely), then with pauses doubling from 1 us up to
-   * {@value #PAUSE_MAX_US} us. An interrupt ends a pause, not the loop: {@code stop} does.
+   * {@value #PAUSE_MAX_US} us. An interrupt ends a pause, not the loop: {@code stop} does, and so
+   * does the ring breaking ({@link #broken}).
    */
   public void serve(long pollNanos, java.util.function.BooleanSupplier stop, java.util.function.Consumer<byte[]> each) {
     long last = System.nanoTime();
     long pauseUs = 1;
-    while (!stop.getAsBoolean()) {
+    while (!stop.getAsBoolean() && broken == null) {
       byte[] m = poll();
       if (m != null) {
         each.accept(m);
@@ -274,11 +332,19 @@ public final class RequestRing implements AutoCloseable {
     return abandoned;
   }
 
+  /** Slots found with a corrupt sequence word (skipped, or given back to their ticket). */
+  public long corrupted() {
+    return corrupted;
+  }
+
   /** Deletes the file; producers that still map it write into a ring nobody reads (they time out). */
   @Override
   public void close() throws IOException {
     if (!closed) {
       closed = true;
+      if (broken == null) {
+        map.putInt(STATE, CLOSED); // producers that still map it send nothing more
+      }
       Files.deleteIfExists(path);
     }
   }
@@ -361,10 +427,11 @@ public final class RequestRing implements AutoCloseable {
 
     /**
      * Puts {@code msg} into the ring; false (nothing sent) when it is larger than a slot holds,
-     * when the ring is full, or when the owner took the slot back before this producer published it.
+     * when the ring is full, closed or broken, when the slot's sequence word is corrupt, or when the
+     * owner took the slot back before this producer published it.
      */
     public boolean offer(byte[] msg) {
-      if (msg.length > slotBytes - SLOT_HEADER) {
+      if (msg.length > slotBytes - SLOT_HEADER || map.getInt(STATE) != OPEN) {
         return false;
       }
       long t;
@@ -379,6 +446,10 @@ public final class RequestRing implements AutoCloseable {
           }
         } else if (seq < t) {
           return false; // the owner has not read the previous lap's message in this slot: full
+        } else if ((long) LONG.getAcquire(map, TAIL) == t) {
+          // A word ahead of its ticket means another producer claimed t, and then the counter has
+          // moved on; it has not: the word was overwritten (the owner gives the slot back).
+          return false;
         }
         // else another producer claimed ticket t first: try the next one
         Thread.onSpinWait();

@@ -88,7 +88,7 @@ public final class ShuffleNode implements AutoCloseable {
     this.server = new BlockServer(transport, store, identity, peers, timer, config.fetchTimeout(),
         config.serverThreads());
     this.deviceWrites = new DeviceWriteExchange(transport, timer, config.fetchTimeout(), name);
-    transport.setMessageHandler(this::onMessage);
+    transport.setMessageHandler(dev.slipstream.core.transport.MessageHandler.identified(this::onMessage));
   }
 
   public Transport transport() { return transport; }
@@ -108,7 +108,8 @@ public final class ShuffleNode implements AutoCloseable {
     server.serveAlso(source);
   }
 
-  private void onMessage(EndpointDescriptor from, ByteBuffer message) {
+  private void onMessage(dev.slipstream.core.transport.PeerIdentity sender, ByteBuffer message) {
+    EndpointDescriptor from = sender.endpoint();
     ShuffleMessages.Message m;
     try {
       m = ShuffleMessages.decode(message);
@@ -118,7 +119,7 @@ public final class ShuffleNode implements AutoCloseable {
       return;
     }
     if (m instanceof WriteRequest req) {
-      server.submit(from, req);
+      server.submit(sender, req);
     } else if (m instanceof ShuffleMessages.DeviceWrite d) {
       deviceWrites.onRequest(from, d);
     } else if (m instanceof ShuffleMessages.DeviceWriteResult r) {
@@ -190,8 +191,7 @@ public final class ShuffleNode implements AutoCloseable {
     region.resetSignal(signalOffset, 0);
     region.setSignalListener((r, offset, value) -> onSignal(p, offset, value));
     long timeout = config.fetchTimeout().toNanos();
-    WriteRequest req = new WriteRequest(id, shuffleId, identity, config.fetchTimeout().toMillis(), region.descriptor(),
-        lengthsOffset, signalOffset, entries);
+    long deadline = System.nanoTime() + timeout;
     pending.put(id, p);
     if (closed) { // close() may have swept the registry before the put
       fail(p, new TransportException(TransportError.CLOSED, "shuffle node is closed"));
@@ -207,19 +207,40 @@ public final class ShuffleNode implements AutoCloseable {
       return p;
     }
     p.done.whenComplete((v, e) -> deadlineTask.cancel(false));
+    requestsSent.incrementAndGet();
+    sendRequest(p, shuffleId, entries, lengthsOffset, deadline, true);
+    return p;
+  }
+
+  /**
+   * Sends {@code p}'s request message, with the time left until {@code deadline} as its budget.
+   * When the connection it went on died under it (the holder closed it as idle at that moment, or
+   * it broke), it is sent once more on a fresh connection: a holder that got both serves the same
+   * bytes twice, and the second copy is rejected once the first ended the request.
+   */
+  private void sendRequest(PendingRequest p, int shuffleId, List<ShuffleMessages.Entry> entries, long lengthsOffset,
+                           long deadline, boolean mayRetry) {
+    long budget = Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+    WriteRequest req = new WriteRequest(p.requestId, shuffleId, identity, budget, p.region.descriptor(), lengthsOffset,
+        p.signalOffset, entries);
     try {
-      PeerQueue q = transport.connect(holder);
+      PeerQueue q = transport.connect(p.holder);
       q.send(req.encode()).whenComplete((v, err) -> {
-        if (err != null) {
-          fail(p, err.getCause() != null ? err.getCause() : err);
+        if (err == null) {
+          return;
+        }
+        Throwable cause = err.getCause() != null ? err.getCause() : err;
+        TransportError code = cause instanceof TransportException te ? te.error() : TransportError.INTERNAL;
+        if (mayRetry && !p.done.isDone() && (code == TransportError.PEER_LOST || code == TransportError.TIMEOUT)) {
+          sendRequest(p, shuffleId, entries, lengthsOffset, deadline, false);
+        } else {
+          fail(p, cause);
         }
       });
       q.commit();
-      requestsSent.incrementAndGet();
     } catch (TransportException e) {
       fail(p, e);
     }
-    return p;
   }
 
   /**
@@ -279,6 +300,8 @@ public final class ShuffleNode implements AutoCloseable {
   public long requestsRefused() { return server.requestsRefused(); }
   /** Served requests whose writes missed the write timeout (their connection was closed). */
   public long writesTimedOut() { return server.writesTimedOut(); }
+  /** Served requests whose writes were posted once more because their connection died under them. */
+  public long writesRetried() { return server.writesRetried(); }
   public long malformedMessages() { return malformedMessages.get(); }
   public int pendingRequests() { return pending.size(); }
 

@@ -1,40 +1,54 @@
 package dev.slipstream.core.transport;
 
 /**
- * Text a peer supplied (an endpoint address, an executor or application id, an error message),
- * made safe for a log line: control and non-ASCII characters escaped, at most {@link #MAX_CHARS}
- * characters kept, so a hostile peer can neither forge log lines nor flood them.
+ * Makes strings that come from peers (endpoint addresses, executor and application ids, error
+ * messages) safe to log: control and other non-printable characters become {@code \xNN} (or
+ * {@code \\uNNNN} above 0xff), a backslash becomes {@code \\}, and the result is cut at
+ * {@link #MAX_CHARS} characters with the number of characters left out. A peer can neither break
+ * a log line nor fill the log with one.
+ *
+ * <p>Threading: stateless.
  */
 public final class PeerText {
-  /** Characters kept of a peer's text; the rest is replaced by a count. */
+  /** The most characters of a peer's string that are logged. */
   public static final int MAX_CHARS = 256;
 
   private PeerText() {}
 
-  /** {@code text} escaped (newlines as {@code \n}, other non-printables as {@code \\uXXXX}) and truncated. */
-  public static String of(Object text) {
-    String s = String.valueOf(text);
-    int n = Math.min(s.length(), MAX_CHARS);
-    StringBuilder b = new StringBuilder(n + 16);
+  /** {@code s} (its {@code toString()}; "null" for null) escaped and cut at {@link #MAX_CHARS}. */
+  public static String escape(Object s) {
+    return escape(s, MAX_CHARS);
+  }
+
+  /** {@code s} escaped and cut at {@code maxChars} characters of the original. */
+  public static String escape(Object s, int maxChars) {
+    String in = String.valueOf(s);
+    int n = Math.min(in.length(), maxChars);
+    StringBuilder out = null;
     for (int i = 0; i < n; i++) {
-      char c = s.charAt(i);
-      if (c == '\n') {
-        b.append("\\n");
-      } else if (c == '\r') {
-        b.append("\\r");
-      } else if (c == '\t') {
-        b.append("\\t");
-      } else if (c == '\\') {
-        b.append("\\\\");
-      } else if (c < 0x20 || c > 0x7e) {
-        b.append(String.format("\\u%04x", (int) c));
+      char c = in.charAt(i);
+      boolean plain = c >= 0x20 && c < 0x7f && c != '\\'
+          || c >= 0xa0 && !Character.isISOControl(c) && Character.isDefined(c) && !Character.isSurrogate(c)
+              && Character.getType(c) != Character.FORMAT && Character.getType(c) != Character.LINE_SEPARATOR
+              && Character.getType(c) != Character.PARAGRAPH_SEPARATOR;
+      if (plain) {
+        if (out != null) {
+          out.append(c);
+        }
+        continue;
+      }
+      if (out == null) {
+        out = new StringBuilder(n + 16).append(in, 0, i);
+      }
+      if (c == '\\') {
+        out.append("\\\\");
+      } else if (c <= 0xff) {
+        out.append("\\x").append(Character.forDigit(c >> 4, 16)).append(Character.forDigit(c & 0xf, 16));
       } else {
-        b.append(c);
+        out.append(String.format("\\u%04x", (int) c));
       }
     }
-    if (s.length() > n) {
-      b.append("...(").append(s.length() - n).append(" more characters)");
-    }
-    return b.toString();
+    String body = out == null ? in.substring(0, n) : out.toString();
+    return in.length() > n ? body + "...(" + (in.length() - n) + " more chars)" : body;
   }
 }

@@ -28,6 +28,10 @@ public enum TransportError {
   MISALIGNED(12),
   /** Received bytes do not match the block's checksum. */
   CHECKSUM_MISMATCH(13),
+  /** The connecting peer belongs to another application than the receiver. */
+  WRONG_APPLICATION(14),
+  /** The receiver has as many inbound connections as it allows and refused one more. */
+  TOO_MANY_CONNECTIONS(15),
   /** Anything else; the message says what. */
   INTERNAL(99);
 

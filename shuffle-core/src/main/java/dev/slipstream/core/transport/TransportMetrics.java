@@ -1,5 +1,6 @@
 package dev.slipstream.core.transport;
 
+import java.util.concurrent.atomic.LongAccumulator;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
@@ -20,6 +21,10 @@ public final class TransportMetrics {
   private final LongAdder failed = new LongAdder();
   private final LongAdder authenticated = new LongAdder();
   private final LongAdder authFailures = new LongAdder();
+  private final LongAdder connectionsRefused = new LongAdder();
+  private final LongAdder connectionsTimedOut = new LongAdder();
+  private final LongAdder connectionsUnread = new LongAdder();
+  private final LongAccumulator peakPendingReplyBytes = new LongAccumulator(Math::max, 0);
 
   public void onWriteCompleted(long bytes) {
     bytesWritten.add(bytes);
@@ -63,6 +68,26 @@ public final class TransportMetrics {
     authFailures.increment();
   }
 
+  /** An inbound connection refused at once: the receiver had as many as it allows. */
+  public void onConnectionRefused() {
+    connectionsRefused.increment();
+  }
+
+  /** An inbound connection closed because it did not open (HELLO, handshake) in time, or went idle. */
+  public void onConnectionTimedOut() {
+    connectionsTimedOut.increment();
+  }
+
+  /** An inbound connection closed because its peer left too many replies unread. */
+  public void onConnectionUnread() {
+    connectionsUnread.increment();
+  }
+
+  /** Reply bytes one inbound connection had pending (written, not yet taken by the socket). */
+  public void onPendingReplyBytes(long bytes) {
+    peakPendingReplyBytes.accumulate(bytes);
+  }
+
   public long bytesWritten() { return bytesWritten.sum(); }
   public long writes() { return writes.sum(); }
   public long signals() { return signals.sum(); }
@@ -74,6 +99,11 @@ public final class TransportMetrics {
   public long failed() { return failed.sum(); }
   public long authenticated() { return authenticated.sum(); }
   public long authFailures() { return authFailures.sum(); }
+  public long connectionsRefused() { return connectionsRefused.sum(); }
+  public long connectionsTimedOut() { return connectionsTimedOut.sum(); }
+  public long connectionsUnread() { return connectionsUnread.sum(); }
+  /** The most reply bytes any inbound connection had pending at once. */
+  public long peakPendingReplyBytes() { return peakPendingReplyBytes.get(); }
 
   @Override
   public String toString() {
@@ -81,6 +111,8 @@ public final class TransportMetrics {
         + " messagesSent=" + messagesSent() + " bytesReceived=" + bytesReceived()
         + " writesReceived=" + writesReceived() + " messagesReceived=" + messagesReceived()
         + " rejected=" + rejected() + " failed=" + failed() + " authenticated=" + authenticated()
-        + " authFailures=" + authFailures();
+        + " authFailures=" + authFailures() + " connectionsRefused=" + connectionsRefused()
+        + " connectionsTimedOut=" + connectionsTimedOut() + " connectionsUnread=" + connectionsUnread()
+        + " peakPendingReplyBytes=" + peakPendingReplyBytes();
   }
 }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -18,6 +19,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermission;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -161,6 +163,83 @@ class RequestRingTest {
       assertEquals(2, ring.dropped());
       assertNull(ring.poll());
     }
+  }
+
+  /** Messages {@link RequestRing#serve} hands over until one equals {@code last}; hangs past 10 s fail the test. */
+  private static List<String> serveUntil(RequestRing ring, String last) {
+    return assertTimeoutPreemptively(Duration.ofSeconds(10), () -> {
+      List<String> got = new ArrayList<>();
+      ring.serve(0, () -> !got.isEmpty() && got.get(got.size() - 1).equals(last),
+          m -> got.add(new String(m, StandardCharsets.UTF_8)));
+      return got;
+    }, "the reader hung on a corrupt slot");
+  }
+
+  @Test
+  void aClaimedSlotWithACorruptSequenceWordIsSkippedAndNeverDelivered(@TempDir Path dir) throws Exception {
+    try (RequestRing ring = RequestRing.create(dir, 4, 256, SECOND)) {
+      RequestRing.Producer p = RequestRing.open(ring.path());
+      assertTrue(p.offer(msg("first")));
+      assertTrue(p.offer(msg("second")));
+      MappedByteBuffer m = raw(ring.path());
+      LONG.setRelease(m, RequestRing.HEADER, 0xdeadL); // slot 0 (ticket 0, published): neither 0 nor 1 now
+
+      assertEquals(List.of("second"), serveUntil(ring, "second"), "the corrupt slot's message is not delivered");
+      assertEquals(1, ring.corrupted());
+      assertEquals(0, ring.dropped());
+      assertTrue(p.offer(msg("third")), "the ring still works");
+      assertArrayEquals(msg("third"), ring.poll());
+      for (int i = 0; i < 8; i++) { // around the ring again, through the skipped slot
+        assertTrue(p.offer(msg("lap" + i)));
+        assertArrayEquals(msg("lap" + i), ring.poll());
+      }
+      assertTrue(ring.broken().isEmpty());
+    }
+  }
+
+  @Test
+  void anUnclaimedSlotWithACorruptSequenceWordNeitherHangsProducersNorTheReader(@TempDir Path dir) throws Exception {
+    try (RequestRing ring = RequestRing.create(dir, 4, 256, SECOND)) {
+      RequestRing.Producer p = RequestRing.open(ring.path());
+      MappedByteBuffer m = raw(ring.path());
+      LONG.setRelease(m, RequestRing.HEADER, 5L); // ticket 0 not claimed yet; its word says 5
+
+      assertFalse(assertTimeoutPreemptively(Duration.ofSeconds(10), () -> p.offer(msg("x")),
+          "the producer spun on the corrupt slot"), "nothing is sent into a corrupt slot");
+      assertNull(ring.poll(), "nothing to read; the slot is given back to its ticket");
+      assertEquals(1, ring.corrupted());
+      assertTrue(p.offer(msg("x")));
+      assertEquals(List.of("x"), serveUntil(ring, "x"));
+    }
+  }
+
+  @Test
+  void aCorruptTicketCounterBreaksTheRingServeReturnsAndProducersStop(@TempDir Path dir) throws Exception {
+    try (RequestRing ring = RequestRing.create(dir, 4, 256, SECOND)) {
+      RequestRing.Producer p = RequestRing.open(ring.path());
+      assertTrue(p.offer(msg("before")));
+      assertArrayEquals(msg("before"), ring.poll());
+      MappedByteBuffer m = raw(ring.path());
+      LONG.setRelease(m, RequestRing.TAIL, 1000L);
+
+      List<String> got = new ArrayList<>();
+      assertTimeoutPreemptively(Duration.ofSeconds(10), () -> ring.serve(0, () -> false,
+          x -> got.add(new String(x, StandardCharsets.UTF_8))), "serve kept polling a broken ring");
+      assertEquals(List.of(), got);
+      assertEquals("request ring " + ring.path() + " is broken: ticket counter 1000, expected between the next ticket"
+          + " to read, 1, and 5 (4 slots)", ring.broken().orElseThrow());
+      assertFalse(p.offer(msg("after")), "producers send nothing into a broken ring");
+      assertNull(ring.poll());
+    }
+  }
+
+  @Test
+  void producersSendNothingIntoAClosedRing(@TempDir Path dir) throws Exception {
+    RequestRing ring = RequestRing.create(dir, 4, 256, SECOND);
+    RequestRing.Producer p = RequestRing.open(ring.path());
+    assertTrue(p.offer(msg("open")));
+    ring.close();
+    assertFalse(p.offer(msg("closed")), "its owner reads it no more");
   }
 
   @Test

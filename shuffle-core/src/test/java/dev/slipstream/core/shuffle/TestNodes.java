@@ -69,8 +69,9 @@ public final class TestNodes {
       throws TransportException {
     ConfigSource src = ConfigSource.of(conf);
     Transport t = tcp ? new dev.slipstream.core.transport.tcp.TcpTransportProvider().create(
-        TransportContext.of(src, "127.0.0.1", name))
-        : new LoopbackTransportProvider(fabric).create(TransportContext.of(src, "localhost", name));
+        new TransportContext(src, "127.0.0.1", name, java.util.Optional.empty(), app, name))
+        : new LoopbackTransportProvider(fabric).create(new TransportContext(src, "localhost", name,
+            java.util.Optional.empty(), app, name));
     ShuffleNode n = new ShuffleNode(wrap.apply(t), new CoreConfig(src), dir.resolve(name),
         new NodeIdentity(app, name), peers);
     peers.put(name, n.localEndpoint());

@@ -43,6 +43,8 @@ import org.junit.jupiter.api.Test;
 public abstract class TransportConformanceSuite {
   /** Longest any single operation may take before the test calls it hung. */
   protected static final long TIMEOUT_SECONDS = 30;
+  /** The application id subclasses give their transports; each one's executor id is its name. */
+  protected static final String APPLICATION = "app-conformance";
 
   private final List<Transport> transports = new ArrayList<>();
 
@@ -142,6 +144,21 @@ public abstract class TransportConformanceSuite {
   }
 
   // ---------------------------------------------------------------- round trips
+
+  @Test
+  void messageHandlerSeesTheSendersEndpointApplicationAndExecutor() throws Exception {
+    Transport a = transport("exec-a");
+    Transport b = transport("exec-b");
+    CompletableFuture<PeerIdentity> from = new CompletableFuture<>();
+    b.setMessageHandler(MessageHandler.identified((id, message) -> from.complete(id)));
+    await(a.connect(b.localEndpoint()).send(ByteBuffer.wrap(new byte[] {1})));
+    assertEquals(new PeerIdentity(a.localEndpoint(), APPLICATION, "exec-a"), await(from));
+
+    CompletableFuture<EndpointDescriptor> plain = new CompletableFuture<>();
+    a.setMessageHandler((endpoint, message) -> plain.complete(endpoint));
+    await(b.connect(a.localEndpoint()).send(ByteBuffer.wrap(new byte[] {2})));
+    assertEquals(b.localEndpoint(), await(plain), "a handler of endpoints alone still gets the endpoint");
+  }
 
   @Test
   void writeArrivesByteExact() throws Exception {

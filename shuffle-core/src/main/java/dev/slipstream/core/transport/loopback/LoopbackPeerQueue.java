@@ -3,6 +3,7 @@ package dev.slipstream.core.transport.loopback;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.HostRegion;
 import dev.slipstream.core.transport.MessageHandler;
+import dev.slipstream.core.transport.PeerIdentity;
 import dev.slipstream.core.transport.PeerQueue;
 import dev.slipstream.core.transport.RemoteAddress;
 import dev.slipstream.core.transport.TransportError;
@@ -166,7 +167,7 @@ final class LoopbackPeerQueue implements PeerQueue {
   public CompletableFuture<Void> send(ByteBuffer message) {
     ByteBuffer copy = ByteBuffer.allocate(message.remaining());
     copy.put(message.duplicate()).flip();
-    EndpointDescriptor from = source.localEndpoint();
+    PeerIdentity from = source.identity();
     CompletableFuture<Void> f = post(() -> {
       MessageHandler h = target.handler();
       if (h == null) {

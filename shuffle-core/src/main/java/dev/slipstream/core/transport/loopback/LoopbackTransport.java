@@ -2,6 +2,7 @@ package dev.slipstream.core.transport.loopback;
 
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.MessageHandler;
+import dev.slipstream.core.transport.PeerIdentity;
 import dev.slipstream.core.transport.PeerQueue;
 import dev.slipstream.core.transport.RegionTable;
 import dev.slipstream.core.transport.RegisteredRegion;
@@ -29,6 +30,8 @@ final class LoopbackTransport implements Transport {
   private final LoopbackFabric fabric;
   private final String address;
   private final EndpointDescriptor endpoint;
+  /** What this transport's messages say about their sender. */
+  private final PeerIdentity identity;
   private final RegionTable regions = new RegionTable();
   private final TransportMetrics metrics = new TransportMetrics();
   private final ExecutorService progress;
@@ -36,10 +39,11 @@ final class LoopbackTransport implements Transport {
   private volatile MessageHandler handler;
   private volatile boolean open = true;
 
-  LoopbackTransport(LoopbackFabric fabric, String processName) {
+  LoopbackTransport(LoopbackFabric fabric, String processName, String applicationId, String executorId) {
     this.fabric = fabric;
     this.address = fabric.attach(this, processName);
     this.endpoint = new EndpointDescriptor(LoopbackTransportProvider.NAME, address, null);
+    this.identity = new PeerIdentity(endpoint, applicationId, executorId);
     this.progress = Executors.newSingleThreadExecutor(r -> {
       Thread t = new Thread(r, "slipstream-loopback-" + address);
       t.setDaemon(true);
@@ -55,6 +59,11 @@ final class LoopbackTransport implements Transport {
   @Override
   public EndpointDescriptor localEndpoint() {
     return endpoint;
+  }
+
+  /** The endpoint, application and executor id that messages from this transport carry. */
+  PeerIdentity identity() {
+    return identity;
   }
 
   @Override

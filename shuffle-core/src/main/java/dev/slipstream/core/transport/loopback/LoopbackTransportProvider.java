@@ -31,6 +31,6 @@ public final class LoopbackTransportProvider implements TransportProvider {
 
   @Override
   public Transport create(TransportContext context) {
-    return new LoopbackTransport(fabric, context.processName());
+    return new LoopbackTransport(fabric, context.processName(), context.applicationId(), context.executorId());
   }
 }

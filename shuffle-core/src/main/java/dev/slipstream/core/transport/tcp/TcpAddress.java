@@ -2,7 +2,10 @@ package dev.slipstream.core.transport.tcp;
 
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
+import io.netty.util.NetUtil;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
 
 /**
  * The {@code host:port} address of a tcp endpoint; IPv6 literals are bracketed
@@ -29,13 +32,21 @@ record TcpAddress(String host, int port) {
     return new TcpAddress(host, port);
   }
 
-  /** Resolves the host now (on the caller's thread, not an event loop). */
-  InetSocketAddress resolve() throws TransportException {
-    InetSocketAddress a = new InetSocketAddress(host, port);
-    if (a.isUnresolved()) {
-      throw new TransportException(TransportError.PEER_LOST, "cannot resolve host '" + host + "' of tcp://" + this);
+  /**
+   * The address to connect to, without a name lookup: resolved for an IP literal (parsed, never
+   * looked up), unresolved for a host name, which the transport's {@link TcpResolver} then looks
+   * up off the event loops.
+   */
+  InetSocketAddress socketAddress() {
+    byte[] ip = NetUtil.createByteArrayFromIpAddressString(host);
+    if (ip == null) {
+      return InetSocketAddress.createUnresolved(host, port);
     }
-    return a;
+    try {
+      return new InetSocketAddress(InetAddress.getByAddress(ip), port); // no lookup: the bytes are given
+    } catch (UnknownHostException e) {
+      throw new IllegalStateException("IP literal '" + host + "' parsed to " + ip.length + " bytes", e);
+    }
   }
 
   @Override

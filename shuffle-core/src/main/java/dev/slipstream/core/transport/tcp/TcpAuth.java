@@ -1,6 +1,6 @@
 package dev.slipstream.core.transport.tcp;
 
-import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.PeerIdentity;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
@@ -12,13 +12,14 @@ import javax.crypto.spec.SecretKeySpec;
 /**
  * Mutual challenge-response authentication of tcp connections with a shared secret (Spark's
  * {@code spark.authenticate} secret). The secret never crosses the wire; each side proves it
- * holds it with an HMAC-SHA256 over both sides' fresh nonces, the client's endpoint and a
- * direction label, so a proof is good for one connection and one direction only:
+ * holds it with an HMAC-SHA256 over both sides' fresh nonces, the client's identity (endpoint,
+ * application id, executor id) and a direction label, so a proof is good for one connection and
+ * one direction only:
  *
  * <pre>
- *   client -> server  AUTH_HELLO(client nonce, client endpoint)
- *   server -> client  AUTH_CHALLENGE(server nonce, HMAC(secret, "...server" | nc | ns | endpoint))
- *   client -> server  AUTH_PROOF(HMAC(secret, "...client" | nc | ns | endpoint)), then operations
+ *   client -> server  AUTH_HELLO(client nonce, client identity)
+ *   server -> client  AUTH_CHALLENGE(server nonce, HMAC(secret, "...server" | nc | ns | identity))
+ *   client -> server  AUTH_PROOF(HMAC(secret, "...client" | nc | ns | identity)), then operations
  * </pre>
  *
  * The client checks the server's proof before it sends its own or any operation; the server
@@ -34,12 +35,11 @@ final class TcpAuth {
   static final int PROOF_LENGTH = 32;
   static final String ALGORITHM = "HmacSHA256";
   /**
-   * Largest frame accepted before a connection is authenticated: the largest AUTH_HELLO (nonce
-   * and an endpoint with the longest name, address and extra) fits; nothing larger is buffered
-   * for an unauthenticated peer.
+   * Largest frame accepted before a connection is authenticated: the largest valid AUTH_HELLO
+   * (nonce and the largest identity a HELLO carries) fits; nothing larger is buffered for an
+   * unauthenticated peer.
    */
-  static final int MAX_FRAME_BEFORE_AUTH = TcpFrame.HEADER_LENGTH + NONCE_LENGTH + 16
-      + EndpointDescriptor.MAX_NAME + EndpointDescriptor.MAX_ADDRESS + EndpointDescriptor.MAX_EXTRA + 16;
+  static final int MAX_FRAME_BEFORE_AUTH = TcpFrame.HEADER_LENGTH + NONCE_LENGTH + TcpHandshake.MAX_IDENTITY_LENGTH;
   private static final byte[] SERVER_LABEL = "slipstream-tcp-auth-v1 server proof".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] CLIENT_LABEL = "slipstream-tcp-auth-v1 client proof".getBytes(StandardCharsets.US_ASCII);
 
@@ -71,12 +71,12 @@ final class TcpAuth {
     return n;
   }
 
-  byte[] serverProof(byte[] clientNonce, byte[] serverNonce, EndpointDescriptor client) {
-    return mac(SERVER_LABEL, clientNonce, serverNonce, TcpFrame.Hello.encode(client));
+  byte[] serverProof(byte[] clientNonce, byte[] serverNonce, PeerIdentity client) {
+    return mac(SERVER_LABEL, clientNonce, serverNonce, TcpHandshake.encode(client));
   }
 
-  byte[] clientProof(byte[] clientNonce, byte[] serverNonce, EndpointDescriptor client) {
-    return mac(CLIENT_LABEL, clientNonce, serverNonce, TcpFrame.Hello.encode(client));
+  byte[] clientProof(byte[] clientNonce, byte[] serverNonce, PeerIdentity client) {
+    return mac(CLIENT_LABEL, clientNonce, serverNonce, TcpHandshake.encode(client));
   }
 
   /** Constant-time comparison of a received proof with the expected one. */
@@ -84,16 +84,16 @@ final class TcpAuth {
     return MessageDigest.isEqual(expected, got);
   }
 
-  // The label, both nonces have fixed lengths and the endpoint encoding comes last, so the MAC
+  // The label, both nonces have fixed lengths and the identity's encoding comes last, so the MAC
   // input is unambiguous.
-  private byte[] mac(byte[] label, byte[] clientNonce, byte[] serverNonce, byte[] endpoint) {
+  private byte[] mac(byte[] label, byte[] clientNonce, byte[] serverNonce, byte[] identity) {
     try {
       Mac m = Mac.getInstance(ALGORITHM);
       m.init(key);
       m.update(label);
       m.update(clientNonce);
       m.update(serverNonce);
-      m.update(endpoint);
+      m.update(identity);
       return m.doFinal();
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException(ALGORITHM + " is not available in this JVM: " + e, e);

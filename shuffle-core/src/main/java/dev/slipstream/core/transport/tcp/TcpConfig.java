@@ -20,8 +20,18 @@ public final class TcpConfig {
           + "claiming more are rejected before anything is allocated.");
   public static final ConfigEntry<Duration> CONNECT_TIMEOUT = ConfigEntry.duration(
       "spark.slipstream.tcp.connectTimeout", "10s",
-      "How long opening a tcp connection to a peer may take before its operations fail with PEER_LOST; with"
-          + " spark.authenticate on, also how long the authentication handshake may take on either end (AUTH_FAILED).");
+      "How long opening a tcp connection to a peer may take before its operations fail with PEER_LOST; also how"
+          + " long a receiver waits for a new connection's HELLO (ERROR TIMEOUT) and, with spark.authenticate on, how"
+          + " long the authentication handshake may take on either end (AUTH_FAILED).");
+  public static final ConfigEntry<Duration> IDLE_TIMEOUT = ConfigEntry.duration(
+      "spark.slipstream.tcp.idleTimeout", "5min",
+      "How long an inbound tcp connection may go without a frame from its peer before the receiver closes it"
+          + " (answering ERROR TIMEOUT); also how long a peer that does not read its replies may keep the receiver"
+          + " from reading. 0 turns it off: idle connections then stay open until their peer closes them.");
+  public static final ConfigEntry<Integer> MAX_INBOUND_CONNECTIONS = ConfigEntry.integer(
+      "spark.slipstream.tcp.maxInboundConnections", "1024", 1, 1 << 20,
+      "Most inbound tcp connections one transport keeps open; one more is answered ERROR TOO_MANY_CONNECTIONS and"
+          + " closed at once (counted in the transport's connectionsRefused).");
   public static final ConfigEntry<Integer> IO_THREADS = ConfigEntry.integer(
       "spark.slipstream.tcp.ioThreads", "0", 0, 256,
       "Event-loop threads of one tcp transport (serving inbound and outbound connections); "
@@ -47,6 +57,8 @@ public final class TcpConfig {
   private final int port;
   private final int maxFrameBytes;
   private final Duration connectTimeout;
+  private final Duration idleTimeout;
+  private final int maxInboundConnections;
   private final int ioThreads;
   private final String ioMode;
   private final Duration busyPoll;
@@ -60,6 +72,10 @@ public final class TcpConfig {
     connectTimeout = CONNECT_TIMEOUT.get(source);
     require(connectTimeout.toMillis() >= 1 && connectTimeout.toMillis() <= Integer.MAX_VALUE,
         source, CONNECT_TIMEOUT, connectTimeout.toMillis() + "ms", "between 1ms and " + Integer.MAX_VALUE + "ms");
+    idleTimeout = IDLE_TIMEOUT.get(source);
+    require(idleTimeout.toMillis() <= Integer.MAX_VALUE, source, IDLE_TIMEOUT, idleTimeout.toMillis() + "ms",
+        "at most " + Integer.MAX_VALUE + "ms (0: off)");
+    maxInboundConnections = MAX_INBOUND_CONNECTIONS.get(source);
     int threads = IO_THREADS.get(source);
     ioThreads = threads > 0 ? threads : Math.min(4, Runtime.getRuntime().availableProcessors());
     ioMode = IO_MODE.get(source);
@@ -89,6 +105,16 @@ public final class TcpConfig {
     return connectTimeout;
   }
 
+  /** How long an inbound connection may stay without a frame before it is closed; zero: never. */
+  public Duration idleTimeout() {
+    return idleTimeout;
+  }
+
+  /** Most inbound connections kept open at once. */
+  public int maxInboundConnections() {
+    return maxInboundConnections;
+  }
+
   public int ioThreads() {
     return ioThreads;
   }
@@ -106,7 +132,8 @@ public final class TcpConfig {
   @Override
   public String toString() {
     return "TcpConfig(port=" + port + ", maxFrameBytes=" + maxFrameBytes + ", connectTimeout="
-        + connectTimeout.toMillis() + "ms, ioThreads=" + ioThreads + ", ioMode=" + ioMode
+        + connectTimeout.toMillis() + "ms, idleTimeout=" + idleTimeout.toMillis() + "ms, maxInboundConnections="
+        + maxInboundConnections + ", ioThreads=" + ioThreads + ", ioMode=" + ioMode
         + (busyPoll.isZero() ? "" : ", busyPoll=" + busyPoll.toNanos() / 1000 + "us") + ")";
   }
 }

@@ -1,15 +1,12 @@
 package dev.slipstream.core.transport.tcp;
 
-import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.PeerText;
 import dev.slipstream.core.transport.RemoteAddress;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.core.wire.WireReader;
-import dev.slipstream.core.wire.WireWriter;
 import io.netty.buffer.ByteBuf;
 import io.netty.util.ReferenceCounted;
 import java.nio.charset.StandardCharsets;
-import java.util.Arrays;
 import java.util.Objects;
 
 /**
@@ -25,7 +22,8 @@ import java.util.Objects;
  * <p>Ownership: frames with a payload ({@link Write}, {@link WriteSignal}, {@link Send}) are
  * {@link ReferenceCounted} through their payload; whoever holds one releases it once.
  */
-sealed interface TcpFrame {
+sealed interface TcpFrame permits TcpFrame.WithPayload, TcpHandshake.Hello, TcpFrame.Signal, TcpFrame.FetchAdd,
+    TcpFrame.Ack, TcpFrame.ErrorReply, TcpHandshake.AuthHello, TcpHandshake.AuthChallenge, TcpHandshake.AuthProof {
   /** Length field, magic, version and type id. */
   int HEADER_LENGTH = 8;
 
@@ -107,42 +105,6 @@ sealed interface TcpFrame {
     @Override
     default boolean release(int decrement) {
       return payload().release(decrement);
-    }
-  }
-
-  /** First frame of a connection: the client's own endpoint, so the receiver knows who writes. */
-  record Hello(EndpointDescriptor endpoint) implements TcpFrame {
-    public Hello {
-      Objects.requireNonNull(endpoint, "endpoint");
-    }
-
-    @Override
-    public TcpFrameType type() {
-      return TcpFrameType.HELLO;
-    }
-
-    /** The descriptor codec's encoding of {@code endpoint}, as HELLO and AUTH_HELLO carry it. */
-    static byte[] encode(EndpointDescriptor endpoint) {
-      WireWriter w = new WireWriter(64);
-      endpoint.encode(w);
-      return w.toByteArray();
-    }
-
-    @Override
-    public int fieldsLength() {
-      return encode(endpoint).length;
-    }
-
-    @Override
-    public void encodeFields(ByteBuf out) {
-      out.writeBytes(encode(endpoint));
-    }
-
-    static Hello decode(FrameReader in) throws TransportException {
-      WireReader w = in.restAsWire();
-      EndpointDescriptor e = EndpointDescriptor.decode(w);
-      w.expectEnd("HELLO frame");
-      return new Hello(e);
     }
   }
 
@@ -366,8 +328,9 @@ sealed interface TcpFrame {
       return new ErrorReply(seq, e.error().code(), detail(e));
     }
 
+    /** The peer's error as an exception; the message comes from the peer, so it is escaped ({@link PeerText}). */
     TransportException toException() {
-      return new TransportException(TransportError.fromCode(code), message);
+      return new TransportException(TransportError.fromCode(code), PeerText.escape(message, MAX_MESSAGE_CHARS));
     }
 
     @Override
@@ -392,133 +355,6 @@ sealed interface TcpFrame {
       String message = new String(in.getBytes("error message", MAX_MESSAGE_BYTES), StandardCharsets.UTF_8);
       in.expectEnd();
       return new ErrorReply(seq, code, message);
-    }
-  }
-
-  /**
-   * First frame of an authenticated connection, instead of {@link Hello}: the client's nonce and
-   * its endpoint (the identity its proof will cover). See {@link TcpAuth}.
-   */
-  record AuthHello(byte[] clientNonce, EndpointDescriptor endpoint) implements TcpFrame {
-    public AuthHello {
-      TcpAuth.checkLength(clientNonce, TcpAuth.NONCE_LENGTH, "client nonce");
-      Objects.requireNonNull(endpoint, "endpoint");
-    }
-
-    @Override
-    public TcpFrameType type() {
-      return TcpFrameType.AUTH_HELLO;
-    }
-
-    @Override
-    public int fieldsLength() {
-      return TcpAuth.NONCE_LENGTH + Hello.encode(endpoint).length;
-    }
-
-    @Override
-    public void encodeFields(ByteBuf out) {
-      out.writeBytes(clientNonce).writeBytes(Hello.encode(endpoint));
-    }
-
-    static AuthHello decode(FrameReader in) throws TransportException {
-      byte[] nonce = in.getFixed("client nonce", TcpAuth.NONCE_LENGTH);
-      WireReader w = in.restAsWire();
-      EndpointDescriptor e = EndpointDescriptor.decode(w);
-      w.expectEnd("AUTH_HELLO frame");
-      return new AuthHello(nonce, e);
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof AuthHello a && Arrays.equals(clientNonce, a.clientNonce) && endpoint.equals(a.endpoint);
-    }
-
-    @Override
-    public int hashCode() {
-      return Arrays.hashCode(clientNonce) * 31 + endpoint.hashCode();
-    }
-  }
-
-  /** The receiver's answer to AUTH_HELLO: its nonce and its proof that it holds the secret. */
-  record AuthChallenge(byte[] serverNonce, byte[] serverProof) implements TcpFrame {
-    static final int FIELDS_LENGTH = TcpAuth.NONCE_LENGTH + TcpAuth.PROOF_LENGTH;
-
-    public AuthChallenge {
-      TcpAuth.checkLength(serverNonce, TcpAuth.NONCE_LENGTH, "server nonce");
-      TcpAuth.checkLength(serverProof, TcpAuth.PROOF_LENGTH, "server proof");
-    }
-
-    @Override
-    public TcpFrameType type() {
-      return TcpFrameType.AUTH_CHALLENGE;
-    }
-
-    @Override
-    public int fieldsLength() {
-      return FIELDS_LENGTH;
-    }
-
-    @Override
-    public void encodeFields(ByteBuf out) {
-      out.writeBytes(serverNonce).writeBytes(serverProof);
-    }
-
-    static AuthChallenge decode(FrameReader in) throws TransportException {
-      AuthChallenge c = new AuthChallenge(in.getFixed("server nonce", TcpAuth.NONCE_LENGTH),
-          in.getFixed("server proof", TcpAuth.PROOF_LENGTH));
-      in.expectEnd();
-      return c;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof AuthChallenge c && Arrays.equals(serverNonce, c.serverNonce)
-          && Arrays.equals(serverProof, c.serverProof);
-    }
-
-    @Override
-    public int hashCode() {
-      return Arrays.hashCode(serverNonce) * 31 + Arrays.hashCode(serverProof);
-    }
-  }
-
-  /** The client's proof that it holds the secret; operations may follow it. */
-  record AuthProof(byte[] clientProof) implements TcpFrame {
-    static final int FIELDS_LENGTH = TcpAuth.PROOF_LENGTH;
-
-    public AuthProof {
-      TcpAuth.checkLength(clientProof, TcpAuth.PROOF_LENGTH, "client proof");
-    }
-
-    @Override
-    public TcpFrameType type() {
-      return TcpFrameType.AUTH_PROOF;
-    }
-
-    @Override
-    public int fieldsLength() {
-      return FIELDS_LENGTH;
-    }
-
-    @Override
-    public void encodeFields(ByteBuf out) {
-      out.writeBytes(clientProof);
-    }
-
-    static AuthProof decode(FrameReader in) throws TransportException {
-      AuthProof p = new AuthProof(in.getFixed("client proof", TcpAuth.PROOF_LENGTH));
-      in.expectEnd();
-      return p;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof AuthProof p && Arrays.equals(clientProof, p.clientProof);
-    }
-
-    @Override
-    public int hashCode() {
-      return Arrays.hashCode(clientProof);
     }
   }
 

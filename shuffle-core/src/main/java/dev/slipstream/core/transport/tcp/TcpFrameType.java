@@ -55,7 +55,7 @@ enum TcpFrameType {
 
   TcpFrame decode(FrameReader in) throws TransportException {
     return switch (this) {
-      case HELLO -> TcpFrame.Hello.decode(in);
+      case HELLO -> TcpHandshake.Hello.decode(in);
       case WRITE -> TcpFrame.Write.decode(in);
       case WRITE_SIGNAL -> TcpFrame.WriteSignal.decode(in);
       case SIGNAL -> TcpFrame.Signal.decode(in);
@@ -63,9 +63,9 @@ enum TcpFrameType {
       case SEND -> TcpFrame.Send.decode(in);
       case ACK -> TcpFrame.Ack.decode(in);
       case ERROR -> TcpFrame.ErrorReply.decode(in);
-      case AUTH_HELLO -> TcpFrame.AuthHello.decode(in);
-      case AUTH_CHALLENGE -> TcpFrame.AuthChallenge.decode(in);
-      case AUTH_PROOF -> TcpFrame.AuthProof.decode(in);
+      case AUTH_HELLO -> TcpHandshake.AuthHello.decode(in);
+      case AUTH_CHALLENGE -> TcpHandshake.AuthChallenge.decode(in);
+      case AUTH_PROOF -> TcpHandshake.AuthProof.decode(in);
     };
   }
 }

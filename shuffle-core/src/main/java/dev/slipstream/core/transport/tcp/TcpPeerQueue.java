@@ -1,18 +1,20 @@
 package dev.slipstream.core.transport.tcp;
 
 import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.PeerIdentity;
 import dev.slipstream.core.transport.PeerQueue;
+import dev.slipstream.core.transport.PeerText;
 import dev.slipstream.core.transport.RemoteAddress;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.TransportMetrics;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthChallenge;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthHello;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthProof;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthChallenge;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthHello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthProof;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
 import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
-import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Send;
 import dev.slipstream.core.transport.tcp.TcpFrame.Signal;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;
@@ -40,6 +42,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -82,7 +85,8 @@ final class TcpPeerQueue implements PeerQueue {
   private record Pending(Kind kind, long bytes, CompletableFuture<Object> future) {}
 
   private final EndpointDescriptor peer;
-  private final EndpointDescriptor local;
+  /** What this queue's HELLO (or AUTH_HELLO) states: this transport's endpoint, application and executor. */
+  private final PeerIdentity local;
   private final TransportMetrics metrics;
   private final int maxFrameBytes;
   private final ConcurrentHashMap<Long, Pending> outstanding = new ConcurrentHashMap<>();
@@ -101,13 +105,19 @@ final class TcpPeerQueue implements PeerQueue {
   private byte[] clientNonce;
   private ScheduledFuture<?> authDeadline;
   private volatile Throwable lastCause;
+  /** Told once, when this queue shuts down (the transport drops it from its cache). */
+  private final Consumer<TcpPeerQueue> onShutdown;
 
   /**
-   * Starts connecting to {@code address}; operations may be posted at once. With {@code auth}
-   * non-null the connection authenticates before any operation goes out (null: no secret).
+   * Starts connecting to {@code address} (resolved, or a host name the template's resolver looks
+   * up off the event loop); operations may be posted at once. With {@code auth} non-null the
+   * connection authenticates before any operation goes out (null: no secret). {@code onShutdown}
+   * is called once when the queue shuts down, on whatever thread shuts it down.
    */
   TcpPeerQueue(Bootstrap template, InetSocketAddress address, EndpointDescriptor peer,
-               EndpointDescriptor local, TransportMetrics metrics, int maxFrameBytes, TcpAuth auth) {
+               PeerIdentity local, TransportMetrics metrics, int maxFrameBytes, TcpAuth auth,
+               Consumer<TcpPeerQueue> onShutdown) {
+    this.onShutdown = onShutdown;
     this.auth = auth;
     this.peer = peer;
     this.local = local;
@@ -289,10 +299,20 @@ final class TcpPeerQueue implements PeerQueue {
     channel.close();
   }
 
+  /**
+   * Closes the connection of a queue that is no longer open, without failing what is still
+   * outstanding with CLOSED: when its channel has closed and the failure has not been handled yet,
+   * the channel's close handling fails it with PEER_LOST and the cause.
+   */
+  void closeConnection() {
+    channel.close();
+  }
+
   /** Fails every outstanding operation with {@code cause} (the first cause wins) and drops the outbox. */
   private void shutdown(TransportException cause) {
     if (closedCause.compareAndSet(null, cause)) {
       LOG.debug("queue from {} to {} shuts down: {}", local, peer, cause.getMessage());
+      onShutdown.accept(this);
     }
     TransportException c = closedCause.get();
     for (Long seq : outstanding.keySet()) {
@@ -381,7 +401,8 @@ final class TcpPeerQueue implements PeerQueue {
           metrics.onAuthFailed();
         }
         failConnection(ctx, new TransportException(TransportError.fromCode(e.code()),
-            "peer " + peer + " refused the connection: " + e.message()));
+            "peer " + peer + " refused the connection: "
+            + PeerText.escape(e.message(), ErrorReply.MAX_MESSAGE_CHARS)));
       } else if (msg instanceof DecodeFailure d) {
         authFailed(ctx, "undecodable reply from " + peer + " before authentication completed: "
             + TcpFrame.detail(d.error()));
@@ -414,14 +435,15 @@ final class TcpPeerQueue implements PeerQueue {
               metrics.onAuthFailed();
             }
             failConnection(ctx, new TransportException(TransportError.fromCode(e.code()),
-                "peer " + peer + " closed the connection: " + e.message()));
+                "peer " + peer + " closed the connection: "
+                + PeerText.escape(e.message(), ErrorReply.MAX_MESSAGE_CHARS)));
             return;
           }
           Pending p = outstanding.remove(e.seq());
           if (p != null) {
             fail(p, e.toException());
           } else {
-            LOG.debug("ERROR for unknown operation {} from {}: {}", e.seq(), peer, e.message());
+            LOG.debug("ERROR for unknown operation {} from {}: {}", e.seq(), peer, PeerText.escape(e.message()));
           }
         } else if (msg instanceof DecodeFailure d) {
           failConnection(ctx, d.error());

@@ -3,17 +3,19 @@ package dev.slipstream.core.transport.tcp;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.HostRegion;
 import dev.slipstream.core.transport.MessageHandler;
+import dev.slipstream.core.transport.PeerIdentity;
+import dev.slipstream.core.transport.PeerText;
 import dev.slipstream.core.transport.RegionTable;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.TransportMetrics;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthChallenge;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthHello;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthProof;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthChallenge;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthHello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthProof;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
 import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
-import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Send;
 import dev.slipstream.core.transport.tcp.TcpFrame.Signal;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;
@@ -27,6 +29,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelPipeline;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.handler.timeout.IdleStateHandler;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.concurrent.ScheduledFuture;
 import java.io.IOException;
@@ -51,11 +54,20 @@ import org.slf4j.LoggerFactory;
  * message handler run on that thread after the memory is written and outside any region access.
  * Ownership: inbound frames are released here.
  *
+ * <p>Opening: without authentication the connection must open with a HELLO, within the policy's
+ * open timeout, in a frame of at most {@link TcpHandshake#MAX_FRAME_BEFORE_HELLO} bytes. The HELLO
+ * must name a tcp endpoint (no extra bytes) and, when this receiver knows its application id, that
+ * application; otherwise the connection is refused with ERROR(0, MALFORMED, TIMEOUT or
+ * WRONG_APPLICATION) and closed, with nothing written.
+ *
  * <p>Authentication: with a {@link TcpAuth} (a shared secret is configured), the connection must
- * open with AUTH_HELLO, and nothing is acted on until the client's AUTH_PROOF has checked; any
- * other frame, a wrong proof, or no proof within the deadline is answered with
- * ERROR(0, AUTH_FAILED) and the connection is closed, with nothing written. Until then frames
- * may be at most {@link TcpAuth#MAX_FRAME_BEFORE_AUTH} bytes.
+ * open with AUTH_HELLO (held to the same checks as a HELLO), and nothing is acted on until the
+ * client's AUTH_PROOF has checked; any other frame, a wrong proof, or no proof within the deadline
+ * is answered with ERROR(0, AUTH_FAILED) and the connection is closed, with nothing written. Until
+ * then frames may be at most {@link TcpAuth#MAX_FRAME_BEFORE_AUTH} bytes.
+ *
+ * <p>Logs: peer-supplied strings are escaped ({@link PeerText}); WARN lines about refused
+ * connections are rate-limited per peer address ({@link TcpInboundGuard.Policy#log}).
  */
 final class TcpServerHandler extends ChannelInboundHandlerAdapter {
   private static final Logger LOG = LoggerFactory.getLogger(TcpServerHandler.class);
@@ -66,64 +78,85 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
   private final String local;
   /** Null when no shared secret is configured (connections open with a plain HELLO). */
   private final TcpAuth auth;
+  private final TcpInboundGuard.Policy policy;
   private int maxFrameBytes;
 
   /** The peer, from its HELLO (or once its AUTH_PROOF checked); null until then: nothing is acted on. */
-  private EndpointDescriptor peer;
+  private PeerIdentity peer;
   /** Authentication in progress: what AUTH_HELLO claimed, and both nonces (null before AUTH_HELLO). */
-  private EndpointDescriptor claimed;
+  private PeerIdentity claimed;
   private byte[] clientNonce;
   private byte[] serverNonce;
-  private ScheduledFuture<?> authDeadline;
+  /** Closes the connection when it has not sent its HELLO (or authenticated) within the open timeout. */
+  private ScheduledFuture<?> openDeadline;
   /** While the parts of a rejected multi-part write still arrive: its seq (one ERROR per op). */
   private boolean skippingRejected;
   private long rejectedSeq;
   private boolean failed;
 
   TcpServerHandler(RegionTable regions, TransportMetrics metrics, Supplier<MessageHandler> handler, String local) {
-    this(regions, metrics, handler, local, null);
+    this(regions, metrics, handler, local, null, TcpInboundGuard.Policy.defaults());
   }
 
-  /** @param auth the shared-secret check every connection must pass first, or null for none */
+  /**
+   * @param auth the shared-secret check every connection must pass first, or null for none
+   * @param policy the application id, deadlines and limits every connection is held to
+   */
   TcpServerHandler(RegionTable regions, TransportMetrics metrics, Supplier<MessageHandler> handler, String local,
-                   TcpAuth auth) {
+                   TcpAuth auth, TcpInboundGuard.Policy policy) {
     this.regions = regions;
     this.metrics = metrics;
     this.handler = handler;
     this.local = local;
     this.auth = auth;
+    this.policy = policy;
   }
 
-  /** Installs the server side of a connection: decoder, encoder, this handler. */
+  /**
+   * Installs the server side of a connection: an idle timer (when the policy has an idle timeout),
+   * decoder, encoder, the {@link TcpInboundGuard}, this handler. Until the HELLO (or the
+   * authentication) frames may be at most the largest valid HELLO (AUTH_HELLO).
+   */
   static void initPipeline(ChannelPipeline p, int maxFrameBytes, TcpServerHandler handler) {
     TcpFrameDecoder decoder = new TcpFrameDecoder(maxFrameBytes);
     handler.maxFrameBytes = maxFrameBytes;
     if (handler.auth != null) {
       decoder.limit(Math.min(maxFrameBytes, TcpAuth.MAX_FRAME_BEFORE_AUTH), "the limit before authentication completes");
+    } else {
+      decoder.limit(Math.min(maxFrameBytes, TcpHandshake.MAX_FRAME_BEFORE_HELLO), "the limit before HELLO");
+    }
+    long idleMs = handler.policy.idleTimeout().toMillis();
+    if (idleMs > 0) {
+      p.addLast("idle", new IdleStateHandler(idleMs, 0, 0, TimeUnit.MILLISECONDS));
     }
     p.addLast("decoder", decoder);
     p.addLast("encoder", TcpFrameEncoder.INSTANCE);
+    p.addLast("guard", new TcpInboundGuard(handler.policy, handler.metrics, handler.local));
     p.addLast("receiver", handler);
   }
 
   @Override
   public void handlerAdded(ChannelHandlerContext ctx) {
-    if (auth != null) {
-      long ms = auth.timeout().toMillis();
-      authDeadline = ctx.executor().schedule(() -> {
-        if (peer == null && !failed) {
+    long ms = policy.openTimeout().toMillis();
+    openDeadline = ctx.executor().schedule(() -> {
+      if (peer == null && !failed && ctx.channel().isOpen()) {
+        metrics.onConnectionTimedOut();
+        if (auth != null) {
           rejectAuth(ctx, "no authentication within " + ms + " ms (" + TcpConfig.CONNECT_TIMEOUT.key()
               + "), expected AUTH_HELLO and AUTH_PROOF");
+        } else {
+          rejectConnection(ctx, new TransportException(TransportError.TIMEOUT, "no HELLO within " + ms + " ms ("
+              + TcpConfig.CONNECT_TIMEOUT.key() + "), expected HELLO as the first frame"));
         }
-      }, ms, TimeUnit.MILLISECONDS);
-    }
+      }
+    }, ms, TimeUnit.MILLISECONDS);
   }
 
   @Override
   public void channelRead(ChannelHandlerContext ctx, Object msg) {
     try {
-      if (failed) {
-        return;
+      if (failed || !ctx.channel().isOpen()) {
+        return; // refused or closed (by the guard too): nothing more is acted on
       }
       if (msg instanceof DecodeFailure f) {
         if (auth != null && peer == null) {
@@ -135,9 +168,12 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
         if (auth != null) {
           authenticate(ctx, (TcpFrame) msg);
         } else if (msg instanceof Hello h) {
-          peer = h.endpoint();
+          if (admits(ctx, h.identity(), "HELLO")) {
+            peer = h.identity();
+            opened(ctx);
+          }
         } else if (msg instanceof AuthHello h) {
-          rejectAuth(ctx, "client " + h.endpoint() + " asks to authenticate, but this transport has no shared secret"
+          rejectAuth(ctx, "client " + h.identity() + " asks to authenticate, but this transport has no shared secret"
               + " (spark.authenticate is off here; it must be on in every process or in none)");
         } else {
           rejectConnection(ctx, new TransportException(TransportError.MALFORMED,
@@ -162,16 +198,49 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     }
   }
 
+  /**
+   * Whether the identity a HELLO or AUTH_HELLO states may open a connection here: a tcp endpoint
+   * without extra bytes, and this receiver's application when it knows one. Refuses the connection
+   * otherwise.
+   */
+  private boolean admits(ChannelHandlerContext ctx, PeerIdentity id, String frame) {
+    EndpointDescriptor e = id.endpoint();
+    if (!TcpTransportProvider.NAME.equals(e.transport()) || e.extra().length != 0) {
+      rejectConnection(ctx, new TransportException(TransportError.MALFORMED, frame + " names endpoint "
+          + PeerText.escape(e) + " with " + e.extra().length + " extra bytes, expected a tcp endpoint without extra"
+          + " bytes"));
+      return false;
+    }
+    String expected = policy.applicationId();
+    if (!expected.isEmpty() && !expected.equals(id.applicationId())) {
+      rejectConnection(ctx, new TransportException(TransportError.WRONG_APPLICATION, "client " + PeerText.escape(e)
+          + " (executor '" + PeerText.escape(id.executorId()) + "') belongs to application '"
+          + PeerText.escape(id.applicationId()) + "', expected '" + PeerText.escape(expected)
+          + "' (this transport's application): a stale peer entry, or a port reused by another application"));
+      return false;
+    }
+    return true;
+  }
+
+  /** The connection opened: the peer is known, full-size frames may follow. */
+  private void opened(ChannelHandlerContext ctx) {
+    openDeadline.cancel(false);
+    ((TcpFrameDecoder) ctx.pipeline().get("decoder")).limit(maxFrameBytes, TcpConfig.MAX_FRAME_BYTES.key());
+  }
+
   /** One step of the handshake (see {@link TcpAuth}); acts on nothing else. */
   private void authenticate(ChannelHandlerContext ctx, TcpFrame msg) {
     if (clientNonce == null) {
       if (msg instanceof AuthHello h) {
-        claimed = h.endpoint();
+        if (!admits(ctx, h.identity(), "AUTH_HELLO")) {
+          return;
+        }
+        claimed = h.identity();
         clientNonce = h.clientNonce();
         serverNonce = auth.newNonce();
         ctx.writeAndFlush(new AuthChallenge(serverNonce, auth.serverProof(clientNonce, serverNonce, claimed)));
       } else if (msg instanceof Hello h) {
-        rejectAuth(ctx, "client " + h.endpoint() + " sent HELLO without authenticating, expected AUTH_HELLO: this"
+        rejectAuth(ctx, "client " + h.identity() + " sent HELLO without authenticating, expected AUTH_HELLO: this"
             + " transport requires the shared secret (spark.authenticate is on here)");
       } else {
         rejectAuth(ctx, "got a " + msg.type() + " frame before authentication, expected AUTH_HELLO");
@@ -179,8 +248,7 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     } else if (msg instanceof AuthProof p) {
       if (TcpAuth.matches(auth.clientProof(clientNonce, serverNonce, claimed), p.clientProof())) {
         peer = claimed;
-        authDeadline.cancel(false);
-        ((TcpFrameDecoder) ctx.pipeline().get("decoder")).limit(maxFrameBytes, TcpConfig.MAX_FRAME_BYTES.key());
+        opened(ctx);
         metrics.onAuthenticated();
       } else {
         rejectAuth(ctx, "client " + claimed + " did not prove it holds the shared secret: its AUTH_PROOF does not"
@@ -287,7 +355,8 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
     try {
       h.onMessage(peer, s.payload().nioBuffer().asReadOnlyBuffer());
     } catch (RuntimeException e) {
-      LOG.warn("message handler of {} failed on a message from {}", local, peer, e);
+      policy.log().warn(TcpInboundGuard.logKey(ctx.channel().remoteAddress()),
+          "message handler of " + local + " failed on a message from " + peer, e);
       reject(ctx, s.seq(), new TransportException(TransportError.INTERNAL, "message handler at " + local
           + " failed: " + e));
       return;
@@ -312,7 +381,9 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
 
   private void reject(ChannelHandlerContext ctx, long seq, TransportException e) {
     metrics.onRejected();
-    LOG.debug("{} rejected operation {} from {}: {}", local, seq, peer, e.getMessage());
+    if (LOG.isDebugEnabled()) {
+      LOG.debug("{} rejected operation {} from {}: {}", local, seq, peer, PeerText.escape(e.getMessage()));
+    }
     ctx.write(ErrorReply.of(seq, e));
   }
 
@@ -320,22 +391,28 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
   private void rejectConnection(ChannelHandlerContext ctx, TransportException e) {
     failed = true;
     metrics.onRejected();
-    LOG.warn("{} closes the connection from {}: {}", local, peer != null ? peer : ctx.channel().remoteAddress(),
-        e.getMessage());
-    ctx.writeAndFlush(ErrorReply.of(0, e)).addListener(ChannelFutureListener.CLOSE);
+    policy.log().warn(TcpInboundGuard.logKey(ctx.channel().remoteAddress()), local + " closes the connection from "
+        + (peer != null ? peer : PeerText.escape(ctx.channel().remoteAddress())) + ": "
+        + PeerText.escape(e.getMessage(), ErrorReply.MAX_MESSAGE_CHARS));
+    if (ctx.channel().isWritable()) {
+      ctx.writeAndFlush(ErrorReply.of(0, e)).addListener(ChannelFutureListener.CLOSE);
+    } else {
+      ctx.close(); // the peer does not read its replies: the ERROR would wait behind them
+    }
   }
 
   @Override
   public void channelInactive(ChannelHandlerContext ctx) {
-    if (authDeadline != null) {
-      authDeadline.cancel(false);
+    if (openDeadline != null) {
+      openDeadline.cancel(false);
     }
     if (auth != null && peer == null && !failed) {
       failed = true;
       metrics.onAuthFailed();
-      LOG.warn("{}: connection from {} closed before it authenticated{}", local, ctx.channel().remoteAddress(),
-          clientNonce == null ? "" : " (it left after this transport's AUTH_CHALLENGE: the client did not accept"
-              + " its proof, so the two sides likely have different spark.authenticate secrets)");
+      policy.log().warn(TcpInboundGuard.logKey(ctx.channel().remoteAddress()), local + ": connection from "
+          + PeerText.escape(ctx.channel().remoteAddress()) + " closed before it authenticated" + (clientNonce == null
+          ? "" : " (it left after this transport's AUTH_CHALLENGE: the client did not accept its proof, so the two"
+          + " sides likely have different spark.authenticate secrets)"));
     }
     ctx.fireChannelInactive();
   }
@@ -361,7 +438,7 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
       LOG.debug("connection from {} to {} failed", peer, local, cause);
       ctx.close();
     } else if (!failed) {
-      LOG.warn("receiver {} failed on a connection from {}", local, peer, cause);
+      LOG.warn("receiver {} failed on a connection from {}", local, peer, cause); // a flaw here, not the peer's input
       rejectConnection(ctx, new TransportException(TransportError.INTERNAL, "receiver failed: " + cause));
     } else {
       ctx.close();

@@ -3,7 +3,9 @@ package dev.slipstream.core.transport.tcp;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.HostRegion;
 import dev.slipstream.core.transport.MessageHandler;
+import dev.slipstream.core.transport.PeerIdentity;
 import dev.slipstream.core.transport.PeerQueue;
+import dev.slipstream.core.transport.PeerText;
 import dev.slipstream.core.transport.RegionTable;
 import dev.slipstream.core.transport.RegisteredRegion;
 import dev.slipstream.core.transport.Transport;
@@ -13,15 +15,19 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.TransportMetrics;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
+import io.netty.channel.WriteBufferWaterMark;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.concurrent.DefaultThreadFactory;
 import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.concurrent.Future;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -30,6 +36,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -41,6 +48,16 @@ import org.slf4j.LoggerFactory;
  * socket buffer into the registered region. The frame format is in docs/protocol-tcp.md. With a
  * shared secret in the context, every connection, inbound and outbound, first passes the mutual
  * challenge-response of {@link TcpAuth}; a peer without the secret can neither write nor send.
+ *
+ * <p>Identity: every connection opens stating this transport's endpoint, application id and
+ * executor id ({@link PeerIdentity}); a transport that knows its application id refuses inbound
+ * connections of another application (WRONG_APPLICATION).
+ *
+ * <p>Bounded cost: inbound connections are capped ({@link TcpConfig#MAX_INBOUND_CONNECTIONS}); one
+ * more is answered ERROR(0, TOO_MANY_CONNECTIONS) and closed at once. Each inbound connection is
+ * held to the {@link TcpInboundGuard.Policy}: a small frame limit and the connect timeout until its
+ * HELLO, the idle timeout, and no reading while its replies go unread. Host names of peers are looked
+ * up by a {@link TcpResolver}, never on an event loop; queues that shut down leave the cache at once.
  *
  * <p>Threading: all methods are thread-safe; {@link #connect} and posting never wait for the
  * network. One event-loop group (daemon threads named {@code slipstream-tcp-<process>}) serves
@@ -61,6 +78,12 @@ final class TcpTransport implements Transport {
   private final RegionTable regions = new RegionTable();
   private final ConcurrentHashMap<EndpointDescriptor, TcpPeerQueue> queues = new ConcurrentHashMap<>();
   private final Set<Channel> inbound = ConcurrentHashMap.newKeySet();
+  /** Inbound connections open now (admitted, not yet closed), against the cap. */
+  private final AtomicInteger inboundOpen = new AtomicInteger();
+  private final Object connectLock = new Object();
+  private final TcpResolver resolver;
+  private final TcpInboundGuard.Policy policy;
+  private final PeerIdentity identity;
   private final AtomicBoolean closed = new AtomicBoolean();
   private final EventLoopGroup group;
   /** The event loops' kind: nio or epoll. */
@@ -73,13 +96,21 @@ final class TcpTransport implements Transport {
   private volatile MessageHandler handler;
 
   TcpTransport(TransportContext context, TcpConfig config) throws TransportException {
+    this(context, config, InetAddress::getAllByName);
+  }
+
+  /** @param lookup how the resolver looks up peers' host names (tests count and delay lookups) */
+  TcpTransport(TransportContext context, TcpConfig config, TcpResolver.Lookup lookup) throws TransportException {
     this.config = config;
+    this.policy = TcpInboundGuard.Policy.of(config, context.applicationId());
+    this.resolver = new TcpResolver(new DefaultThreadFactory("slipstream-tcp-resolve-" + context.processName(), true),
+        lookup);
     this.auth = context.secret().map(secret -> new TcpAuth(secret, config.connectTimeout())).orElse(null);
     TcpIo.Loops loops = TcpIo.open(config.ioMode(), config.ioThreads(), config.busyPoll().toNanos(),
         new DefaultThreadFactory("slipstream-tcp-" + context.processName(), true));
     this.io = loops.name();
     this.group = loops.group();
-    this.clientTemplate = new Bootstrap().group(group).channel(loops.channel())
+    this.clientTemplate = new Bootstrap().group(group).channel(loops.channel()).resolver(resolver)
         .option(ChannelOption.TCP_NODELAY, true)
         .option(ChannelOption.SO_KEEPALIVE, true)
         .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) config.connectTimeout().toMillis());
@@ -89,18 +120,30 @@ final class TcpTransport implements Transport {
         .childOption(ChannelOption.SO_KEEPALIVE, true)
         // Half-closure lets the receiver still answer a sender that shut its output mid-frame.
         .childOption(ChannelOption.ALLOW_HALF_CLOSURE, true)
+        // Replies beyond the high mark make the channel unwritable; its receiver then stops reading it.
+        .childOption(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(
+            TcpInboundGuard.Policy.REPLY_LOW_WATER, TcpInboundGuard.Policy.REPLY_HIGH_WATER))
         .childHandler(new ChannelInitializer<SocketChannel>() {
           @Override
           protected void initChannel(SocketChannel ch) {
-            inbound.add(ch);
-            ch.closeFuture().addListener(f -> inbound.remove(ch));
             String local = "tcp://" + new TcpAddress(host, ch.localAddress().getPort());
+            if (inboundOpen.incrementAndGet() > config.maxInboundConnections()) {
+              inboundOpen.decrementAndGet();
+              refuse(ch, local);
+              return;
+            }
+            inbound.add(ch);
+            ch.closeFuture().addListener(f -> {
+              inbound.remove(ch);
+              inboundOpen.decrementAndGet();
+            });
             TcpServerHandler.initPipeline(ch.pipeline(), config.maxFrameBytes(),
-                new TcpServerHandler(regions, metrics, () -> handler, local, auth));
+                new TcpServerHandler(regions, metrics, () -> handler, local, auth, policy));
           }
         });
     ChannelFuture bound = sb.bind(new InetSocketAddress(host, config.port())).awaitUninterruptibly();
     if (!bound.isSuccess()) {
+      resolver.close();
       group.shutdownGracefully(0, SHUTDOWN_TIMEOUT_SECONDS, TimeUnit.SECONDS).awaitUninterruptibly();
       throw new TransportException(TransportError.UNAVAILABLE,
           "tcp transport cannot listen on " + new TcpAddress(host, config.port()) + ": " + bound.cause(), bound.cause());
@@ -108,7 +151,9 @@ final class TcpTransport implements Transport {
     this.server = bound.channel();
     int port = ((InetSocketAddress) server.localAddress()).getPort();
     this.endpoint = new EndpointDescriptor(TcpTransportProvider.NAME, new TcpAddress(host, port).toString(), null);
-    LOG.info("tcp transport listening at {} ({}, event loops: {}, {})", endpoint, config, io,
+    this.identity = new PeerIdentity(endpoint, context.applicationId(), context.executorId());
+    LOG.info("tcp transport listening at {} for {} ({}, event loops: {}, {})", endpoint,
+        context.applicationId().isEmpty() ? "any application" : "application " + context.applicationId(), config, io,
         auth == null ? "unauthenticated" : "connections authenticated with the shared secret");
   }
 
@@ -144,23 +189,52 @@ final class TcpTransport implements Transport {
     if (q != null && q.isOpen()) {
       return q;
     }
-    InetSocketAddress address = TcpAddress.parse(peer.address()).resolve();
-    TcpPeerQueue[] stale = new TcpPeerQueue[1];
-    TcpPeerQueue result = queues.compute(peer, (k, cur) -> {
-      if (cur != null && cur.isOpen()) {
-        return cur;
+    InetSocketAddress address = TcpAddress.parse(peer.address()).socketAddress(); // never a lookup here
+    TcpPeerQueue stale;
+    TcpPeerQueue result;
+    synchronized (connectLock) {
+      // The queue is made outside the map's compute: it may shut down (and leave the map) at once.
+      stale = queues.get(peer);
+      if (stale != null && stale.isOpen()) {
+        return stale;
       }
-      stale[0] = cur;
-      return new TcpPeerQueue(clientTemplate, address, peer, endpoint, metrics, config.maxFrameBytes(), auth);
-    });
-    if (stale[0] != null) {
-      stale[0].close();
+      result = new TcpPeerQueue(clientTemplate, address, peer, identity, metrics, config.maxFrameBytes(), auth,
+          this::evict);
+      queues.put(peer, result);
+      if (!result.isOpen()) {
+        queues.remove(peer, result);
+      }
+    }
+    if (stale != null) {
+      stale.closeConnection(); // not open: its operations fail (or failed) with the reason it is not
     }
     if (closed.get()) {
       result.close(); // raced with close(): do not leave a connection behind
       checkOpen();
     }
     return result;
+  }
+
+  /** Drops a queue that shut down from the cache, so dead queues do not pile up. */
+  private void evict(TcpPeerQueue q) {
+    queues.remove(q.peer(), q);
+  }
+
+  /** Queues cached now (tests check that dead ones leave). */
+  int cachedQueueCount() {
+    return queues.size();
+  }
+
+  /** Answers a connection over the cap ERROR(0, TOO_MANY_CONNECTIONS) and closes it; its pipeline stays empty. */
+  private void refuse(SocketChannel ch, String local) {
+    metrics.onConnectionRefused();
+    String why = "this transport has " + config.maxInboundConnections() + " inbound connections open, the most "
+        + TcpConfig.MAX_INBOUND_CONNECTIONS.key() + " allows";
+    policy.log().warn(TcpInboundGuard.logKey(ch.remoteAddress()), local + " refuses a connection from "
+        + PeerText.escape(ch.remoteAddress()) + ": " + why);
+    ByteBuf error = TcpFrameEncoder.encodeToBuffer(
+        new TcpFrame.ErrorReply(0, TransportError.TOO_MANY_CONNECTIONS.code(), why), ch.alloc());
+    ch.writeAndFlush(error).addListener(ChannelFutureListener.CLOSE);
   }
 
   @Override
@@ -195,6 +269,7 @@ final class TcpTransport implements Transport {
     regions.closeAll();
     server.close();
     inbound.forEach(Channel::close);
+    resolver.close();
     Future<?> terminated = group.shutdownGracefully(0, SHUTDOWN_TIMEOUT_SECONDS, TimeUnit.SECONDS);
     if (!onEventLoop()) {
       if (!terminated.awaitUninterruptibly(SHUTDOWN_TIMEOUT_SECONDS + 5, TimeUnit.SECONDS)) {

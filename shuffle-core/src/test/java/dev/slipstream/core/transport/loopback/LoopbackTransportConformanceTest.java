@@ -11,6 +11,7 @@ class LoopbackTransportConformanceTest extends TransportConformanceSuite {
 
   @Override
   protected Transport newTransport(String name) throws Exception {
-    return new LoopbackTransportProvider(fabric).create(TransportContext.of(ConfigSource.empty(), "localhost", name));
+    return new LoopbackTransportProvider(fabric).create(new TransportContext(ConfigSource.empty(), "localhost", name,
+        java.util.Optional.empty(), APPLICATION, name));
   }
 }

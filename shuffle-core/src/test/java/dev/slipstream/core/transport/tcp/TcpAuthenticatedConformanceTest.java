@@ -15,6 +15,6 @@ class TcpAuthenticatedConformanceTest extends TransportConformanceSuite {
   @Override
   protected Transport newTransport(String name) throws Exception {
     return new TcpTransportProvider().create(new TransportContext(ConfigSource.empty(), "127.0.0.1", name,
-        Optional.of("conformance-secret".getBytes(StandardCharsets.UTF_8))));
+        Optional.of("conformance-secret".getBytes(StandardCharsets.UTF_8)), APPLICATION, name));
   }
 }

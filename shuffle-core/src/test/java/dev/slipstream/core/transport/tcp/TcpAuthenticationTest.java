@@ -13,6 +13,7 @@ import static dev.slipstream.core.transport.tcp.TcpTestSupport.frames;
 
 import dev.slipstream.core.config.ConfigSource;
 import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.PeerIdentity;
 import dev.slipstream.core.transport.PeerQueue;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.RegisteredRegion;
@@ -21,12 +22,12 @@ import dev.slipstream.core.transport.TransportContext;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthChallenge;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthHello;
-import dev.slipstream.core.transport.tcp.TcpFrame.AuthProof;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthChallenge;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthHello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthProof;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
 import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
-import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Send;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;
 import dev.slipstream.core.transport.tcp.TcpFrame.Write;
@@ -65,6 +66,7 @@ class TcpAuthenticationTest {
   private static final String SECRET = "s3cret-of-the-application";
   private static final String OTHER_SECRET = "another-applications-secret";
   private static final EndpointDescriptor RAW = new EndpointDescriptor("tcp", "raw-client:1", null);
+  private static final PeerIdentity RAW_ID = PeerIdentity.of(RAW);
 
   private final List<AutoCloseable> resources = new ArrayList<>();
   private final ConcurrentLinkedQueue<EndpointDescriptor> messagesFrom = new ConcurrentLinkedQueue<>();
@@ -226,7 +228,7 @@ class TcpAuthenticationTest {
         TcpAuth forger = new TcpAuth(OTHER_SECRET.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
         byte[] ns = forger.newNonce();
         accepted.getOutputStream().write(concat(new AuthChallenge(ns, forger.serverProof(hello.clientNonce(), ns,
-            hello.endpoint()))));
+            hello.identity()))));
 
         assertAuthFailed(failure(w), "peer " + fakeEndpoint + " did not prove it holds the shared secret",
             "AUTH_CHALLENGE proof does not match");
@@ -317,7 +319,7 @@ class TcpAuthenticationTest {
     byte[] nonce = forger.newNonce();
     s.getOutputStream().write(concat(new AuthHello(nonce, RAW)));
     AuthChallenge c = assertInstanceOf(AuthChallenge.class, readFrame(s.getInputStream()));
-    s.getOutputStream().write(concat(new AuthProof(forger.clientProof(nonce, c.serverNonce(), RAW)),
+    s.getOutputStream().write(concat(new AuthProof(forger.clientProof(nonce, c.serverNonce(), RAW_ID)),
         intrusion(r.descriptor())));
 
     assertRefused(s, "client " + RAW + " did not prove it holds the shared secret", "AUTH_PROOF does not match");
@@ -348,7 +350,7 @@ class TcpAuthenticationTest {
     Socket first = rawClient(server);
     first.getOutputStream().write(concat(new AuthHello(nonce, RAW)));
     AuthChallenge c = assertInstanceOf(AuthChallenge.class, readFrame(first.getInputStream()));
-    byte[] proof = holder.clientProof(nonce, c.serverNonce(), RAW);
+    byte[] proof = holder.clientProof(nonce, c.serverNonce(), RAW_ID);
 
     // Replayed on a second connection with the same client nonce: the server's nonce is fresh.
     Socket second = rawClient(server);
@@ -420,14 +422,16 @@ class TcpAuthenticationTest {
     TcpAuth b = new TcpAuth(OTHER_SECRET.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(1));
     byte[] nc = a.newNonce();
     byte[] ns = a.newNonce();
-    byte[] p = a.clientProof(nc, ns, RAW);
+    byte[] p = a.clientProof(nc, ns, RAW_ID);
     assertEquals(TcpAuth.PROOF_LENGTH, p.length);
-    assertTrue(TcpAuth.matches(p, a.clientProof(nc, ns, RAW)));
-    assertFalse(TcpAuth.matches(p, b.clientProof(nc, ns, RAW)), "secret");
-    assertFalse(TcpAuth.matches(p, a.serverProof(nc, ns, RAW)), "direction");
-    assertFalse(TcpAuth.matches(p, a.clientProof(ns, nc, RAW)), "nonces");
-    assertFalse(TcpAuth.matches(p, a.clientProof(nc, ns, new EndpointDescriptor("tcp", "raw-client:2", null))),
-        "endpoint");
+    assertTrue(TcpAuth.matches(p, a.clientProof(nc, ns, RAW_ID)));
+    assertFalse(TcpAuth.matches(p, b.clientProof(nc, ns, RAW_ID)), "secret");
+    assertFalse(TcpAuth.matches(p, a.serverProof(nc, ns, RAW_ID)), "direction");
+    assertFalse(TcpAuth.matches(p, a.clientProof(ns, nc, RAW_ID)), "nonces");
+    assertFalse(TcpAuth.matches(p, a.clientProof(nc, ns, PeerIdentity.of(new EndpointDescriptor("tcp", "raw-client:2",
+        null)))), "endpoint");
+    assertFalse(TcpAuth.matches(p, a.clientProof(nc, ns, new PeerIdentity(RAW, "app-2", ""))), "application id");
+    assertFalse(TcpAuth.matches(p, a.clientProof(nc, ns, new PeerIdentity(RAW, "", "7"))), "executor id");
     assertNoSecretIn(a.toString());
   }
 }

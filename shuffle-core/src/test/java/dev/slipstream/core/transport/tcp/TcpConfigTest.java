@@ -31,6 +31,8 @@ class TcpConfigTest {
     assertEquals(Math.min(4, Runtime.getRuntime().availableProcessors()), c.ioThreads());
     assertEquals("nio", c.ioMode());
     assertEquals(Duration.ZERO, c.busyPoll());
+    assertEquals(Duration.ofMinutes(5), c.idleTimeout());
+    assertEquals(1024, c.maxInboundConnections());
   }
 
   @Test
@@ -58,6 +60,9 @@ class TcpConfigTest {
     assertEquals(Duration.ofMinutes(2), config("spark.slipstream.tcp.connectTimeout", "2min").connectTimeout());
     assertEquals(7077, config("spark.slipstream.tcp.port", "7077").port());
     assertEquals(3, config("spark.slipstream.tcp.ioThreads", "3").ioThreads());
+    assertEquals(Duration.ZERO, config("spark.slipstream.tcp.idleTimeout", "0").idleTimeout(), "0: off");
+    assertEquals(Duration.ofSeconds(30), config("spark.slipstream.tcp.idleTimeout", "30s").idleTimeout());
+    assertEquals(1, config("spark.slipstream.tcp.maxInboundConnections", "1").maxInboundConnections());
   }
 
   @Test
@@ -69,5 +74,9 @@ class TcpConfigTest {
     assertRejected("spark.slipstream.tcp.connectTimeout", "0", "expected between 1ms");
     assertRejected("spark.slipstream.tcp.port", "65536", "[0, 65535]");
     assertRejected("spark.slipstream.tcp.ioThreads", "-1", "[0, 256]");
+    assertRejected("spark.slipstream.tcp.idleTimeout", "later", "expected a non-negative duration");
+    assertRejected("spark.slipstream.tcp.idleTimeout", "30d", "expected at most 2147483647ms (0: off)");
+    assertRejected("spark.slipstream.tcp.maxInboundConnections", "0", "[1, 1048576]");
+    assertRejected("spark.slipstream.tcp.maxInboundConnections", "many", "spark.slipstream.tcp.maxInboundConnections");
   }
 }

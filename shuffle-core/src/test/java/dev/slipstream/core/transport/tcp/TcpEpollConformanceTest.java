@@ -18,7 +18,8 @@ class TcpEpollConformanceTest extends TransportConformanceSuite {
   protected Transport newTransport(String name) throws Exception {
     String why = TcpIo.epollUnavailable();
     assumeTrue(why == null, "Netty's epoll transport cannot load here: " + why);
-    return new TcpTransportProvider().create(TransportContext.of(ConfigSource.of(Map.of(
-        "spark.slipstream.tcp.ioMode", "epoll", "spark.slipstream.tcp.busyPoll", "1ms")), "127.0.0.1", name));
+    return new TcpTransportProvider().create(new TransportContext(ConfigSource.of(Map.of(
+        "spark.slipstream.tcp.ioMode", "epoll", "spark.slipstream.tcp.busyPoll", "1ms")), "127.0.0.1", name,
+        java.util.Optional.empty(), APPLICATION, name));
   }
 }

@@ -11,7 +11,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
 import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
-import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Send;
 import dev.slipstream.core.transport.tcp.TcpFrame.Signal;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;

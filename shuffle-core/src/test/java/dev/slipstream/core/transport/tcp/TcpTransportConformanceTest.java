@@ -9,6 +9,7 @@ import dev.slipstream.core.transport.TransportContext;
 class TcpTransportConformanceTest extends TransportConformanceSuite {
   @Override
   protected Transport newTransport(String name) throws Exception {
-    return new TcpTransportProvider().create(TransportContext.of(ConfigSource.empty(), "127.0.0.1", name));
+    return new TcpTransportProvider().create(new TransportContext(ConfigSource.empty(), "127.0.0.1", name,
+        java.util.Optional.empty(), APPLICATION, name));
   }
 }

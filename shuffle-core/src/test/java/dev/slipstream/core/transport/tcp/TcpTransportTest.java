@@ -26,7 +26,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.Transports;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
-import dev.slipstream.core.transport.tcp.TcpFrame.Hello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;
 import dev.slipstream.core.transport.tcp.TcpFrame.Write;
 import io.netty.buffer.ByteBuf;
@@ -45,6 +45,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.AfterEach;
@@ -319,6 +321,84 @@ class TcpTransportTest {
     PeerQueue fresh = a.connect(peer);
     assertNotSame(q, fresh);
     fresh.write(pattern(10), r.descriptor().at(0)).get(30, SECONDS);
+  }
+
+  @Test
+  void hostNamesAreLookedUpOffTheEventLoopWhichKeepsServingMeanwhile() throws Exception {
+    Transport b = tcp("b", Map.of());
+    RegisteredRegion r = filled(b, 64);
+    CountDownLatch release = new CountDownLatch(1);
+    List<String> lookups = new CopyOnWriteArrayList<>();
+    Map<String, String> oneLoop = Map.of("spark.slipstream.tcp.ioThreads", "1");
+    TcpTransport a = new TcpTransport(TransportContext.of(ConfigSource.of(oneLoop), "127.0.0.1", "a"),
+        new TcpConfig(ConfigSource.of(oneLoop)), host -> {
+          lookups.add(host + " on " + Thread.currentThread().getName());
+          try {
+            release.await(30, SECONDS); // a slow DNS server
+          } catch (InterruptedException e) {
+            throw new java.net.UnknownHostException("interrupted");
+          }
+          return new InetAddress[] {InetAddress.getLoopbackAddress()};
+        });
+    resources.add(a);
+    EndpointDescriptor byName = new EndpointDescriptor("tcp",
+        "slow-dns.test:" + TcpAddress.parse(b.localEndpoint().address()).port(), null);
+    // The handler runs on a's only event loop: it connects by host name from there.
+    CompletableFuture<CompletableFuture<Void>> slowWrite = new CompletableFuture<>();
+    CompletableFuture<Void> secondMessage = new CompletableFuture<>();
+    a.setMessageHandler((from, msg) -> {
+      if (msg.get(0) == 1) {
+        try {
+          slowWrite.complete(a.connect(byName).write(ByteBuffer.wrap(new byte[] {4, 2}), r.descriptor().at(0)));
+        } catch (TransportException e) {
+          slowWrite.completeExceptionally(e);
+        }
+      } else {
+        secondMessage.complete(null);
+      }
+    });
+    PeerQueue toA = b.connect(a.localEndpoint());
+    toA.send(ByteBuffer.wrap(new byte[] {1})).get(30, SECONDS);
+    CompletableFuture<Void> w = slowWrite.get(30, SECONDS);
+
+    toA.send(ByteBuffer.wrap(new byte[] {2})).get(30, SECONDS);
+    secondMessage.get(30, SECONDS); // the event loop serves while the lookup is stuck
+    assertFalse(w.isDone(), "the write waits for its peer's address");
+    release.countDown();
+    w.get(30, SECONDS);
+    assertArrayEquals(new byte[] {4, 2}, Arrays.copyOf(bytes(r), 2));
+    assertEquals(1, lookups.size(), lookups.toString());
+    assertTrue(lookups.get(0).startsWith("slow-dns.test on slipstream-tcp-resolve-a"), lookups.toString());
+
+    a.connect(b.localEndpoint()).write(pattern(4), r.descriptor().at(8)).get(30, SECONDS);
+    assertEquals(1, lookups.size(), "an IP literal is never looked up: " + lookups);
+  }
+
+  @Test
+  void queuesToDeadPeersLeaveTheCache() throws Exception {
+    TcpTransport a = (TcpTransport) tcp("a", Map.of());
+    List<CompletableFuture<Void>> writes = new ArrayList<>();
+    List<EndpointDescriptor> dead = new ArrayList<>();
+    for (int i = 0; i < 40; i++) {
+      try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+        dead.add(new EndpointDescriptor("tcp", "127.0.0.1:" + probe.getLocalPort(), null)); // nothing listens once closed
+      }
+    }
+    for (EndpointDescriptor peer : dead) {
+      writes.add(a.connect(peer).write(pattern(10), RegionDescriptor.host(1, 64, 2).at(0)));
+    }
+    for (CompletableFuture<Void> w : writes) {
+      assertEquals(TransportError.PEER_LOST, failure(w).error());
+    }
+    for (int i = 0; i < 20; i++) { // one dead peer, again and again
+      assertEquals(TransportError.PEER_LOST,
+          failure(a.connect(dead.get(0)).write(pattern(10), RegionDescriptor.host(1, 64, 2).at(0))).error());
+    }
+    long deadline = System.nanoTime() + SECONDS.toNanos(30);
+    while (a.cachedQueueCount() > 0 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(0, a.cachedQueueCount(), "queues whose connection failed stay cached");
   }
 
   // ---------------------------------------------------------------- lifecycle
