@@ -81,6 +81,8 @@ public final class DeviceBlockServer implements AutoCloseable {
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
   private final Set<RegionDescriptor> forgotten = new HashSet<>();
+  /** Landing regions of lost readers: never pushed into again (a new reader process has another descriptor). */
+  private final Set<RegionDescriptor> revoked = new HashSet<>();
   /** Lanes set aside after a failed or timed-out push, closed once their stream is idle (their requests answered then). */
   private final AsideLanes<PushLane> aside = new AsideLanes<>(new AsideLanes.Lanes<>() {
     @Override
@@ -355,7 +357,10 @@ public final class DeviceBlockServer implements AutoCloseable {
       if (closed) {
         throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
       }
-      forgotten.remove(req.landing());
+      if (revoked.contains(req.landing())) {
+        throw new TransportException(TransportError.UNAVAILABLE, "device write request " + req.requestId()
+            + ": its reader's landing region was revoked (the reader was lost); nothing written");
+      }
       Deque<PushLane> q = idle.get(req.landing());
       PushLane lane = q == null ? null : q.pollFirst();
       if (lane == null) {
@@ -580,11 +585,13 @@ public final class DeviceBlockServer implements AutoCloseable {
 
   /**
    * Closes the lanes that push into {@code landing} (a lost reader's region): idle ones now, busy
-   * ones when their push ends. Call before the imported region is closed.
+   * ones when their push ends; requests still waiting for a lane into it are refused when their
+   * turn comes. Call before the imported region is closed.
    */
   public void forget(RegionDescriptor landing) {
     Deque<PushLane> q;
     synchronized (this) {
+      revoked.add(landing);
       q = idle.remove(landing);
       if (busy.containsValue(landing)) {
         forgotten.add(landing);

@@ -464,9 +464,8 @@ public final class DeviceLanding implements AutoCloseable {
     bound.shutdownNow();
     long outstanding;
     try {
-      zeroer.close(); // waits for the zeroings queued
+      outstanding = ranges.close(zeroer::close); // waits for the zeroings queued; none is queued after
     } finally {
-      outstanding = ranges.close();
       region.close();
     }
     if (outstanding > 0) {

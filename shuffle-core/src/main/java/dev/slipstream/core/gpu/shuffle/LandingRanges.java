@@ -281,15 +281,26 @@ final class LandingRanges {
   }
 
   /**
-   * Closes the tickets of zeroings still queued (the caller waited for them) and forgets the retained
-   * ranges (the memory goes with the region); returns the bytes reserved by requests that never
-   * released them (retained ones not counted: they were released by the close).
+   * Stops handing out and zeroing ranges, runs {@code drain} (the owner waits there for the zeroings
+   * queued; no new one can be queued meanwhile), closes their tickets and forgets the retained ranges
+   * (the memory goes with the region); returns the bytes reserved by requests that never released
+   * them (retained ones not counted: they were released by the close).
    */
-  synchronized long close() {
+  synchronized long close(Runnable drain) {
     if (closed) {
       return 0;
     }
     closed = true;
+    long outstanding;
+    try {
+      drain.run();
+    } finally {
+      outstanding = forgetAll();
+    }
+    return outstanding;
+  }
+
+  private long forgetAll() {
     for (Retained r : retained.values()) {
       used -= r.length();
       releases[Release.CLOSED.ordinal()]++;

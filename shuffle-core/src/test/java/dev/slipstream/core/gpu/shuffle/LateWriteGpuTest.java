@@ -195,4 +195,26 @@ class LateWriteGpuTest {
       }
     }
   }
+
+  @Test
+  void aLostReadersLandingIsNeverPushedIntoAgain() throws TransportException {
+    assumeGpu();
+    try (Rig r = new Rig()) {
+      List<DeviceLanding.Want> wants = new ArrayList<>();
+      List<byte[]> sections = expect(r.store, wants, 1);
+      try (DeviceLanding.Fetch f = r.landing.prepare(3, W, wants)) {
+        r.server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000); // a lane into it exists
+        checkLanded(r, f.await(System.nanoTime() + 30_000_000_000L), sections, "before the loss");
+      }
+      r.server.forget(r.landing.descriptor()); // the reader was lost
+      try (DeviceLanding.Fetch f = r.landing.prepare(3, W, wants)) {
+        TransportException e = assertThrows(TransportException.class,
+            () -> r.server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000));
+        assertEquals(TransportError.UNAVAILABLE, e.error());
+        assertTrue(e.getMessage().contains("was revoked"), e.getMessage());
+        byte[] zeros = new byte[(int) f.length()];
+        assertArrayEquals(zeros, r.landing.region().read(lowest(f), zeros.length), "nothing landed");
+      }
+    }
+  }
 }
