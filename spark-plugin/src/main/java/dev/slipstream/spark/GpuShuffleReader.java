@@ -11,6 +11,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.gpu.GpuExecutor;
 import dev.slipstream.spark.gpu.GpuReadStats;
+import dev.slipstream.spark.gpu.LandingRetention;
 import dev.slipstream.spark.gpu.RequestPhases;
 import dev.slipstream.spark.rpc.PeerInfo;
 import dev.slipstream.spark.rpc.RpcMessages;
@@ -336,27 +337,10 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
   }
 
-  /**
-   * Keeps a request's range out of reach until its holder answered it (released at once when it
-   * already has), was lost ({@link GpuExecutor#peerLost}), or {@code answerWithin} from its sending
-   * passed.
-   */
+  /** Keeps a request's range out of reach until its holder answered it, was lost, or {@code answerWithin} passed. */
   private static void retain(DeviceLanding landing, InFlight x, java.time.Duration answerWithin) {
-    x.fetch().retain(x.chunk().holder(), x.sentNanos() + answerWithin.toNanos());
-    long id = x.fetch().request().requestId();
-    x.answer().whenComplete((r, e) -> {
-      if (answeredByHolder(r)) {
-        landing.finished(id);
-      }
-    });
-  }
-
-  /**
-   * Whether {@code r} (null: no answer) is the holder's own answer, which it gives only once its push
-   * can store nothing more; a refusal the driver made up while relaying (request id -1) is not.
-   */
-  static boolean answeredByHolder(RpcMessages.DeviceWriteResult r) {
-    return r != null && r.requestId() != -1;
+    LandingRetention.retain(landing, x.fetch(), x.chunk().holder(), x.sentNanos() + answerWithin.toNanos(),
+        x.answer());
   }
 
   /** Landing space (zeroed) for the first of {@code chunks} that fit now; possibly none. */

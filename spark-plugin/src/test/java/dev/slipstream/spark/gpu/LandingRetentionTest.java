@@ -1,4 +1,4 @@
-package dev.slipstream.spark;
+package dev.slipstream.spark.gpu;
 
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -11,14 +11,14 @@ import org.junit.jupiter.api.Test;
  * can store nothing more), pushed or refused; not a refusal the driver made up while relaying, nor
  * no answer at all.
  */
-class GpuHolderAnswerTest {
+class LandingRetentionTest {
   @Test
   void onlyTheHoldersOwnAnswerReleasesARetainedRange() {
-    assertTrue(GpuShuffleReader.answeredByHolder(new RpcMessages.DeviceWriteResult(12, true, 4096, "")));
-    assertTrue(GpuShuffleReader.answeredByHolder(new RpcMessages.DeviceWriteResult(12, false, 0,
+    assertTrue(LandingRetention.answeredByHolder(new RpcMessages.DeviceWriteResult(12, true, 4096, "")));
+    assertTrue(LandingRetention.answeredByHolder(new RpcMessages.DeviceWriteResult(12, false, 0,
         "device write request 12: push failed: still running after 2000 ms (answered once it ended)")));
-    assertFalse(GpuShuffleReader.answeredByHolder(new RpcMessages.DeviceWriteResult(-1, false, 0,
+    assertFalse(LandingRetention.answeredByHolder(new RpcMessages.DeviceWriteResult(-1, false, 0,
         "executor 3 did not answer a device write request: timeout")), "made up by the driver");
-    assertFalse(GpuShuffleReader.answeredByHolder(null), "no answer");
+    assertFalse(LandingRetention.answeredByHolder(null), "no answer");
   }
 }
