@@ -112,8 +112,8 @@ final class ExecutorRuntime implements AutoCloseable {
     this.node = new ShuffleNode(transport, conf.core(), spillDir, new NodeIdentity(applicationId, executorId),
         peerDirectory());
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
-    node.deviceWrites().setHandler((from, request, reply) ->
-        serveDeviceWrite(request, (id, ok, bytes, reason, timeline) -> reply.answer(ok, bytes, reason, timeline)));
+    node.deviceWrites().setHandler((from, request, reply) -> serveDeviceWrite(from, request,
+        (id, ok, bytes, reason, timeline) -> reply.answer(ok, bytes, reason, timeline)));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
         this::metrics, this::serveDeviceWrite);
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
@@ -205,7 +205,7 @@ final class ExecutorRuntime implements AutoCloseable {
       node.peerLost(p.endpoint(), reason);
       dev.slipstream.spark.gpu.GpuExecutor g = gpu;
       if (g != null && p.gpu().isPresent()) {
-        g.peerLost(p.gpu().get());
+        g.peerLost(id, p.gpu().get());
       }
       p.gpu().ifPresent(e -> rings.remove(e.requestRing()));
     }
@@ -223,7 +223,8 @@ final class ExecutorRuntime implements AutoCloseable {
     }
     try {
       dev.slipstream.spark.gpu.GpuExecutor g = dev.slipstream.spark.gpu.GpuExecutor.open(executorId, host, ordinal,
-          conf.gpu());
+          conf.gpu(), id -> Optional.ofNullable(peers.get(id))
+              .map(p -> new dev.slipstream.core.gpu.shuffle.PeerLandings.Peer(p.endpoint(), p.gpu())));
       gpu = g;
       // Readers without a direct device path to this GPU fetch its map outputs over the proxy path.
       node.serveAlso(dev.slipstream.core.gpu.shuffle.ProxyBlocks.source(g.store(), node.config().checksum()));
@@ -260,7 +261,8 @@ final class ExecutorRuntime implements AutoCloseable {
           java.nio.file.Path.of(c.requestRingDir()), RING_SLOTS, RING_SLOT_BYTES, RING_ABANDON_NANOS);
       // A ring message names its sender as a HELLO does on the transport without authentication; the
       // file itself is open to this user only.
-      node.deviceWrites().serveRing(ring, c.requestRingPoll().toNanos(), from -> true);
+      node.deviceWrites().serveRing(ring, c.requestRingPoll().toNanos(),
+          from -> peers.values().stream().anyMatch(p -> p.endpoint().equals(from)));
       LOG.info("Slipstream executor {} serves device write requests from its request ring {}", executorId,
           ring.path());
       return e.withRequestRing(ring.path().toString());
@@ -340,8 +342,9 @@ final class ExecutorRuntime implements AutoCloseable {
    * reach each other over Spark RPC) and returns the holder's answer; waits at most the fetch
    * timeout.
    */
-  RpcMessages.DeviceWriteResult sendDeviceWrite(String holder, byte[] request) throws TransportException {
-    RpcTimeout t = new RpcTimeout(FiniteDuration.apply(conf.core().fetchTimeout().toMillis(), TimeUnit.MILLISECONDS),
+  RpcMessages.DeviceWriteResult sendDeviceWrite(String holder, byte[] request, java.time.Duration answerWithin)
+      throws TransportException {
+    RpcTimeout t = new RpcTimeout(FiniteDuration.apply(answerWithin.toMillis(), TimeUnit.MILLISECONDS),
         dev.slipstream.core.config.CoreConfig.FETCH_TIMEOUT.key());
     byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.ForwardDeviceWrite(holder, request)), t,
         ClassTag$.MODULE$.apply(byte[].class));
@@ -356,10 +359,11 @@ final class ExecutorRuntime implements AutoCloseable {
    * Sends a reduce task's device write request to {@code holder} without blocking the task: executor
    * to executor over the transport (spark.slipstream.gpu.requestPath=transport, the default), or
    * relayed by the driver ({@link #sendDeviceWrite}); the answer (or the failure) completes the
-   * returned future, so a reduce task keeps requests to several holders in flight.
+   * returned future, so a reduce task keeps requests to several holders in flight. The answer is
+   * waited for {@code answerWithin} (past the fetch deadline: it releases retained landing space).
    */
   java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> sendDeviceWriteAsync(String holder,
-      byte[] request) {
+      byte[] request, java.time.Duration answerWithin) {
     java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> f = new java.util.concurrent.CompletableFuture<>();
     if (conf.gpu().requestsOverTransport()) {
       PeerInfo p = peers.get(holder);
@@ -367,13 +371,13 @@ final class ExecutorRuntime implements AutoCloseable {
         f.completeExceptionally(new IllegalStateException("executor " + holder + " is not in Slipstream's peer table"));
         return f;
       }
-      return node.deviceWrites().send(p.endpoint(), request, ringOf(p))
+      return node.deviceWrites().send(p.endpoint(), request, ringOf(p), answerWithin)
           .thenApply(r -> new RpcMessages.DeviceWriteResult(r.id(), r.ok(), r.bytes(), r.reason(), r.timeline()));
     }
     try {
       deviceFetchThreads.execute(() -> {
         try {
-          f.complete(sendDeviceWrite(holder, request));
+          f.complete(sendDeviceWrite(holder, request, answerWithin));
         } catch (Throwable e) {
           f.completeExceptionally(e);
         }
@@ -395,7 +399,7 @@ final class ExecutorRuntime implements AutoCloseable {
 
   /** Serves a device write request relayed by the driver; the RPC reply is sent exactly once. */
   private void serveDeviceWrite(byte[] request, java.util.function.Consumer<byte[]> reply) {
-    serveDeviceWrite(request, (id, ok, bytes, reason, timeline) -> reply.accept(RpcMessages.encode(
+    serveDeviceWrite(null, request, (id, ok, bytes, reason, timeline) -> reply.accept(RpcMessages.encode(
         new RpcMessages.DeviceWriteResult(id, ok, bytes, reason, timeline.answeredAt(System.nanoTime())))));
   }
 
@@ -407,13 +411,15 @@ final class ExecutorRuntime implements AutoCloseable {
    * the thread the request arrived on (a transport event loop, or the RPC dispatcher for the driver
    * relay), except for a request that arrives before the GPU is open or that reads map outputs
    * spilled to host memory (copied back first): those go to {@code deviceWriteThread}, so a
-   * transport thread never waits.
+   * transport thread never waits. {@code from}: the transport sender (null: relayed by the driver),
+   * which must be the reader's registered endpoint.
    */
-  private void serveDeviceWrite(byte[] request, DeviceWriteAnswer answer) {
+  private void serveDeviceWrite(dev.slipstream.core.transport.EndpointDescriptor from, byte[] request,
+      DeviceWriteAnswer answer) {
     long received = System.nanoTime();
     dev.slipstream.spark.gpu.GpuExecutor g = gpu;
     if (conf.gpu().serveThreads() > 0 || !gpuSettled.isDone() || g == null) {
-      offload(request, answer, received);
+      offload(from, request, answer, received);
       return;
     }
     dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req;
@@ -424,14 +430,15 @@ final class ExecutorRuntime implements AutoCloseable {
       return;
     }
     if (!g.onDevice(req)) {
-      offload(request, answer, received);
+      offload(from, request, answer, received);
       return;
     }
-    start(g, req, answer, received, System.nanoTime());
+    start(g, from, req, answer, received, System.nanoTime());
   }
 
   /** Serves a request from {@code deviceWriteThread} (it may wait for the GPU to open, or restore spilled outputs). */
-  private void offload(byte[] request, DeviceWriteAnswer answer, long received) {
+  private void offload(dev.slipstream.core.transport.EndpointDescriptor from, byte[] request, DeviceWriteAnswer answer,
+      long received) {
     try {
       deviceWriteThread.execute(() -> {
         long started = System.nanoTime();
@@ -441,7 +448,7 @@ final class ExecutorRuntime implements AutoCloseable {
           dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req =
               dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request);
           id = req.requestId();
-          start(g, req, answer, received, started);
+          start(g, from, req, answer, received, started);
         } catch (Exception e) {
           answer.answer(id, false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, started, 0, 0, 0, 0, 0));
         }
@@ -452,11 +459,11 @@ final class ExecutorRuntime implements AutoCloseable {
   }
 
   /** Starts the push; the answer follows its end (or comes now when the request is refused). */
-  private void start(dev.slipstream.spark.gpu.GpuExecutor g, dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req,
-      DeviceWriteAnswer answer, long received, long started) {
+  private void start(dev.slipstream.spark.gpu.GpuExecutor g, dev.slipstream.core.transport.EndpointDescriptor from,
+      dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req, DeviceWriteAnswer answer, long received, long started) {
     long[] marks = new long[DeviceBlockServer.MARKS];
     try {
-      g.start(req, conf.core().fetchTimeout().toMillis(), marks, (bytes, error) -> answer.answer(req.requestId(),
+      g.start(req, from, received, conf.core().fetchTimeout().toMillis(), marks, (bytes, error) -> answer.answer(req.requestId(),
           error == null, bytes, error == null ? "" : String.valueOf(error.getMessage()), timeline(received, started,
           marks)));
     } catch (Exception e) {
@@ -501,7 +508,7 @@ final class ExecutorRuntime implements AutoCloseable {
    */
   Optional<PeerInfo> peerFromDriver(String id) {
     try {
-      byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.Lookup(id)), timeout(),
+      byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.Lookup(id, executorId)), timeout(),
           ClassTag$.MODULE$.apply(byte[].class));
       if (RpcMessages.decode(reply) instanceof RpcMessages.Peers ps && !ps.peers().isEmpty()) {
         peerJoined(ps.peers().get(0));
@@ -558,6 +565,10 @@ final class ExecutorRuntime implements AutoCloseable {
       m.put("gpu.mapOutputHostBytes", g.store().hostInUse());
       m.put("gpu.mapOutputSpills", g.store().spills());
       m.put("gpu.landingInUse", g.landing().used());
+      m.put("gpu.landingRetained", g.landing().retainedBytes());
+      m.put("gpu.landingRetainedRanges", (long) g.landing().retainedRanges());
+      m.put("gpu.landingRetainedPeak", g.landing().peakRetainedBytes());
+      m.put("gpu.landingReleasedByBound", g.landing().releasedByBound());
       m.put("gpu.requestsServed", g.server().requestsServed());
       m.put("gpu.bytesServed", g.server().bytesServed());
     }

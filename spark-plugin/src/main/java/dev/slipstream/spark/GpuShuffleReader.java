@@ -11,6 +11,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.gpu.GpuExecutor;
 import dev.slipstream.spark.gpu.GpuReadStats;
+import dev.slipstream.spark.gpu.LandingRetention;
 import dev.slipstream.spark.gpu.RequestPhases;
 import dev.slipstream.spark.rpc.PeerInfo;
 import dev.slipstream.spark.rpc.RpcMessages;
@@ -43,8 +44,12 @@ import scala.Tuple2;
  * block (key {@code 0}): views into the pinned local map outputs and into the landed ranges of the
  * landing region (copies where the task would hold more than a quarter of the region), valid until
  * the task completes, when the pins and ranges are released (also when the task fails: a landed
- * range takes no more writes; a range still in flight is quarantined). What the read moved and the span of its remote data path go to
- * {@link GpuExecutor#recordRead} ({@link GpuReadStats}) until the task completes.
+ * range takes no more writes). A request that ends before its holder finished it (its deadline
+ * passed, the holder refused, the task failed or was killed) has its range retained
+ * ({@link DeviceLanding.Fetch#retain}): handed out again only once the holder answered that request,
+ * was lost, or the fetch deadline plus {@code spark.slipstream.gpu.landing.retainGrace} passed
+ * (docs/gpu.md, "Landing ranges belong to one request"). What the read moved and the span of its
+ * remote data path go to {@link GpuExecutor#recordRead} ({@link GpuReadStats}) until the task completes.
  *
  * <p>Holders without a direct device path (another machine, or {@code spark.slipstream.gpu.path=proxy})
  * are read over the proxy path ({@link ProxyFetch}): started first, drained after the nvlink requests.
@@ -266,8 +271,8 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
    * Fetches every remote block: up to {@code spark.slipstream.gpu.serve.inFlight} requests in flight
    * (holders interleaved, so different holders push at once), a new one sent while landing space is
    * free, else the oldest awaited first. A request that failed, or is still in flight when the task
-   * fails, has its range quarantined (its holder may still write); a landed one is kept for its
-   * views ({@link #keep}). Before waiting for other tasks' landing space, the task copies its own
+   * fails, has its range retained until its holder answers ({@link #retain}); a landed one is kept
+   * for its views ({@link #keep}). Before waiting for other tasks' landing space, the task copies its own
    * views out and releases their ranges, so tasks waiting for space hold none.
    */
   private void fetchRemote(GpuExecutor gpu, List<Holder> holders, int[] widths, List<DeviceBatch> out) {
@@ -276,6 +281,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         runtime.gpuConf().requestMinBytes(), maxInFlight));
     Deque<InFlight> flying = new ArrayDeque<>();
     long timeoutMs = runtime.node().config().fetchTimeout().toMillis();
+    java.time.Duration answerWithin = java.time.Duration.ofMillis(timeoutMs).plus(runtime.gpuConf().retainGrace());
     boolean done = false;
     try {
       while (!pending.isEmpty() || !flying.isEmpty()) {
@@ -298,7 +304,7 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
           }
         }
         if (!fs.isEmpty()) {
-          int handed = 0; // fetches in `flying` (sent; the finally below quarantines them on a failure)
+          int handed = 0; // fetches in `flying` (sent; the finally below retains them on a failure)
           try {
             for (DeviceLanding.Fetch f : fs) {
               Chunk c = pending.pollFirst();
@@ -306,8 +312,9 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
               if (firstSent == 0) {
                 firstSent = now;
               }
-              CompletableFuture<RpcMessages.DeviceWriteResult> answer =
-                  runtime.sendDeviceWriteAsync(c.holder(), f.request().encode());
+              // The budget is the time left until this reader gives the request up (its deadline below).
+              CompletableFuture<RpcMessages.DeviceWriteResult> answer = runtime.sendDeviceWriteAsync(c.holder(),
+                  f.request().from(runtime.executorId(), timeoutMs).encode(), answerWithin);
               flying.addLast(new InFlight(c, f, answer, start, now));
               handed++;
               f.begin(); // its signal is watched from now on
@@ -325,9 +332,15 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       done = true;
     } finally {
       if (!done) {
-        flying.forEach(x -> x.fetch().quarantine(timeoutMs)); // their holders may still write
+        flying.forEach(x -> retain(gpu.landing(), x, answerWithin)); // their holders may still write
       }
     }
+  }
+
+  /** Keeps a request's range out of reach until its holder answered it, was lost, or {@code answerWithin} passed. */
+  private static void retain(DeviceLanding landing, InFlight x, java.time.Duration answerWithin) {
+    LandingRetention.retain(landing, x.fetch(), x.chunk().holder(), x.sentNanos() + answerWithin.toNanos(),
+        x.answer());
   }
 
   /** Landing space (zeroed) for the first of {@code chunks} that fit now; possibly none. */
@@ -395,6 +408,10 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
           }
           // Pushed: the signal is due.
         }
+        if (context.isInterrupted()) {
+          throw new org.apache.spark.TaskKilledException("killed while waiting for device write request " + id
+              + " to executor " + holder);
+        }
         if (System.nanoTime() - deadline > 0) {
           long sig = x.fetch().abandon();
           throw new TransportException(TransportError.TIMEOUT, "device write request " + id + ": "
@@ -422,6 +439,8 @@ final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
       requests++;
       return batches;
+    } catch (org.apache.spark.TaskKilledException e) {
+      throw e; // the finally of fetchRemote retains the range; a killed task is no fetch failure
     } catch (TransportException | RuntimeException e) {
       // A FetchFailedException thrown above is checked (sneaky-thrown) and passes through here.
       throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "device fetch from executor " + holder + ": "

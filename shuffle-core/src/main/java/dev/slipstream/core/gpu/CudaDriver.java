@@ -144,6 +144,18 @@ final class CudaDriver {
     return d.address();
   }
 
+  /**
+   * The allocation that contains device address {@code address} in the current context, as
+   * {@code {base, size}} ({@code cuMemGetAddressRange}); throws when the address is in none.
+   */
+  static long[] addressRange(long address) {
+    DevicePointer base = new DevicePointer();
+    long[] size = new long[1];
+    check(JCudaDriver.cuMemGetAddressRange(base, size, at(address)),
+        "cuMemGetAddressRange(0x" + Long.toHexString(address) + ")");
+    return new long[] {base.address(), size[0]};
+  }
+
   static void fill(long address, byte value, long len) {
     check(JCudaDriver.cuMemsetD8(at(address), value, len), "cuMemsetD8");
   }

@@ -61,6 +61,33 @@ public final class RemoteRegion implements AutoCloseable {
     SlipNative.checkRemote(handle(), regionId, key, offset, len);
   }
 
+  /**
+   * Checks that the memory really mapped here covers the length the descriptor claims: the
+   * allocation that contains this region's address ({@code cuMemGetAddressRange}, in {@code ctx})
+   * must reach {@code length()} bytes past it. A device write request is checked against the
+   * claimed length only, so a descriptor claiming more than the exporter allocated would otherwise
+   * let a push store past the allocation. Throws {@link GpuException} (BAD_DESCRIPTOR) naming both.
+   */
+  public void checkMappedLength(GpuContext ctx) {
+    ctx.makeCurrent();
+    long p = devicePointer();
+    long[] range = CudaDriver.addressRange(p);
+    checkExtent(id, p, length, range[0], range[1]);
+  }
+
+  /**
+   * Checks that {@code [pointer, pointer + claimed)} lies inside the allocation {@code [base, base +
+   * size)}; throws {@link GpuException} (BAD_DESCRIPTOR) naming what was got and what was expected.
+   */
+  public static void checkExtent(int regionId, long pointer, long claimed, long base, long size) {
+    if (claimed < 0 || size < 0 || pointer < base || pointer - base > size || claimed > size - (pointer - base)) {
+      throw new GpuException(SlipStatus.SLIP_ERR_BAD_DESCRIPTOR, "imported region " + Integer.toUnsignedString(regionId)
+          + " claims " + claimed + " bytes at 0x" + Long.toHexString(pointer) + ", but the allocation mapped there has "
+          + size + " bytes from 0x" + Long.toHexString(base) + " (" + Math.max(0, size - (pointer - base))
+          + " from the region's start): expected the claimed length inside the allocation");
+    }
+  }
+
   long handle() {
     ensureOpen();
     return handle;

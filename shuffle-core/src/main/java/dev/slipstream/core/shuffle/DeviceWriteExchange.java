@@ -92,6 +92,16 @@ public final class DeviceWriteExchange {
    */
   public CompletableFuture<DeviceWriteResult> send(EndpointDescriptor holder, byte[] request,
       RequestRing.Producer ring) {
+    return send(holder, request, ring, timeout);
+  }
+
+  /**
+   * As {@link #send(EndpointDescriptor, byte[], RequestRing.Producer)}, waiting {@code answerWithin}
+   * for the answer instead of the exchange's timeout: a GPU reader keeps listening past its own
+   * fetch deadline, since the holder's answer is what tells it the holder's push has ended.
+   */
+  public CompletableFuture<DeviceWriteResult> send(EndpointDescriptor holder, byte[] request,
+      RequestRing.Producer ring, Duration answerWithin) {
     long id = nextId.getAndIncrement();
     Pending p = new Pending(holder, new CompletableFuture<>());
     if (closed) {
@@ -106,7 +116,7 @@ public final class DeviceWriteExchange {
     try {
       java.util.concurrent.ScheduledFuture<?> deadline = timer.schedule(() -> fail(id, new TransportException(
           TransportError.TIMEOUT, "holder " + holder + " did not answer device write " + id + " within "
-          + timeout.toMillis() + " ms")), timeout.toNanos(), TimeUnit.NANOSECONDS);
+          + answerWithin.toMillis() + " ms")), answerWithin.toNanos(), TimeUnit.NANOSECONDS);
       p.done().whenComplete((v, e) -> deadline.cancel(false));
     } catch (java.util.concurrent.RejectedExecutionException e) {
       fail(id, new TransportException(TransportError.CLOSED, "shuffle node is closing"));

@@ -88,6 +88,16 @@ public final class GpuConf {
           + " transport; this executor copies them to its GPU); proxy = the proxy path for every holder (where"
           + " executors of one machine cannot share CUDA IPC handles, e.g. separate containers).");
 
+  public static final ConfigEntry<java.time.Duration> RETAIN_GRACE = ConfigEntry.duration(
+      "spark.slipstream.gpu.landing.retainGrace", "30s",
+      "How long past its fetch deadline a reduce task's device write request keeps its landing range out of reach"
+          + " when its holder has not answered it: the range is handed to another request only once the holder"
+          + " answered (a holder answers only when its push can store nothing more), left the cluster, or this"
+          + " passed. Covers the holder's own deadline (the request's budget from its arrival), its answer's way"
+          + " back and the end of a push launched just before that deadline. Retained bytes are reported as"
+          + " gpu.landingRetained; 0 hands the range out at the fetch deadline (a push still running could then"
+          + " corrupt the next request's blocks; its signal and block table could not complete it). At most 1h.");
+
   private static final long MIN_BYTES = 1L << 20;
 
   private final String mode;
@@ -106,6 +116,7 @@ public final class GpuConf {
   private final int pushThreads;
   private final String requestPath;
   private final boolean proxyOnly;
+  private final java.time.Duration retainGrace;
 
   public GpuConf(ConfigSource source) {
     this.mode = MODE.get(source);
@@ -135,6 +146,11 @@ public final class GpuConf {
     }
     this.requestPath = REQUEST_PATH.get(source);
     this.proxyOnly = "proxy".equals(PATH.get(source));
+    this.retainGrace = RETAIN_GRACE.get(source);
+    if (retainGrace.isNegative() || retainGrace.toMillis() > 3_600_000L) {
+      throw new IllegalArgumentException(RETAIN_GRACE.key() + ": got " + retainGrace.toMillis()
+          + "ms, expected 0 to 1h");
+    }
   }
 
   /** A polling time: 0 to 1 s. */
@@ -174,6 +190,8 @@ public final class GpuConf {
   public boolean requestsOverTransport() { return "transport".equals(requestPath); }
   /** True when every remote GPU block is read over the proxy path, also from holders of this machine. */
   public boolean proxyOnly() { return proxyOnly; }
+  /** How long past the fetch deadline a request's landing range waits for its holder's answer. */
+  public java.time.Duration retainGrace() { return retainGrace; }
 
   /**
    * The CUDA device ordinal from a Spark resource address; the discovery script and Spark's

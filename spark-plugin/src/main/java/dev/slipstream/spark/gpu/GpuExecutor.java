@@ -13,6 +13,7 @@ import dev.slipstream.core.gpu.shuffle.DeviceWriteRequest;
 import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.core.gpu.shuffle.GpuOutputSpace;
 import dev.slipstream.core.gpu.shuffle.HostIdentity;
+import dev.slipstream.core.gpu.shuffle.PeerLandings;
 import dev.slipstream.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,7 +26,9 @@ import org.slf4j.LoggerFactory;
  * One executor's GPU: the context on the device Spark assigned it, the device landing region its
  * reduce tasks receive into, the device map-output store its map tasks write to, the push kernel
  * and the block server that serves peers' device write requests, and the landing regions of peers
- * it imported (CUDA IPC), cached until the peer is lost or this closes.
+ * it imported (CUDA IPC), cached until the peer is lost or this closes. It pushes only into landing
+ * regions that readers of this machine registered in the driver's peer table ({@link PeerLandings}),
+ * each checked against the allocation really mapped ({@link RemoteRegion#checkMappedLength}).
  *
  * <p>Threading: thread-safe; the block server bounds the pushes in flight. Ownership: {@link #close()}
  * frees the block server's push lanes, the imported regions, the store's outputs, the landing
@@ -44,11 +47,12 @@ public final class GpuExecutor implements AutoCloseable {
   private final DeviceMapOutputStore store;
   private final DeviceBlockServer server;
   private final GpuEndpoint endpoint;
+  private final PeerLandings peerLandings;
   private final Map<RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
   private final Map<Long, GpuReadStats> reads = new ConcurrentHashMap<>();
   private volatile boolean closed;
 
-  private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName) {
+  private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers) {
     this.executorId = executorId;
     this.ctx = ctx;
     List<AutoCloseable> made = new ArrayList<>();
@@ -65,6 +69,7 @@ public final class GpuExecutor implements AutoCloseable {
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
           landing.descriptor());
+      this.peerLandings = new PeerLandings(executorId, endpoint, peers);
     } catch (RuntimeException e) {
       for (int i = made.size() - 1; i >= 0; i--) {
         try {
@@ -79,9 +84,11 @@ public final class GpuExecutor implements AutoCloseable {
 
   /**
    * Opens device {@code ordinal} for executor {@code executorId}, or throws with the probe's reason
-   * (no library, no driver, no GPU) or the failing call.
+   * (no library, no driver, no GPU) or the failing call. {@code peers} is this executor's copy of the
+   * driver's peer table: the only source of the landing regions it pushes into.
    */
-  public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf) {
+  public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf,
+      PeerLandings.PeerTable peers) {
     GpuProbe probe = GpuRuntime.probe();
     if (!probe.available()) {
       throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
@@ -92,7 +99,7 @@ public final class GpuExecutor implements AutoCloseable {
     }
     GpuContext ctx = GpuContext.open(ordinal);
     try {
-      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName);
+      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes",
           executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(), conf.mapOutputBytes());
       return g;
@@ -108,24 +115,54 @@ public final class GpuExecutor implements AutoCloseable {
   public DeviceMapOutputStore store() { return store; }
   public DeviceBlockServer server() { return server; }
 
-  /** The imported region for a reader's landing descriptor: an alias of this executor's own, else a CUDA IPC import. */
+  /**
+   * The imported region for a reader's landing descriptor (checked against the peer table before):
+   * an alias of this executor's own, else a CUDA IPC import whose mapped allocation must cover the
+   * length the descriptor claims (cuMemGetAddressRange), or it is closed and refused.
+   */
   private RemoteRegion importLanding(RegionDescriptor d) {
     if (closed) {
       throw new IllegalStateException("GPU of executor " + executorId + " is closed");
     }
+    RemoteRegion r = imported.get(d);
+    if (r != null) {
+      return r;
+    }
     if (d.equals(landing.descriptor())) {
       return imported.computeIfAbsent(d, x -> RemoteRegion.alias(landing.region()));
     }
-    return imported.computeIfAbsent(d, x -> RemoteRegion.importFrom(ctx, x));
+    RemoteRegion fresh = RemoteRegion.importFrom(ctx, d);
+    try {
+      fresh.checkMappedLength(ctx);
+    } catch (RuntimeException e) {
+      fresh.close();
+      throw e;
+    }
+    r = imported.putIfAbsent(d, fresh);
+    if (r != null) {
+      fresh.close();
+      return r;
+    }
+    return fresh;
   }
 
   /**
-   * Starts serving a peer's device write request up to the kernel launch on the calling thread
-   * ({@link DeviceBlockServer#start}); {@code done} gets the outcome. Throws with the reason when refused.
+   * Starts serving a device write request that came from {@code from} (null: relayed by the driver)
+   * at {@code receivedNanos}, up to the kernel launch on the calling thread
+   * ({@link DeviceBlockServer#start}): refused unless its landing region is the one its reader
+   * registered ({@link PeerLandings#check}); its deadline is the earlier of {@code timeoutMs} and its
+   * budget from its arrival. {@code done} gets the outcome. Throws with the reason when refused.
    */
-  public void start(DeviceWriteRequest request, long timeoutMs, long[] marks, DeviceBlockServer.Served done)
-      throws TransportException {
-    server.start(request, timeoutMs, marks, done);
+  public void start(DeviceWriteRequest request, dev.slipstream.core.transport.EndpointDescriptor from,
+      long receivedNanos, long timeoutMs, long[] marks, DeviceBlockServer.Served done) throws TransportException {
+    RegionDescriptor d = peerLandings.check(request, from);
+    try {
+      importLanding(d); // imported and checked before anything is pinned (cached for the lanes)
+    } catch (RuntimeException e) {
+      throw new TransportException(dev.slipstream.core.transport.TransportError.OUT_OF_RANGE, "device write request "
+          + request.requestId() + ": landing region of reader executor " + request.reader() + ": " + e.getMessage(), e);
+    }
+    server.start(request, receivedNanos, timeoutMs, marks, done);
   }
 
   /** Whether every map output {@code request} reads is in device memory (serving it restores nothing from host memory). */
@@ -138,13 +175,19 @@ public final class GpuExecutor implements AutoCloseable {
     return true;
   }
 
-  /** Forgets a lost peer's push lanes and imported landing region. */
-  public void peerLost(GpuEndpoint peer) {
-    server.forget(peer.landing());
-    RemoteRegion r = imported.remove(peer.landing());
-    if (r != null) {
-      r.close();
-    }
+  /**
+   * Executor {@code executorId} was lost: the landing ranges retained for its pushes are released,
+   * and its push lanes and imported landing region are forgotten.
+   */
+  public void peerLost(String executorId, GpuEndpoint peer) {
+    landing.holderLost(executorId);
+    peer.landing().ifPresent(d -> {
+      server.forget(d);
+      RemoteRegion r = imported.remove(d);
+      if (r != null) {
+        r.close();
+      }
+    });
   }
 
   /** Keeps what task {@code taskAttemptId}'s GPU shuffle read moved, until {@link #forgetRead}. */

@@ -73,7 +73,8 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
           forward(f, context);
         } else if (m instanceof byte[] b && RpcMessages.decode(b) instanceof Lookup l) {
           PeerInfo p = peers.get(l.executorId());
-          context.reply(RpcMessages.encode(new Peers(p == null ? List.of() : List.of(p))));
+          context.reply(RpcMessages.encode(new Peers(p == null ? List.of()
+              : List.of(dev.slipstream.spark.gpu.GpuPeers.visibleTo(p, peers.get(l.from()))))));
         } else {
           context.sendFailure(new IllegalArgumentException("slipstream driver: unexpected message "
               + m.getClass().getName() + ", expected a register or lookup message"));
@@ -130,16 +131,18 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
             .orElse(", no GPU"));
     PeerInfo old = peers.put(peer.executorId(), peer);
     executors.put(peer.executorId(), ref);
-    byte[] joined = RpcMessages.encode(new PeerJoined(peer));
     executors.forEach((id, r) -> {
       if (!id.equals(peer.executorId())) {
-        r.send(joined);
+        // GPU: landing descriptors (CUDA IPC handles) and request rings go to executors of the same machine only.
+        r.send(RpcMessages.encode(new PeerJoined(dev.slipstream.spark.gpu.GpuPeers.visibleTo(peer, peers.get(id)))));
       }
     });
     if (old != null && !old.equals(peer)) {
       LOG.info("Executor {} re-registered with a new endpoint", peer.executorId());
     }
-    return new Peers(new ArrayList<>(peers.values()));
+    List<PeerInfo> all = new ArrayList<>();
+    peers.values().forEach(p -> all.add(dev.slipstream.spark.gpu.GpuPeers.visibleTo(p, peer)));
+    return new Peers(all);
   }
 
   /** Drops an executor from the table and tells every other executor. */

@@ -26,7 +26,7 @@ public final class RpcMessages {
   public static final byte DEVICE_WRITE_RESULT = 40;
   public static final byte FORWARD_DEVICE_WRITE = 41;
   /** Largest device write request carried ({@code DeviceWriteRequest} with its maximum entries). */
-  private static final int MAX_DEVICE_REQUEST = 64 + 192 + 64 + (1 << 16) * 28;
+  private static final int MAX_DEVICE_REQUEST = 64 + 192 + 64 + 512 + (1 << 16) * 28; // 512: reader id, budget
   private static final int MAX_PEERS = 1 << 16;
 
   private RpcMessages() {}
@@ -38,7 +38,15 @@ public final class RpcMessages {
 
   public record Peers(List<PeerInfo> peers) implements Message {}
 
-  public record Lookup(String executorId) implements Message {}
+  /**
+   * Asks the driver for executor {@code executorId}'s entry on behalf of executor {@code from} (empty:
+   * unnamed), which decides what of its GPU endpoint the answer carries (GpuPeers).
+   */
+  public record Lookup(String executorId, String from) implements Message {
+    public Lookup(String executorId) {
+      this(executorId, "");
+    }
+  }
 
   public record PeerJoined(PeerInfo peer) implements Message {}
 
@@ -75,7 +83,7 @@ public final class RpcMessages {
       w.putHeader(PEERS).putInt(p.peers().size());
       p.peers().forEach(x -> x.encode(w));
     } else if (m instanceof Lookup l) {
-      w.putHeader(LOOKUP).putString(l.executorId());
+      w.putHeader(LOOKUP).putString(l.executorId()).putString(l.from());
     } else if (m instanceof PeerJoined j) {
       w.putHeader(PEER_JOINED);
       j.peer().encode(w);
@@ -111,7 +119,7 @@ public final class RpcMessages {
         }
         yield new Peers(peers);
       }
-      case LOOKUP -> new Lookup(r.getString("executor id", 256));
+      case LOOKUP -> new Lookup(r.getString("executor id", 256), r.getString("asking executor id", 256));
       case PEER_JOINED -> new PeerJoined(PeerInfo.decode(r));
       case PEER_LOST -> new PeerLost(r.getString("executor id", 256), r.getString("reason", 4096));
       case METRICS_REQUEST -> new MetricsRequest();

@@ -37,6 +37,8 @@ class GpuConfTest {
     assertEquals(16, conf(Map.of("spark.slipstream.gpu.serve.inFlight", "16")).serveInFlight());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "REQUIRE")).required());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "off")).off());
+    assertEquals(java.time.Duration.ofSeconds(30), c.retainGrace());
+    assertEquals(java.time.Duration.ZERO, conf(Map.of("spark.slipstream.gpu.landing.retainGrace", "0")).retainGrace());
   }
 
   @Test
@@ -64,6 +66,9 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.serve.spin: got 2000ms, expected 0 to 1s",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.serve.spin", "2s"))).getMessage());
+    assertEquals("spark.slipstream.gpu.landing.retainGrace: got 7200000ms, expected 0 to 1h",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.landing.retainGrace", "2h"))).getMessage());
     assertEquals("spark.slipstream.gpu.resourceName: got an empty name, expected a Spark resource name such as 'gpu'",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.resourceName", " "))).getMessage());

@@ -1,15 +1,12 @@
 package dev.slipstream.core.gpu.shuffle;
 
 import dev.slipstream.core.gpu.GpuContext;
-import dev.slipstream.core.gpu.GpuRegion;
 import dev.slipstream.core.gpu.PushKernel;
 import dev.slipstream.core.gpu.RegionDescriptor;
 import dev.slipstream.core.gpu.RemoteRegion;
 import dev.slipstream.core.gpu.SlipStatus;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
@@ -44,8 +41,14 @@ import org.slf4j.LoggerFactory;
  * the pushes in flight and reports each outcome, so no thread waits per push; a request that waited
  * for a lane is launched from a launch thread of the server's own. At most
  * {@code maxInFlight} requests push at once (each on a lane of its own, so on its own stream); more
- * wait, checked and pinned, for a lane until their timeout. {@link #forget} closes a lost reader's
+ * wait, checked and pinned, for a lane until their deadline. {@link #forget} closes a lost reader's
  * lanes, {@link #close} all of them.
+ *
+ * <p>A request's deadline is the earlier of the server's timeout and the reader's budget
+ * ({@link DeviceWriteRequest#budgetMillis()}) from when it was received; a request not launched by
+ * then is dropped, writing nothing. A push still running at its deadline cannot be stopped: its lane
+ * is set aside ({@link AsideLanes}) and its answer and pins wait until the lane's stream is idle,
+ * so every answer means the push stores nothing more (the reader's landing range depends on it).
  *
  * <p>Everything is checked before anything is written: the request's ranges against the landing
  * region ({@link DeviceWriteRequest#check()}), each output is here, has the requested partition and
@@ -69,20 +72,31 @@ public final class DeviceBlockServer implements AutoCloseable {
   /** Requests holding a permit (launching or pushing), at most {@code maxInFlight}. */
   private int active;
   /** Checked and pinned requests waiting for a permit, oldest first. */
-  private final Deque<Job> waiting = new ArrayDeque<>();
+  private final Deque<PushJob> waiting = new ArrayDeque<>();
   /** Launched pushes handed to the completion thread. */
-  private final java.util.concurrent.ConcurrentLinkedQueue<Job> launched = new java.util.concurrent.ConcurrentLinkedQueue<>();
+  private final java.util.concurrent.ConcurrentLinkedQueue<PushJob> launched = new java.util.concurrent.ConcurrentLinkedQueue<>();
   private volatile Thread completer;
   /** Launches requests that waited for a permit; made with the first one. */
   private java.util.concurrent.ExecutorService launcher;
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
   private final Set<RegionDescriptor> forgotten = new HashSet<>();
-  /** Lanes set aside after a failed or timed-out push, closed once their stream is idle ({@link #reclaim}). */
-  private final List<PushLane> stuck = new ArrayList<>();
+  /** Landing regions of lost readers: never pushed into again (a new reader process has another descriptor). */
+  private final Set<RegionDescriptor> revoked = new HashSet<>();
+  /** Lanes set aside after a failed or timed-out push, closed once their stream is idle (their requests answered then). */
+  private final AsideLanes<PushLane> aside = new AsideLanes<>(new AsideLanes.Lanes<>() {
+    @Override
+    public boolean idle(PushLane lane) {
+      return lane.idle();
+    }
+
+    @Override
+    public void close(PushLane lane) {
+      lane.close();
+    }
+  });
   /** How often the completion thread looks whether lanes set aside became idle. */
   static final long RECLAIM_EVERY_NANOS = 100_000_000L;
-  private long reclaimed;
   private long lastReclaim = System.nanoTime();
   private final AtomicLong served = new AtomicLong();
   private final AtomicLong bytesServed = new AtomicLong();
@@ -197,10 +211,26 @@ public final class DeviceBlockServer implements AutoCloseable {
    * is complete when {@code done} runs.
    */
   public void start(DeviceWriteRequest req, long timeoutMs, long[] marks, Served done) throws TransportException {
+    start(req, System.nanoTime(), timeoutMs, marks, done);
+  }
+
+  /**
+   * As {@link #start(DeviceWriteRequest, long, long[], Served)} for a request received at
+   * {@code receivedNanos} (System.nanoTime()): its deadline is the earlier of {@code timeoutMs} and
+   * its budget from then, and a request already past it is refused, launching nothing.
+   */
+  public void start(DeviceWriteRequest req, long receivedNanos, long timeoutMs, long[] marks, Served done)
+      throws TransportException {
     if (marks.length < MARKS) {
       throw new IllegalArgumentException("serve marks: " + marks.length + " slots, expected >= " + MARKS);
     }
-    Job job = prepare(req, timeoutMs, marks, done);
+    long limitMs = Math.min(timeoutMs, req.budgetMillis());
+    long deadline = receivedNanos + limitMs * 1_000_000L;
+    if (System.nanoTime() - deadline > 0) {
+      throw new TransportException(TransportError.TIMEOUT, "device write request " + req.requestId() + ": its"
+          + " deadline (" + limitMs + " ms from its arrival) passed before it was served; dropped, nothing written");
+    }
+    PushJob job = prepare(req, deadline, limitMs, marks, done);
     boolean launchNow;
     synchronized (this) {
       if (closed) {
@@ -224,14 +254,14 @@ public final class DeviceBlockServer implements AutoCloseable {
   }
 
   /** Checks {@code req} against the store and pins its map outputs; throws, holding nothing, if refused. */
-  private Job prepare(DeviceWriteRequest req, long timeoutMs, long[] marks, Served done) throws TransportException {
+  private PushJob prepare(DeviceWriteRequest req, long deadline, long timeoutMs, long[] marks, Served done)
+      throws TransportException {
     req.check();
     Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
     boolean ok = false;
     try {
       int[] widths = req.widths();
-      ByteBuffer table = ByteBuffer.allocate(DeviceWriteRequest.TABLE_ENTRY * req.entries().size())
-          .order(ByteOrder.LITTLE_ENDIAN);
+      List<BlockTable.Landed> table = new ArrayList<>(req.entries().size());
       long total = 0;
       for (DeviceWriteRequest.Entry e : req.entries()) {
         DeviceMapOutputStore.Pinned p = pins.get(e.mapAttemptId());
@@ -256,10 +286,11 @@ public final class DeviceBlockServer implements AutoCloseable {
           throw refused(req, "block (" + e.mapAttemptId() + ", " + e.partition() + ") has " + bytes
               + " bytes, more than its capacity " + e.capacity());
         }
-        table.putLong(bytes).putLong(p.rows(e.partition()));
+        table.add(new BlockTable.Landed(bytes, p.rows(e.partition())));
         total += bytes;
       }
-      Job job = new Job(req, pins, table.array(), total, timeoutMs, marks, done);
+      PushJob job = new PushJob(req, pins, BlockTable.encode(req.requestId(), table), total, deadline, timeoutMs,
+          marks, done);
       plan(job);
       marks[MARK_CHECKED] = System.nanoTime();
       ok = true;
@@ -272,7 +303,7 @@ public final class DeviceBlockServer implements AutoCloseable {
   }
 
   /** The job's source regions and pieces: each block in pieces of {@link DeviceWriteRequest#CHUNK_BYTES}. */
-  private static void plan(Job job) {
+  private static void plan(PushJob job) {
     Map<Long, Integer> sourceIndex = new LinkedHashMap<>();
     for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : job.pins.entrySet()) {
       sourceIndex.put(e.getKey(), job.outputs.size());
@@ -296,7 +327,12 @@ public final class DeviceBlockServer implements AutoCloseable {
   }
 
   /** Takes a lane and launches the job's push (the caller holds one of the {@code maxInFlight} permits). */
-  private void launch(Job job) {
+  private void launch(PushJob job) {
+    if (System.nanoTime() - job.deadline > 0) {
+      finish(job, true, new TransportException(TransportError.TIMEOUT, "device write request " + job.req.requestId()
+          + ": its deadline (" + job.timeoutMs + " ms) passed before its push was launched; dropped, nothing written"));
+      return;
+    }
     try {
       job.lane = takeLane(job.req);
       job.lane.start(job.outputs, job.items, job.table, job.req.tableOffset(), job.req.signalOffset());
@@ -321,7 +357,10 @@ public final class DeviceBlockServer implements AutoCloseable {
       if (closed) {
         throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
       }
-      forgotten.remove(req.landing());
+      if (revoked.contains(req.landing())) {
+        throw new TransportException(TransportError.UNAVAILABLE, "device write request " + req.requestId()
+            + ": its reader's landing region was revoked (the reader was lost); nothing written");
+      }
       Deque<PushLane> q = idle.get(req.landing());
       PushLane lane = q == null ? null : q.pollFirst();
       if (lane == null) {
@@ -336,17 +375,20 @@ public final class DeviceBlockServer implements AutoCloseable {
   }
 
   /**
-   * Ends a job: its lane back to the idle lanes ({@code keep}) or set aside (a push that failed or
-   * timed out may leave its kernel running; such a lane is closed only with the server), its pins
-   * and its permit released, then its outcome reported.
+   * Ends a job: its permit released and its lane back to the idle lanes ({@code keep}), then its
+   * pins released and its outcome reported; or, when its push failed or passed its deadline (its
+   * kernel may still run), its lane set aside and the pins and the outcome held back until the
+   * lane's stream is idle ({@link AsideLanes}).
    */
-  private void finish(Job job, boolean keep, TransportException error) {
+  private void finish(PushJob job, boolean keep, TransportException error) {
     PushLane close = null;
+    boolean deferred = false;
     synchronized (this) {
       if (job.lane != null) {
         busy.remove(job.lane);
         if (!keep) {
-          stuck.add(job.lane);
+          aside.add(job.lane, () -> report(job, error));
+          deferred = true;
         } else if (closed || forgotten.contains(job.req.landing())) {
           close = job.lane;
         } else {
@@ -361,6 +403,13 @@ public final class DeviceBlockServer implements AutoCloseable {
     if (close != null) {
       close.close();
     }
+    if (!deferred) {
+      report(job, error);
+    }
+  }
+
+  /** Releases the job's pins and reports its outcome. */
+  private void report(PushJob job, TransportException error) {
     job.unpin();
     if (error == null) {
       served.incrementAndGet();
@@ -399,7 +448,7 @@ public final class DeviceBlockServer implements AutoCloseable {
    * while there is nothing in flight. Ends once the server is closed and nothing is left.
    */
   private void complete() {
-    List<Job> running = new ArrayList<>();
+    List<PushJob> running = new ArrayList<>();
     ctx.makeCurrent();
     for (;;) {
       try {
@@ -418,8 +467,8 @@ public final class DeviceBlockServer implements AutoCloseable {
   }
 
   /** One round of the completion thread over {@code running}; false once the thread is to end. */
-  private boolean completeOnce(List<Job> running) {
-    for (Job j = launched.poll(); j != null; j = launched.poll()) {
+  private boolean completeOnce(List<PushJob> running) {
+    for (PushJob j = launched.poll(); j != null; j = launched.poll()) {
       running.add(j);
     }
     long now = System.nanoTime();
@@ -427,8 +476,8 @@ public final class DeviceBlockServer implements AutoCloseable {
       lastReclaim = now;
       reclaim();
     }
-    for (java.util.Iterator<Job> it = running.iterator(); it.hasNext(); ) {
-      Job j = it.next();
+    for (java.util.Iterator<PushJob> it = running.iterator(); it.hasNext(); ) {
+      PushJob j = it.next();
       boolean ended;
       try {
         ended = j.lane.finished();
@@ -444,15 +493,16 @@ public final class DeviceBlockServer implements AutoCloseable {
         ended(j);
       } else if (now - j.deadline > 0) {
         it.remove();
-        finish(j, false, new TransportException(TransportError.INTERNAL, "device write request "
-            + j.req.requestId() + ": push failed: still running after " + j.timeoutMs + " ms"));
+        finish(j, false, new TransportException(TransportError.TIMEOUT, "device write request "
+            + j.req.requestId() + ": push failed: still running after " + j.timeoutMs + " ms (answered once it"
+            + " ended)"));
       }
     }
-    List<Job> expired = new ArrayList<>();
-    List<Job> launchable = new ArrayList<>();
+    List<PushJob> expired = new ArrayList<>();
+    List<PushJob> launchable = new ArrayList<>();
     synchronized (this) {
-      for (java.util.Iterator<Job> it = waiting.iterator(); it.hasNext(); ) {
-        Job j = it.next();
+      for (java.util.Iterator<PushJob> it = waiting.iterator(); it.hasNext(); ) {
+        PushJob j = it.next();
         if (now - j.deadline > 0) {
           it.remove();
           expired.add(j);
@@ -460,7 +510,7 @@ public final class DeviceBlockServer implements AutoCloseable {
       }
       while (active < maxInFlight && !waiting.isEmpty()) {
         active++;
-        Job j = waiting.pollFirst();
+        PushJob j = waiting.pollFirst();
         j.holdsPermit = true;
         launchable.add(j);
       }
@@ -471,11 +521,11 @@ public final class DeviceBlockServer implements AutoCloseable {
         return false;
       }
     }
-    for (Job j : expired) {
+    for (PushJob j : expired) {
       finish(j, true, new TransportException(TransportError.TIMEOUT, "device write request " + j.req.requestId()
-          + ": " + maxInFlight + " requests still pushing after " + j.timeoutMs + " ms"));
+          + ": " + maxInFlight + " requests still pushing after " + j.timeoutMs + " ms; dropped, nothing written"));
     }
-    for (Job j : launchable) {
+    for (PushJob j : launchable) {
       // On a thread of their own, so that launching (a few hundred microseconds each) never delays
       // seeing the end of the pushes in flight.
       try {
@@ -489,52 +539,26 @@ public final class DeviceBlockServer implements AutoCloseable {
   }
 
   /**
-   * Closes the lanes set aside whose stream has become idle: a push that timed out and ended later,
-   * or a launch that failed after queuing copies. A lane whose stream reports a CUDA error stays
-   * aside (until {@link #close}). Runs on the completion thread.
+   * Closes the lanes set aside whose stream has become idle (a push that passed its deadline and
+   * ended later, or a launch that failed after queuing copies) and answers their requests. A lane
+   * whose stream reports a CUDA error stays aside (until {@link #close}). Runs on the completion
+   * thread.
    */
   private void reclaim() {
-    List<PushLane> aside;
-    synchronized (this) {
-      if (stuck.isEmpty()) {
-        return;
-      }
-      aside = new ArrayList<>(stuck);
-    }
-    List<PushLane> done = new ArrayList<>();
-    for (PushLane lane : aside) {
-      try {
-        if (lane.idle()) {
-          done.add(lane);
-        }
-      } catch (RuntimeException e) {
-        // A CUDA error on its stream: nothing is known of its kernel; it stays aside.
-      }
-    }
-    if (done.isEmpty()) {
-      return;
-    }
-    synchronized (this) {
-      if (closed) {
-        return; // close() takes every lane set aside
-      }
-      stuck.removeAll(done);
-      reclaimed += done.size();
-    }
-    done.forEach(PushLane::close);
+    aside.reclaim();
   }
 
   /** Lanes set aside now (after failed or timed-out pushes, until their stream is idle), and those closed since. */
-  public synchronized int lanesAside() {
-    return stuck.size();
+  public int lanesAside() {
+    return aside.size();
   }
 
-  public synchronized long lanesReclaimed() {
-    return reclaimed;
+  public long lanesReclaimed() {
+    return aside.reclaimed();
   }
 
   /** A push that ended: every queue's status checked; a failing queue's text makes the refusal. */
-  private void ended(Job j) {
+  private void ended(PushJob j) {
     SlipStatus[] st;
     try {
       st = j.lane.statuses();
@@ -559,46 +583,15 @@ public final class DeviceBlockServer implements AutoCloseable {
     finish(j, true, null);
   }
 
-  /** One request being served: checked and pinned, waiting for or holding a lane. */
-  private static final class Job {
-    final DeviceWriteRequest req;
-    final Map<Long, DeviceMapOutputStore.Pinned> pins;
-    final byte[] table;
-    final long total;
-    final long timeoutMs;
-    final long deadline;
-    final long[] marks;
-    final Served done;
-    final List<GpuRegion> outputs = new ArrayList<>();
-    final List<List<PushKernel.Item>> items = new ArrayList<>();
-    PushLane lane;
-    boolean holdsPermit;
-
-    Job(DeviceWriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long total,
-        long timeoutMs, long[] marks, Served done) {
-      this.req = req;
-      this.pins = pins;
-      this.table = table;
-      this.total = total;
-      this.timeoutMs = timeoutMs;
-      this.deadline = System.nanoTime() + timeoutMs * 1_000_000L;
-      this.marks = marks;
-      this.done = done;
-    }
-
-    void unpin() {
-      pins.values().forEach(DeviceMapOutputStore.Pinned::close);
-      pins.clear();
-    }
-  }
-
   /**
    * Closes the lanes that push into {@code landing} (a lost reader's region): idle ones now, busy
-   * ones when their push ends. Call before the imported region is closed.
+   * ones when their push ends; requests still waiting for a lane into it are refused when their
+   * turn comes. Call before the imported region is closed.
    */
   public void forget(RegionDescriptor landing) {
     Deque<PushLane> q;
     synchronized (this) {
+      revoked.add(landing);
       q = idle.remove(landing);
       if (busy.containsValue(landing)) {
         forgotten.add(landing);
@@ -645,23 +638,22 @@ public final class DeviceBlockServer implements AutoCloseable {
   @Override
   public void close() {
     List<PushLane> all = new ArrayList<>();
-    List<Job> failed;
+    List<PushJob> failed;
     Thread c;
     synchronized (this) {
       closed = true;
       idle.values().forEach(all::addAll);
       idle.clear();
-      all.addAll(stuck);
-      stuck.clear();
       failed = new ArrayList<>(waiting);
       waiting.clear();
       c = completer;
     }
-    for (Job j : failed) {
+    for (PushJob j : failed) {
       finish(j, true, new TransportException(TransportError.UNAVAILABLE, "device write request "
           + j.req.requestId() + ": device block server is closed"));
     }
     all.forEach(PushLane::close);
+    aside.closeAll(); // their requests are answered now: the context goes with the server's owner
     if (c != null) {
       LockSupport.unpark(c);
       long deadline = System.nanoTime() + CLOSE_WAIT_MS * 1_000_000L;

@@ -14,34 +14,39 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
-import java.util.TreeMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A reader's device landing region: one registered device region ({@link GpuRegion}, exported to
  * holders through its descriptor) from which requests reserve ranges for their blocks, block table
- * and signal word. {@link #prepare} lays a request out; after the request was sent,
- * {@link Fetch#await} waits for the signal (with a deadline), checks the table, and returns
- * device-resident batches that are views into the landing range until {@link Fetch#close()}.
+ * and signal word ({@link LandingRanges} keeps the ranges). {@link #prepare} lays a request out;
+ * after the request was sent, {@link Fetch#await} waits for the signal (with a deadline), checks
+ * the signal and the {@link BlockTable} against the request, and returns device-resident batches
+ * that are views into the landing range until {@link Fetch#close()}.
  *
  * <p>Every range handed out is all zeros, so a request's signal word needs no reset (and its
  * sender no device synchronisation) before it is sent: the region is zeroed when it is made, and a
  * released range is zeroed in the background ({@link DeviceZeroer}) and becomes free again only
  * once that zeroing ended, which a reservation checks without waiting in the common case.
  *
- * <p>Threading: thread-safe; a daemon thread releases quarantined ranges. Ownership: owns the
- * region; {@link #close()} frees it and fails loudly if ranges are still reserved or quarantined
- * (their memory is freed regardless).
+ * <p>A request that ends before its holder finished (it timed out, its task failed) keeps its range
+ * out of reach ({@link Fetch#retain}) until the holder answers that request ({@link #finished}),
+ * the holder is lost ({@link #holderLost}) or the retention bound passes: a late push then lands
+ * in memory no other request holds (docs/gpu.md, "Landing ranges belong to one request").
+ *
+ * <p>Threading: thread-safe; a daemon thread releases retained ranges whose bound passed.
+ * Ownership: owns the region; {@link #close()} frees it and fails loudly if ranges are still
+ * reserved (their memory is freed regardless; retained ranges are released by the close).
  */
 public final class DeviceLanding implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(DeviceLanding.class);
   private final GpuContext ctx;
   private final GpuRegion region;
   private final RegionDescriptor descriptor;
-  private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
-  /** Released ranges being zeroed, oldest first; free once their zeroing ended. */
-  private final Deque<Zeroing> zeroing = new ArrayDeque<>();
   private final DeviceZeroer zeroer;
-  private long used;
-  private long nextRequestId = 1;
+  private final LandingRanges ranges;
+  private final java.util.concurrent.atomic.AtomicLong nextRequestId = new java.util.concurrent.atomic.AtomicLong(1);
   private final Deque<SignalWatcher> watchers = new ArrayDeque<>();
   private boolean closed;
 
@@ -61,10 +66,29 @@ public final class DeviceLanding implements AutoCloseable {
     }
     this.zeroer = z;
     this.descriptor = region.exportDescriptor();
-    free.put(0L, region.length());
+    this.ranges = new LandingRanges(region.length(), this::zeroRange, System::nanoTime);
   }
 
-  private record Zeroing(long offset, long length, DeviceZeroer.Ticket ticket) {}
+  /** Zeroes a released range on the zeroer's stream (called under the ranges' lock). */
+  private LandingRanges.Ticket zeroRange(long offset, long length) {
+    DeviceZeroer.Ticket t = zeroer.zero(region.devicePointer() + offset, length);
+    return new LandingRanges.Ticket() {
+      @Override
+      public boolean done() {
+        return t.done();
+      }
+
+      @Override
+      public void await() {
+        t.await();
+      }
+
+      @Override
+      public void close() {
+        t.close();
+      }
+    };
+  }
 
   private synchronized SignalWatcher takeWatcher() {
     if (closed) {
@@ -95,8 +119,66 @@ public final class DeviceLanding implements AutoCloseable {
     return region.length();
   }
 
-  public synchronized long used() {
-    return used;
+  /** Bytes reserved by requests, those retained for holders included. */
+  public long used() {
+    return ranges.used();
+  }
+
+  /** Bytes retained for holders that may still write into them ({@link Fetch#retain}). */
+  public long retainedBytes() {
+    return ranges.retainedBytes();
+  }
+
+  /** Ranges retained for holders now. */
+  public int retainedRanges() {
+    return ranges.retainedRanges();
+  }
+
+  /** The most bytes retained at once since start. */
+  public long peakRetainedBytes() {
+    return ranges.peakRetainedBytes();
+  }
+
+  /** Retained ranges released because the holder answered, was lost, or the bound passed, since start. */
+  public long releasedAnswered() {
+    return ranges.released(LandingRanges.Release.ANSWERED);
+  }
+
+  public long releasedHolderLost() {
+    return ranges.released(LandingRanges.Release.HOLDER_LOST);
+  }
+
+  public long releasedByBound() {
+    return ranges.released(LandingRanges.Release.BOUND);
+  }
+
+  /**
+   * The holder answered request {@code requestId} (refused, failed, or pushed: a holder answers once
+   * its push can store nothing more); its range, if retained, is released now.
+   */
+  public void finished(long requestId) {
+    LandingRanges.Retained r = ranges.finished(requestId);
+    if (r != null) {
+      LOG.info("Device landing: holder {} answered request {}; its retained range of {} bytes is released",
+          r.holder(), requestId, r.length());
+    }
+  }
+
+  /** Holder {@code executorId} left the cluster: every range retained for it is released now. */
+  public void holderLost(String executorId) {
+    List<LandingRanges.Retained> rs = ranges.holderLost(executorId);
+    if (!rs.isEmpty()) {
+      LOG.info("Device landing: holder {} was lost; {} retained ranges ({} bytes) released", executorId, rs.size(),
+          rs.stream().mapToLong(LandingRanges.Retained::length).sum());
+    }
+  }
+
+  private void releaseDue() {
+    for (LandingRanges.Retained r : ranges.releaseDue()) {
+      LOG.warn("Device landing: holder {} never answered request {}; its range [{}, {}) is released {} ms after it"
+          + " was retained (the reader's deadline plus spark.slipstream.gpu.landing.retainGrace)", r.holder(),
+          r.requestId(), r.offset(), r.offset() + r.length(), (System.nanoTime() - r.retainedAt()) / 1_000_000L);
+    }
   }
 
   /** What a reader asks of one holder: block {@code (mapAttemptId, partition)} into at most {@code capacity} bytes. */
@@ -157,19 +239,16 @@ public final class DeviceLanding implements AutoCloseable {
       need += BatchLayout.align16(w.capacity());
     }
     long tableAt = need;
-    need += BatchLayout.align16((long) DeviceWriteRequest.TABLE_ENTRY * wants.size());
+    need += BatchLayout.align16(BlockTable.bytes(wants.size()));
     long signalAt = need;
     need += 16;
     long base;
-    long id;
-    synchronized (this) {
-      if (orThrow) {
-        base = reserve(need, deadlineNanos);
-      } else if (need > region.length() || (base = tryReserve(need)) < 0) {
-        return null;
-      }
-      id = nextRequestId++;
+    if (orThrow) {
+      base = ranges.reserve(need, deadlineNanos);
+    } else if ((base = ranges.tryReserve(need)) < 0) {
+      return null;
     }
+    long id = nextRequestId.getAndIncrement();
     List<DeviceWriteRequest.Entry> entries = new ArrayList<>(wants.size());
     long at = base;
     for (Want w : wants) {
@@ -187,96 +266,9 @@ public final class DeviceLanding implements AutoCloseable {
     }
   }
 
-  private long reserve(long bytes, long deadlineNanos) {
-    if (bytes > region.length()) {
-      throw new IllegalStateException("device landing region: " + bytes + " bytes asked, more than the region's "
-          + region.length() + " (spark.slipstream.gpu.landing.bytes)");
-    }
-    for (;;) {
-      long at = tryReserve(bytes);
-      if (at >= 0) {
-        return at; // tryReserve has waited for every range still being zeroed
-      }
-      long left = deadlineNanos - System.nanoTime();
-      if (left <= 0) {
-        throw new IllegalStateException("device landing region: no free range of " + bytes + " bytes (" + used
-            + " of " + region.length() + " in use; spark.slipstream.gpu.landing.bytes)");
-      }
-      try {
-        wait(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new IllegalStateException("interrupted while waiting for device landing space", e);
-      }
-    }
-  }
-
-  /** A free range of {@code bytes}, or -1: ranges whose zeroing ended are free first, then those still zeroing are waited for. */
-  private long tryReserve(long bytes) {
-    reapZeroed();
-    long at = takeFree(bytes);
-    while (at < 0 && !zeroing.isEmpty()) {
-      awaitOldestZeroing();
-      at = takeFree(bytes);
-    }
-    return at;
-  }
-
-  /** Moves released ranges whose zeroing ended into the free list, oldest first. */
-  private void reapZeroed() {
-    while (!zeroing.isEmpty() && zeroing.peekFirst().ticket().done()) {
-      freeZeroed(zeroing.pollFirst());
-    }
-  }
-
-  private void awaitOldestZeroing() {
-    Zeroing z = zeroing.pollFirst();
-    z.ticket().await();
-    freeZeroed(z);
-  }
-
-  private void freeZeroed(Zeroing z) {
-    z.ticket().close();
-    long off = z.offset();
-    long len = z.length();
-    Long next = off + len;
-    Long nextLen = free.remove(next);
-    if (nextLen != null) {
-      len += nextLen;
-    }
-    var prev = free.floorEntry(off);
-    if (prev != null && prev.getKey() + prev.getValue() == off) {
-      off = prev.getKey();
-      len += prev.getValue();
-    }
-    free.put(off, len);
-    notifyAll();
-  }
-
-  private long takeFree(long bytes) {
-    for (var e : free.entrySet()) {
-      if (e.getValue() >= bytes) {
-        long off = e.getKey();
-        long len = e.getValue();
-        free.remove(off);
-        if (len > bytes) {
-          free.put(off + bytes, len - bytes);
-        }
-        used += bytes;
-        return off;
-      }
-    }
-    return -1;
-  }
-
   /** Gives a range back: zeroed in the background, free once that ended. */
-  private synchronized void release(long off, long len) {
-    used -= len;
-    if (closed) {
-      return;
-    }
-    zeroing.addLast(new Zeroing(off, len, zeroer.zero(region.devicePointer() + off, len)));
-    notifyAll(); // a reserve waiting for space takes it once its zeroing ended
+  private void release(long off, long len) {
+    ranges.release(off, len);
   }
 
   /** One request's landing range. Close it once the batches it returned are no longer used. */
@@ -389,24 +381,15 @@ public final class DeviceLanding implements AutoCloseable {
       return ByteBuffer.wrap(region.read(request.signalOffset(), 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
     }
 
-    /** Checks the signal's count and each table entry; the blocks as views into this range. */
+    /** Checks the signal and the table ({@link BlockTable#check}); the blocks as views into this range. */
     private List<DeviceBatch> landed(long sig, ByteBuffer t) throws TransportException {
-      if ((sig >>> 40) != expectedBlocks()) {
-        throw new TransportException(TransportError.INTERNAL, "device write request " + request.requestId()
-            + ": signal counted " + (sig >>> 40) + " blocks, expected " + expectedBlocks());
-      }
       int[] widths = request.widths();
-      List<DeviceBatch> out = new ArrayList<>(request.entries().size());
-      for (DeviceWriteRequest.Entry e : request.entries()) {
-        long bytes = t.getLong();
-        long rows = t.getLong();
-        if (rows < 0 || rows >= (1L << 32) || bytes > e.capacity() || BatchLayout.packedBytes(rows, widths) > bytes) {
-          throw new TransportException(TransportError.MALFORMED, "device write request " + request.requestId()
-              + ": block (" + e.mapAttemptId() + ", " + e.partition() + ") reported " + bytes + " bytes and " + rows
-              + " rows, expected rows in [0, 2^32) packed in at most the capacity " + e.capacity() + " bytes");
-        }
-        BatchLayout packed = BatchLayout.packed(rows, widths);
-        out.add(DeviceBatch.view(ctx.device(), region.devicePointer() + e.landingOffset(), packed));
+      List<BlockTable.Landed> blocks = BlockTable.check(request, sig, t);
+      List<DeviceBatch> out = new ArrayList<>(blocks.size());
+      for (int i = 0; i < blocks.size(); i++) {
+        BatchLayout packed = BatchLayout.packed(blocks.get(i).rows(), widths);
+        out.add(DeviceBatch.view(ctx.device(), region.devicePointer() + request.entries().get(i).landingOffset(),
+            packed));
       }
       return out;
     }
@@ -428,43 +411,64 @@ public final class DeviceLanding implements AutoCloseable {
     }
 
     /**
-     * For a request that failed or timed out: stops waiting for its signal now, and, since the
-     * holder may still be writing into this range, releases it only after {@code delayMs} (the host
-     * path quarantines landing space the same way).
+     * For a request that was sent and ended before its holder finished it (timed out, refused by the
+     * transport, its task failed): stops waiting for its signal now and keeps its range out of reach
+     * of every other request until holder {@code holder} answers it ({@link DeviceLanding#finished}),
+     * is lost ({@link DeviceLanding#holderLost}), or {@code releaseByNanos} (System.nanoTime())
+     * passes; then it is zeroed and free. Idempotent with {@link #close()}: whichever comes first counts.
      */
-    public void quarantine(long delayMs) {
-      if (open) {
-        if (watcher != null) {
-          abandon();
-        }
-        quarantine.schedule(this::close, delayMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+    public void retain(String holder, long releaseByNanos) {
+      if (!open) {
+        return;
       }
+      if (watcher != null) {
+        abandon();
+      }
+      open = false;
+      LandingRanges.Retained r = ranges.retain(request.requestId(), holder, base, length, releaseByNanos);
+      LOG.info("Device landing: request {} to holder {} ended before the holder finished it; its range of {} bytes is"
+          + " retained until the holder answers or is lost, at most {} ms ({} bytes retained in {} ranges)",
+          request.requestId(), holder, length, Math.max(0, (releaseByNanos - r.retainedAt()) / 1_000_000L),
+          ranges.retainedBytes(), ranges.retainedRanges());
+      scheduleRelease(releaseByNanos);
     }
   }
 
-  private final java.util.concurrent.ScheduledExecutorService quarantine =
+  private void scheduleRelease(long atNanos) {
+    try {
+      bound.schedule(this::releaseDue, Math.max(0, atNanos - System.nanoTime()),
+          java.util.concurrent.TimeUnit.NANOSECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      // closed: the close released every retained range
+    }
+  }
+
+  /** Releases retained ranges whose bound passed. */
+  private final java.util.concurrent.ScheduledExecutorService bound =
       java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "slipstream-gpu-landing-quarantine");
+        Thread t = new Thread(r, "slipstream-gpu-landing-retention");
         t.setDaemon(true);
         return t;
       });
 
   @Override
-  public synchronized void close() {
-    closed = true;
-    watchers.forEach(SignalWatcher::close);
-    watchers.clear();
-    quarantine.shutdownNow();
-    long outstanding = used;
+  public void close() {
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      watchers.forEach(SignalWatcher::close);
+      watchers.clear();
+    }
+    bound.shutdownNow();
+    long outstanding;
     try {
-      zeroer.close(); // waits for the zeroings queued
+      outstanding = ranges.close(zeroer::close); // waits for the zeroings queued; none is queued after
     } finally {
-      zeroing.forEach(z -> z.ticket().close());
-      zeroing.clear();
       region.close();
     }
     if (outstanding > 0) {
-      used = 0;
       throw new IllegalStateException("device landing region closed with " + outstanding + " bytes still reserved");
     }
   }

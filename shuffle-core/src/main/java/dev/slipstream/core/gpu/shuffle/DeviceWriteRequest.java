@@ -24,14 +24,23 @@ import java.util.List;
  * the table counts one. {@code widths} are the payload column widths the reader expects; the
  * holder refuses a map output of another shape.
  *
+ * <p>{@code reader} is the executor the request is for: a holder pushes only into the landing
+ * region that executor registered in the driver's peer table, never into one a request merely
+ * carries ({@link PeerLandings}). {@code budgetMillis} is the time left until the reader gives the
+ * request up, as a remaining-time budget (the two processes' clocks are never compared): a holder
+ * that has not launched the push within it drops the request.
+ *
  * <p>Immutable. {@link #decode} checks every field; {@link #check()} checks every range against
  * the landing region, so a holder never writes outside it.
  */
 public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor landing, long tableOffset,
-    long signalOffset, int[] widths, List<Entry> entries) {
+    long signalOffset, int[] widths, List<Entry> entries, String reader, long budgetMillis) {
   public static final byte TYPE = 48;
+  /** The longest budget a request may carry (a day). */
+  public static final long MAX_BUDGET_MILLIS = 24L * 3600 * 1000;
+  static final int MAX_READER_ID = 64;
   public static final int MAX_ENTRIES = 1 << 16;
-  public static final int TABLE_ENTRY = 16;
+  public static final int TABLE_ENTRY = BlockTable.ENTRY;
   /** Landing offsets are 16-byte aligned: the partition kernel's sections are. */
   public static final int ALIGN = 16;
   /** The piece of a block one push queue sends at a time (a protocol constant: both sides count by it). */
@@ -59,6 +68,19 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
   public DeviceWriteRequest {
     widths = widths.clone();
     entries = List.copyOf(entries);
+    reader = reader == null ? "" : reader;
+  }
+
+  /** A request for no named reader, with the longest budget (tests and benchmarks in one process). */
+  public DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor landing, long tableOffset,
+      long signalOffset, int[] widths, List<Entry> entries) {
+    this(requestId, shuffleId, landing, tableOffset, signalOffset, widths, entries, "", MAX_BUDGET_MILLIS);
+  }
+
+  /** This request from executor {@code readerId}, to be given up {@code millis} from now. */
+  public DeviceWriteRequest from(String readerId, long millis) {
+    return new DeviceWriteRequest(requestId, shuffleId, landing, tableOffset, signalOffset, widths, entries, readerId,
+        millis);
   }
 
   @Override
@@ -75,6 +97,12 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
     if (landing.kind() != MemoryKind.DEVICE) {
       throw malformed("landing region " + Integer.toUnsignedString(landing.id()) + " is " + landing.kind()
           + " memory, expected DEVICE");
+    }
+    if (reader.length() > MAX_READER_ID) {
+      throw malformed("reader id of " + reader.length() + " characters, expected at most " + MAX_READER_ID);
+    }
+    if (budgetMillis < 0 || budgetMillis > MAX_BUDGET_MILLIS) {
+      throw malformed("budget " + budgetMillis + " ms, expected 0.." + MAX_BUDGET_MILLIS);
     }
     if (entries.isEmpty() || entries.size() > MAX_ENTRIES) {
       throw malformed(entries.size() + " entries, expected 1.." + MAX_ENTRIES);
@@ -109,7 +137,7 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
     if (tableOffset % 8 != 0) {
       throw malformed("table offset " + tableOffset + " not 8-byte aligned");
     }
-    ranges[i++] = range("block table", tableOffset, (long) TABLE_ENTRY * entries.size(), len);
+    ranges[i++] = range("block table", tableOffset, BlockTable.bytes(entries.size()), len);
     ranges[i] = range("signal", signalOffset, 8, len);
     Arrays.sort(ranges, (a, b) -> Long.compare(a[0], b[0]));
     for (int k = 1; k < ranges.length; k++) {
@@ -134,9 +162,9 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
   }
 
   public byte[] encode() {
-    WireWriter w = new WireWriter(64 + RegionDescriptor.BYTES + entries.size() * 28);
-    w.putHeader(TYPE).putLong(requestId).putInt(shuffleId).putBytes(landing.encode()).putLong(tableOffset)
-        .putLong(signalOffset).putInt(widths.length);
+    WireWriter w = new WireWriter(96 + reader.length() * 4 + RegionDescriptor.BYTES + entries.size() * 28);
+    w.putHeader(TYPE).putLong(requestId).putInt(shuffleId).putString(reader).putLong(budgetMillis)
+        .putBytes(landing.encode()).putLong(tableOffset).putLong(signalOffset).putInt(widths.length);
     for (int x : widths) {
       w.putInt(x);
     }
@@ -153,6 +181,8 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
     r.expectHeader(TYPE, "device write request");
     long id = r.getLong("request id");
     int shuffleId = r.getInt("shuffle id", 0, Integer.MAX_VALUE);
+    String reader = r.getString("reader id", MAX_READER_ID * 4);
+    long budget = r.getLong("budget");
     RegionDescriptor landing;
     try {
       landing = RegionDescriptor.decode(r.getBytes("landing descriptor", RegionDescriptor.BYTES));
@@ -176,14 +206,15 @@ public record DeviceWriteRequest(long requestId, int shuffleId, RegionDescriptor
           r.getLong("capacity")));
     }
     r.expectEnd("device write request");
-    return new DeviceWriteRequest(id, shuffleId, landing, table, signal, widths, entries).check();
+    return new DeviceWriteRequest(id, shuffleId, landing, table, signal, widths, entries, reader, budget).check();
   }
 
   @Override
   public boolean equals(Object o) {
     return o instanceof DeviceWriteRequest q && requestId == q.requestId && shuffleId == q.shuffleId
         && landing.equals(q.landing) && tableOffset == q.tableOffset && signalOffset == q.signalOffset
-        && Arrays.equals(widths, q.widths) && entries.equals(q.entries);
+        && Arrays.equals(widths, q.widths) && entries.equals(q.entries) && reader.equals(q.reader)
+        && budgetMillis == q.budgetMillis;
   }
 
   @Override

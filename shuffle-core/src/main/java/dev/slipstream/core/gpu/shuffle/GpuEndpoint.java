@@ -7,6 +7,7 @@ import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
+import java.util.Optional;
 
 /**
  * What an executor with a GPU tells the driver (and through it every peer) at registration: which
@@ -16,18 +17,27 @@ import dev.slipstream.core.wire.WireWriter;
  * device write requests may be written into by readers of the same machine ({@code requestRing}, a
  * {@link RequestRing}; empty when it takes them over the transport only).
  *
- * <p>Wire form: a version byte ({@link #VERSION}), then the fields; {@link #decode} checks each and
- * names what was got and what was expected. Immutable.
+ * <p>The landing descriptor (its CUDA IPC handle and key) and the ring path are for executors of
+ * the same machine only: the driver hands other executors {@link #sharedWith the endpoint without
+ * them} ({@code landing} empty, no ring), which is all they need to choose the proxy path.
+ *
+ * <p>Wire form: a version byte ({@link #VERSION}), then the fields (the landing after a presence
+ * byte); {@link #decode} checks each and names what was got and what was expected. Immutable.
  */
 public record GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
-    RegionDescriptor landing, String requestRing) {
-  public static final byte VERSION = 2;
+    Optional<RegionDescriptor> landing, String requestRing) {
+  public static final byte VERSION = 3;
   static final int MAX_RING_PATH = 1024;
 
   /** An endpoint that takes device write requests over the transport only. */
   public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
       RegionDescriptor landing) {
-    this(hostId, device, pciBusId, uuid, gpunetio, landing, "");
+    this(hostId, device, pciBusId, uuid, gpunetio, Optional.of(landing), "");
+  }
+
+  public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
+      RegionDescriptor landing, String requestRing) {
+    this(hostId, device, pciBusId, uuid, gpunetio, Optional.of(landing), requestRing);
   }
   static final int MAX_HOST_ID = 256;
   static final int MAX_PCI_BUS_ID = 32;
@@ -45,10 +55,13 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
       throw new IllegalArgumentException("GPU endpoint: PCI bus id '" + pciBusId + "' and UUID '" + uuid
           + "', expected at most " + MAX_PCI_BUS_ID + " and " + MAX_UUID + " characters");
     }
-    if (landing.kind() != MemoryKind.DEVICE || landing.device() != device) {
-      throw new IllegalArgumentException("GPU endpoint: landing region " + Integer.toUnsignedString(landing.id())
-          + " is " + landing.kind() + " memory on device " + landing.device() + ", expected DEVICE memory on device "
-          + device);
+    if (landing == null) {
+      throw new IllegalArgumentException("GPU endpoint: landing null, expected a descriptor or none");
+    }
+    if (landing.isPresent() && (landing.get().kind() != MemoryKind.DEVICE || landing.get().device() != device)) {
+      RegionDescriptor l = landing.get();
+      throw new IllegalArgumentException("GPU endpoint: landing region " + Integer.toUnsignedString(l.id())
+          + " is " + l.kind() + " memory on device " + l.device() + ", expected DEVICE memory on device " + device);
     }
     if (requestRing == null || (!requestRing.isEmpty() && (requestRing.length() > MAX_RING_PATH
         || !RequestRing.isRingPath(requestRing)))) {
@@ -62,9 +75,23 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
     return new GpuEndpoint(hostId, device, pciBusId, uuid, gpunetio, landing, path);
   }
 
+  /**
+   * What executor {@code recipient} (its GPU endpoint; null when it has none) may see of this one:
+   * all of it on the same machine ({@link #hostId}); elsewhere no landing descriptor and no ring
+   * (CUDA IPC handles and landing keys never leave the machine).
+   */
+  public GpuEndpoint sharedWith(GpuEndpoint recipient) {
+    if (recipient != null && recipient.hostId.equals(hostId)) {
+      return this;
+    }
+    return new GpuEndpoint(hostId, device, pciBusId, uuid, gpunetio, Optional.empty(), "");
+  }
+
   public void encode(WireWriter w) {
     w.putByte(VERSION).putString(hostId).putInt(device).putString(pciBusId).putString(uuid)
-        .putByte(gpunetio ? 1 : 0).putBytes(landing.encode()).putString(requestRing);
+        .putByte(gpunetio ? 1 : 0).putByte(landing.isPresent() ? 1 : 0);
+    landing.ifPresent(l -> w.putBytes(l.encode()));
+    w.putString(requestRing);
   }
 
   public static GpuEndpoint decode(WireReader r) throws TransportException {
@@ -81,10 +108,16 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
       throw new TransportException(TransportError.MALFORMED, "GPU endpoint: gpunetio flag " + nic
           + ", expected 0 or 1");
     }
-    byte[] desc = r.getBytes("GPU endpoint landing descriptor", RegionDescriptor.BYTES);
+    byte has = r.getByte("GPU endpoint landing presence");
+    if (has != 0 && has != 1) {
+      throw new TransportException(TransportError.MALFORMED, "GPU endpoint: landing presence byte " + has
+          + ", expected 0 (none) or 1 (a descriptor follows)");
+    }
+    byte[] desc = has == 1 ? r.getBytes("GPU endpoint landing descriptor", RegionDescriptor.BYTES) : null;
     String ring = r.getString("GPU endpoint request ring", MAX_RING_PATH * 4);
     try {
-      return new GpuEndpoint(host, device, pci, uuid, nic == 1, RegionDescriptor.decode(desc), ring);
+      return new GpuEndpoint(host, device, pci, uuid, nic == 1,
+          desc == null ? Optional.empty() : Optional.of(RegionDescriptor.decode(desc)), ring);
     } catch (IllegalArgumentException e) {
       throw new TransportException(TransportError.MALFORMED, e.getMessage());
     }

@@ -2,6 +2,7 @@ package dev.slipstream.core.gpu.shuffle;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -66,9 +67,25 @@ class GpuShuffleCodecTest {
   @Test
   void deviceWriteRequestRoundTripsAndIsChecked() throws TransportException {
     var req = request(1 << 20, List.of(new DeviceWriteRequest.Entry(77, 5, 0, 4096),
-        new DeviceWriteRequest.Entry(78, 5, 4096, 160)), 8192, 8192 + 32);
+        new DeviceWriteRequest.Entry(78, 5, 4096, 160)), 8192, 8192 + 48);
     assertEquals(req, DeviceWriteRequest.decode(req.encode()));
     assertArrayEquals(new int[] {8, 4}, DeviceWriteRequest.decode(req.encode()).widths());
+    var sent = req.from("7", 2_000);
+    var got = DeviceWriteRequest.decode(sent.encode());
+    assertEquals(sent, got);
+    assertEquals("7", got.reader());
+    assertEquals(2_000, got.budgetMillis());
+    assertNotEquals(req, got, "the reader and the budget are part of the request");
+  }
+
+  @Test
+  void deviceWriteRequestRefusesABudgetOutOfRangeAndAnOverlongReader() {
+    var req = request(1 << 20, List.of(new DeviceWriteRequest.Entry(77, 5, 0, 4096)), 8192, 8192 + 32);
+    assertEquals("MALFORMED: device write request: budget -1 ms, expected 0.." + DeviceWriteRequest.MAX_BUDGET_MILLIS,
+        assertThrows(TransportException.class, () -> DeviceWriteRequest.decode(req.from("1", -1).encode()))
+            .getMessage());
+    assertEquals("MALFORMED: device write request: reader id of 65 characters, expected at most 64",
+        assertThrows(TransportException.class, () -> req.from("x".repeat(65), 1).check()).getMessage());
   }
 
   @Test
@@ -79,7 +96,7 @@ class GpuShuffleCodecTest {
     assertEquals(2, DeviceWriteRequest.chunks(c + 16));
     var req = request(64L << 20, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 16),
         new DeviceWriteRequest.Entry(1, 1, 16, c), new DeviceWriteRequest.Entry(2, 0, 16 + c, c + 16),
-        new DeviceWriteRequest.Entry(2, 1, 32 + 2 * c, 3 * c)), 32 + 5 * c, 32 + 5 * c + 64);
+        new DeviceWriteRequest.Entry(2, 1, 32 + 2 * c, 3 * c)), 32 + 5 * c, 32 + 5 * c + 80);
     req.check();
     assertEquals(1 + 1 + 2 + 3 + 1, req.expectedBlocks(), "pieces of every block, plus the table");
     var tooMany = request(Long.MAX_VALUE / 2, List.of(new DeviceWriteRequest.Entry(1, 0, 0, (1L << 24) * c)), 0, 64);
@@ -93,7 +110,7 @@ class GpuShuffleCodecTest {
     assertEquals("MALFORMED: device write request: block (1, 0): offset 4096 + length 8192 outside landing region 1 (length 8192)",
         assertThrows(TransportException.class, outside::check).getMessage());
     var overlap = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 128)), 64, 4096);
-    assertEquals("MALFORMED: device write request: landing ranges overlap: [0, 128) and [64, 80)",
+    assertEquals("MALFORMED: device write request: landing ranges overlap: [0, 128) and [64, 96)",
         assertThrows(TransportException.class, overlap::check).getMessage());
     var misaligned = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 8, 16)), 1024, 2048);
     assertEquals("MALFORMED: device write request: landing offset 8 not 16-byte aligned",
@@ -135,7 +152,7 @@ class GpuShuffleCodecTest {
     r.expectEnd("endpoint");
     byte[] version = bytes.clone();
     version[0] = 1;
-    assertEquals("BAD_VERSION: GPU endpoint: version 1, expected 2",
+    assertEquals("BAD_VERSION: GPU endpoint: version 1, expected 3",
         assertThrows(TransportException.class, () -> GpuEndpoint.decode(new WireReader(version))).getMessage());
     byte[] truncated = Arrays.copyOf(bytes, bytes.length - 10);
     assertThrows(TransportException.class, () -> GpuEndpoint.decode(new WireReader(truncated)));
@@ -154,6 +171,28 @@ class GpuShuffleCodecTest {
           assertThrows(IllegalArgumentException.class,
               () -> new GpuEndpoint("h", 1, "p", "u", false, deviceLanding(1, 4096), forged)).getMessage());
     }
+  }
+
+  @Test
+  void aGpuEndpointSharesItsLandingAndRingWithExecutorsOfItsMachineOnly() throws TransportException {
+    String ring = "/dev/shm/slipstream-ring-" + "0123456789abcdef".repeat(2);
+    GpuEndpoint g = new GpuEndpoint("host-a/boot-1", 1, "p", "u", false, deviceLanding(1, 4096), ring);
+    GpuEndpoint sameHost = new GpuEndpoint("host-a/boot-1", 0, "p0", "u0", false, deviceLanding(0, 4096));
+    GpuEndpoint otherHost = new GpuEndpoint("host-b/boot-2", 1, "p1", "u1", false, deviceLanding(1, 4096));
+    GpuEndpoint rebooted = new GpuEndpoint("host-a/boot-2", 0, "p0", "u0", false, deviceLanding(0, 4096));
+    assertEquals(g, g.sharedWith(sameHost));
+    for (GpuEndpoint other : new GpuEndpoint[] {otherHost, rebooted, null}) {
+      GpuEndpoint seen = g.sharedWith(other);
+      assertTrue(seen.landing().isEmpty(), "no landing descriptor (CUDA IPC handle, key) for " + other);
+      assertEquals("", seen.requestRing());
+      assertEquals(List.of(g.hostId(), g.device(), g.uuid()), List.of(seen.hostId(), seen.device(), seen.uuid()));
+      WireWriter w = new WireWriter(512);
+      seen.encode(w);
+      byte[] wire = w.toByteArray();
+      assertEquals(seen, GpuEndpoint.decode(new WireReader(wire)));
+      assertTrue(wire.length < RegionDescriptor.BYTES, "the wire form carries no descriptor: " + wire.length + " bytes");
+    }
+    assertEquals(GpuPath.PROXY, GpuPath.between(otherHost, g.sharedWith(otherHost)), "enough to choose the path");
   }
 
   @Test
