@@ -251,7 +251,7 @@ class DeviceShuffleGpuTest {
   }
 
   @Test
-  void onePushLanePerLandingRegionServesRequestsOverChangingMapOutputs() throws TransportException {
+  void onePushLanePerLandingRegionServesRequestsOverChangingMapOutputsUntilItIsRevoked() throws TransportException {
     assumeGpu();
     try (Rig r = new Rig(1)) {
       r.pushAll(1, 2);
@@ -263,8 +263,10 @@ class DeviceShuffleGpuTest {
       assertEquals(4, r.server.requestsServed());
       r.server.forget(r.landing.descriptor());
       assertEquals(0, r.server.lanesIdle(), "a forgotten landing region's lanes are closed");
-      r.pushAll(5);
-      assertEquals(2, r.server.lanesMade());
+      // Forgotten means its reader was lost: the region is revoked, never pushed into again.
+      TransportException e = assertThrows(TransportException.class, () -> r.pushAll(5));
+      assertTrue(e.getMessage().contains("its reader's landing region was revoked"), e.getMessage());
+      assertEquals(1, r.server.lanesMade(), "no lane is made into a revoked landing region");
       assertEquals(0, r.landing.used());
     }
   }
