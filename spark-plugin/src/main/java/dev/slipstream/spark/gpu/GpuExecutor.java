@@ -131,19 +131,18 @@ public final class GpuExecutor implements AutoCloseable {
     if (d.equals(landing.descriptor())) {
       return imported.computeIfAbsent(d, x -> RemoteRegion.alias(landing.region()));
     }
-    RemoteRegion fresh = RemoteRegion.importFrom(ctx, d);
-    try {
-      fresh.checkMappedLength(ctx);
-    } catch (RuntimeException e) {
-      fresh.close();
-      throw e;
-    }
-    r = imported.putIfAbsent(d, fresh);
-    if (r != null) {
-      fresh.close();
-      return r;
-    }
-    return fresh;
+    // One import per descriptor, made under the map's lock for that key: CUDA refuses a second
+    // cudaIpcOpenMemHandle of a handle this process already mapped (cudaErrorAlreadyMapped).
+    return imported.computeIfAbsent(d, x -> {
+      RemoteRegion fresh = RemoteRegion.importFrom(ctx, x);
+      try {
+        fresh.checkMappedLength(ctx);
+      } catch (RuntimeException e) {
+        fresh.close();
+        throw e;
+      }
+      return fresh;
+    });
   }
 
   /**
