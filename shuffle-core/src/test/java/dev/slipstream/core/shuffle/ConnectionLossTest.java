@@ -16,7 +16,6 @@ import dev.slipstream.core.transport.loopback.LoopbackFabric;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -78,13 +77,7 @@ class ConnectionLossTest {
   }
 
   private static Map<String, String> conf() {
-    Map<String, String> m = new HashMap<>();
-    m.put("spark.slipstream.landing.bytes", "256k");
-    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
-    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
-    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
-    m.put("spark.slipstream.reader.fetchTimeout", "5s");
-    return m;
+    return TestNodes.conf("5s");
   }
 
   private byte[] fetch(ShuffleNode reader, ShuffleNode holder) throws IOException {

@@ -8,7 +8,6 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.loopback.LoopbackFabric;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -33,14 +32,7 @@ class DeviceWriteExchangeTest {
   private final CountDownLatch answer = new CountDownLatch(1);
 
   private ShuffleNode node(String name) throws TransportException {
-    Map<String, String> m = new HashMap<>();
-    m.put("spark.slipstream.landing.bytes", "256k");
-    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
-    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
-    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
-    m.put("spark.slipstream.mapOutput.segmentBytes", "256k");
-    m.put("spark.slipstream.mapOutput.pageBytes", "4k");
-    m.put("spark.slipstream.reader.fetchTimeout", "200ms");
+    Map<String, String> m = TestNodes.conf("200ms");
     return TestNodes.on(fabric).node(m, tmp, name);
   }
 

@@ -18,7 +18,6 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -49,13 +48,7 @@ class ForgedTableTest {
 
   @BeforeEach
   void start() throws Exception {
-    Map<String, String> m = new HashMap<>();
-    m.put("spark.slipstream.landing.bytes", "256k");
-    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
-    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
-    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
-    m.put("spark.slipstream.reader.fetchTimeout", "5s");
-    reader = nodes.node(m, tmp, "reader");
+    reader = nodes.node(TestNodes.conf("5s"), tmp, "reader");
     rogue = new LoopbackTransportProvider(nodes.fabric()).create(TransportContext.of(ConfigSource.empty(), "localhost",
         "rogue"));
     int[] n = {0};

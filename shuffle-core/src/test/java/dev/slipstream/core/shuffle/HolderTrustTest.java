@@ -14,7 +14,6 @@ import dev.slipstream.core.transport.loopback.LoopbackFabric;
 import dev.slipstream.core.transport.loopback.LoopbackTransportProvider;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -40,15 +39,7 @@ class HolderTrustTest {
   private final AtomicInteger strangerMessages = new AtomicInteger();
 
   private static Map<String, String> conf(String fetchTimeout) {
-    Map<String, String> m = new HashMap<>();
-    m.put("spark.slipstream.landing.bytes", "256k");
-    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
-    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
-    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
-    m.put("spark.slipstream.mapOutput.segmentBytes", "256k");
-    m.put("spark.slipstream.mapOutput.pageBytes", "4k");
-    m.put("spark.slipstream.reader.fetchTimeout", fetchTimeout);
-    return m;
+    return TestNodes.conf(fetchTimeout);
   }
 
   @BeforeEach

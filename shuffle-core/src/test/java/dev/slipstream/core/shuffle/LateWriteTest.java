@@ -12,7 +12,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -39,15 +38,7 @@ class LateWriteTest {
   @TempDir Path tmp;
 
   private static Map<String, String> conf() {
-    Map<String, String> m = new HashMap<>();
-    m.put("spark.slipstream.landing.bytes", "64k");
-    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
-    m.put("spark.slipstream.reader.maxBytesInFlight", "32k");
-    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
-    m.put("spark.slipstream.mapOutput.segmentBytes", "256k");
-    m.put("spark.slipstream.mapOutput.pageBytes", "4k");
-    m.put("spark.slipstream.reader.fetchTimeout", T + "ms");
-    return m;
+    return TestNodes.conf(T + "ms");
   }
 
   static byte[] write(ShuffleNode n, int shuffleId, long mapId, long seed) throws IOException {

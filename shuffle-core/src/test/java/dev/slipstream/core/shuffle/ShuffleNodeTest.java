@@ -36,15 +36,7 @@ class ShuffleNodeTest {
   }
 
   private static Map<String, String> small() {
-    Map<String, String> m = new HashMap<>();
-    m.put("spark.slipstream.landing.bytes", "256k");
-    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
-    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
-    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
-    m.put("spark.slipstream.mapOutput.segmentBytes", "256k");
-    m.put("spark.slipstream.mapOutput.pageBytes", "4k");
-    m.put("spark.slipstream.reader.fetchTimeout", "5s");
-    return m;
+    return TestNodes.conf("5s");
   }
 
   @BeforeEach

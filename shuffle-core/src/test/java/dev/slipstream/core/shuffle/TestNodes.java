@@ -51,6 +51,22 @@ public final class TestNodes {
     return BY_FABRIC.computeIfAbsent(fabric, TestNodes::new);
   }
 
+  /**
+   * Settings for small test nodes: 256 KiB of landing memory, 16 KiB requests, 64 KiB in flight,
+   * 1 MiB of map output in 256 KiB segments of 4 KiB pages, and {@code fetchTimeout}. Mutable.
+   */
+  public static Map<String, String> conf(String fetchTimeout) {
+    Map<String, String> m = new java.util.HashMap<>();
+    m.put("spark.slipstream.landing.bytes", "256k");
+    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
+    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
+    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
+    m.put("spark.slipstream.mapOutput.segmentBytes", "256k");
+    m.put("spark.slipstream.mapOutput.pageBytes", "4k");
+    m.put("spark.slipstream.reader.fetchTimeout", fetchTimeout);
+    return m;
+  }
+
   public PeerDirectory.Table peers() {
     return peers;
   }

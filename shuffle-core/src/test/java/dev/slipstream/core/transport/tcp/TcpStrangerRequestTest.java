@@ -22,7 +22,6 @@ import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -42,13 +41,7 @@ class TcpStrangerRequestTest {
   @TempDir Path tmp;
 
   private static Map<String, String> conf() {
-    Map<String, String> m = new HashMap<>();
-    m.put("spark.slipstream.landing.bytes", "256k");
-    m.put("spark.slipstream.reader.maxRequestBytes", "16k");
-    m.put("spark.slipstream.reader.maxBytesInFlight", "64k");
-    m.put("spark.slipstream.mapOutput.memoryBytes", "1m");
-    m.put("spark.slipstream.reader.fetchTimeout", "5s");
-    return m;
+    return TestNodes.conf("5s");
   }
 
   private static void await(LongSupplier counter, long expected, String what) throws InterruptedException {
