@@ -538,6 +538,7 @@ final class ExecutorRuntime implements AutoCloseable {
     m.put("requests.serveFailures", node.serveFailures());
     m.put("requests.refused", node.requestsRefused());
     m.put("requests.writesTimedOut", node.writesTimedOut());
+    m.put("requests.writesRetried", node.writesRetried());
     m.put("requests.checksumRetries", node.checksumRetries());
     m.put("bytes.fetched", node.bytesFetched());
     m.put("bytes.served", node.bytesServed());

@@ -96,7 +96,6 @@ public final class ShuffleNode implements AutoCloseable {
   public LandingPool landing() { return landing; }
   public CoreConfig config() { return config; }
   public EndpointDescriptor localEndpoint() { return transport.localEndpoint(); }
-  public NodeIdentity identity() { return identity; }
   /** GPU device write requests to and from peers, over this node's transport. */
   public DeviceWriteExchange deviceWrites() { return deviceWrites; }
 
