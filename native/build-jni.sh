@@ -15,16 +15,13 @@ dest="$out/dev/slipstream/native/linux-x86_64"
 rm -rf "$dest" && mkdir -p "$dest"
 
 # Without the CUDA toolkit the jar is built without the GPU binding, and says so: the loader then
-# reports "built without the GPU binding: <why>" and the plugin stays on the host path. (CI has
-# the toolkit, and the native module's own build fails without it.)
-for tool in cmake nvcc; do
-  if ! command -v "$tool" >/dev/null 2>&1 && [[ ! -x /usr/local/cuda/bin/$tool ]]; then
-    why="'$tool' was not found at build time (the GPU binding needs CMake >= 3.24 and the CUDA toolkit)"
-    printf 'built=false\nreason=%s\n' "$why" >"$dest/build.properties"
-    echo "native/build-jni.sh: WARNING: building without the GPU binding: $why" >&2
-    exit 0
-  fi
-done
+# reports "built without the GPU binding: <why>" and the plugin stays on the host path.
+source "$here/toolkit.sh"
+if [[ -n "$slip_missing" ]]; then
+  printf 'built=false\nreason=%s\n' "$slip_missing_why at build time" >"$dest/build.properties"
+  echo "native/build-jni.sh: SKIPPED: the GPU binding (JNI library and kernels) is not built into the jar: $slip_missing_why; GPU shuffles are unavailable, the host path works"
+  exit 0
+fi
 
 # jni.h: from SLIP_JAVA_HOME (Maven passes the JDK it runs on), else CMake looks for JAVA_HOME or javac.
 if [[ -n "${SLIP_JAVA_HOME:-}" ]]; then
