@@ -168,7 +168,7 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
         if (auth != null) {
           authenticate(ctx, (TcpFrame) msg);
         } else if (msg instanceof Hello h) {
-          if (admits(ctx, h.identity(), "HELLO")) {
+          if (wellFormed(ctx, h.identity(), "HELLO") && sameApplication(ctx, h.identity())) {
             peer = h.identity();
             opened(ctx);
           }
@@ -199,11 +199,10 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
   }
 
   /**
-   * Whether the identity a HELLO or AUTH_HELLO states may open a connection here: a tcp endpoint
-   * without extra bytes, and this receiver's application when it knows one. Refuses the connection
-   * otherwise.
+   * Whether the identity a HELLO or AUTH_HELLO states is well formed: a tcp endpoint without extra
+   * bytes. Refuses the connection otherwise.
    */
-  private boolean admits(ChannelHandlerContext ctx, PeerIdentity id, String frame) {
+  private boolean wellFormed(ChannelHandlerContext ctx, PeerIdentity id, String frame) {
     EndpointDescriptor e = id.endpoint();
     if (!TcpTransportProvider.NAME.equals(e.transport()) || e.extra().length != 0) {
       rejectConnection(ctx, new TransportException(TransportError.MALFORMED, frame + " names endpoint "
@@ -211,6 +210,16 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
           + " bytes"));
       return false;
     }
+    return true;
+  }
+
+  /**
+   * Whether a connection's stated identity belongs to this receiver's application (when it knows
+   * one). Refuses the connection otherwise. With a shared secret this is checked only once the
+   * client has proved the secret, so a stranger learns nothing of the application.
+   */
+  private boolean sameApplication(ChannelHandlerContext ctx, PeerIdentity id) {
+    EndpointDescriptor e = id.endpoint();
     String expected = policy.applicationId();
     if (!expected.isEmpty() && !expected.equals(id.applicationId())) {
       rejectConnection(ctx, new TransportException(TransportError.WRONG_APPLICATION, "client " + PeerText.escape(e)
@@ -232,7 +241,7 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
   private void authenticate(ChannelHandlerContext ctx, TcpFrame msg) {
     if (clientNonce == null) {
       if (msg instanceof AuthHello h) {
-        if (!admits(ctx, h.identity(), "AUTH_HELLO")) {
+        if (!wellFormed(ctx, h.identity(), "AUTH_HELLO")) {
           return;
         }
         claimed = h.identity();
@@ -247,6 +256,9 @@ final class TcpServerHandler extends ChannelInboundHandlerAdapter {
       }
     } else if (msg instanceof AuthProof p) {
       if (TcpAuth.matches(auth.clientProof(clientNonce, serverNonce, claimed), p.clientProof())) {
+        if (!sameApplication(ctx, claimed)) {
+          return;
+        }
         peer = claimed;
         opened(ctx);
         metrics.onAuthenticated();

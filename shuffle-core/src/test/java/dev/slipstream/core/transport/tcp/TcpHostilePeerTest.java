@@ -3,6 +3,7 @@ package dev.slipstream.core.transport.tcp;
 import static java.util.concurrent.TimeUnit.SECONDS;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -28,6 +29,8 @@ import dev.slipstream.core.transport.tcp.TcpFrame.Send;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;
 import dev.slipstream.core.transport.tcp.TcpFrame.Write;
 import dev.slipstream.core.transport.tcp.TcpHandshake.AuthHello;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthProof;
+import dev.slipstream.core.transport.tcp.TcpHandshake.AuthChallenge;
 import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import io.netty.buffer.Unpooled;
 import java.io.ByteArrayOutputStream;
@@ -180,19 +183,35 @@ class TcpHostilePeerTest {
   }
 
   @Test
-  void authHelloOfAnotherApplicationIsRefusedBeforeTheChallenge() throws Exception {
+  void anotherApplicationIsRefusedOnlyOnceItHasProvedTheSecret() throws Exception {
+    byte[] secret = "secret".getBytes(StandardCharsets.UTF_8);
     Transport server = new TcpTransportProvider().create(new TransportContext(ConfigSource.empty(), "127.0.0.1", "s",
-        Optional.of("secret".getBytes(StandardCharsets.UTF_8)), APP, "1"));
+        Optional.of(secret), APP, "1"));
     resources.add(server);
     RegisteredRegion r = TcpTestSupport.filled(server, 256);
-    Socket s = rawClient(server);
-    s.getOutputStream().write(concat(new AuthHello(new byte[TcpAuth.NONCE_LENGTH],
-        new PeerIdentity(RAW, "app-other", "7")), intrusion(r.descriptor())));
-
-    assertRefused(s, TransportError.WRONG_APPLICATION, "belongs to application 'app-other'");
+    PeerIdentity other = new PeerIdentity(RAW, "app-other", "7");
+    // Without the secret: refused as unauthenticated, told nothing about this application.
+    ErrorReply e = handshakeAndIntrude(server, r, new TcpAuth("not-the-secret".getBytes(StandardCharsets.UTF_8),
+        Duration.ofSeconds(10)), other, TransportError.AUTH_FAILED, "did not prove it holds the shared secret");
+    assertFalse(e.message().contains(APP), e.message());
+    // With it: refused as another application's.
+    handshakeAndIntrude(server, r, new TcpAuth(secret, Duration.ofSeconds(10)), other,
+        TransportError.WRONG_APPLICATION, "belongs to application 'app-other'", "expected '" + APP + "'");
     assertArrayEquals(filledBytes(256), bytes(r));
     assertEquals(0, server.metrics().writesReceived() + server.metrics().messagesReceived()
         + server.metrics().authenticated());
+  }
+
+  /** A raw client's handshake as {@code who} with {@code auth}'s secret, then writes: refused with {@code code}. */
+  private ErrorReply handshakeAndIntrude(Transport server, RegisteredRegion r, TcpAuth auth, PeerIdentity who,
+                                         TransportError code, String... inMessage) throws Exception {
+    Socket s = rawClient(server);
+    byte[] nonce = auth.newNonce();
+    s.getOutputStream().write(concat(new AuthHello(nonce, who)));
+    AuthChallenge c = assertInstanceOf(AuthChallenge.class, readFrame(s));
+    s.getOutputStream().write(concat(new AuthProof(auth.clientProof(nonce, c.serverNonce(), who)),
+        intrusion(r.descriptor())));
+    return assertRefused(s, code, inMessage);
   }
 
   @Test
