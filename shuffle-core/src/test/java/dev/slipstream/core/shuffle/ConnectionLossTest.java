@@ -4,14 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.slipstream.core.transport.EndpointDescriptor;
-import dev.slipstream.core.transport.MessageHandler;
 import dev.slipstream.core.transport.PeerQueue;
-import dev.slipstream.core.transport.RegisteredRegion;
 import dev.slipstream.core.transport.RemoteAddress;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.core.transport.TransportMetrics;
 import dev.slipstream.core.transport.loopback.LoopbackFabric;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -32,21 +29,12 @@ class ConnectionLossTest {
   @TempDir Path tmp;
 
   /** A transport whose first queue fails every operation with PEER_LOST, as a connection dying at once. */
-  private static final class FirstConnectionDies implements Transport {
-    private final Transport inner;
+  private static final class FirstConnectionDies extends ForwardingTransport {
     private final AtomicBoolean died = new AtomicBoolean();
 
     FirstConnectionDies(Transport inner) {
-      this.inner = inner;
+      super(inner);
     }
-
-    @Override public String name() { return inner.name(); }
-    @Override public EndpointDescriptor localEndpoint() { return inner.localEndpoint(); }
-    @Override public RegisteredRegion register(ByteBuffer m) throws TransportException { return inner.register(m); }
-    @Override public void setMessageHandler(MessageHandler h) { inner.setMessageHandler(h); }
-    @Override public TransportMetrics metrics() { return inner.metrics(); }
-    @Override public int registeredRegionCount() { return inner.registeredRegionCount(); }
-    @Override public void close() { inner.close(); }
 
     @Override
     public PeerQueue connect(EndpointDescriptor peer) throws TransportException {

@@ -1,34 +1,22 @@
 package dev.slipstream.core.shuffle;
 
 import dev.slipstream.core.transport.EndpointDescriptor;
-import dev.slipstream.core.transport.MessageHandler;
 import dev.slipstream.core.transport.PeerQueue;
-import dev.slipstream.core.transport.RegisteredRegion;
 import dev.slipstream.core.transport.RemoteAddress;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.core.transport.TransportMetrics;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /** A transport that flips one byte of the payload of its first {@code n} data writes (bytes corrupted in flight). */
-final class CorruptingTransport implements Transport {
-  private final Transport inner;
+final class CorruptingTransport extends ForwardingTransport {
   private final AtomicInteger left;
 
   CorruptingTransport(Transport inner, int n) {
-    this.inner = inner;
+    super(inner);
     this.left = new AtomicInteger(n);
   }
-
-  @Override public String name() { return inner.name(); }
-  @Override public EndpointDescriptor localEndpoint() { return inner.localEndpoint(); }
-  @Override public RegisteredRegion register(ByteBuffer memory) throws TransportException { return inner.register(memory); }
-  @Override public void setMessageHandler(MessageHandler handler) { inner.setMessageHandler(handler); }
-  @Override public TransportMetrics metrics() { return inner.metrics(); }
-  @Override public int registeredRegionCount() { return inner.registeredRegionCount(); }
-  @Override public void close() { inner.close(); }
 
   private ByteBuffer maybeCorrupt(ByteBuffer src) {
     if (src.remaining() == 0 || left.getAndDecrement() <= 0) {

@@ -1,14 +1,11 @@
 package dev.slipstream.core.shuffle;
 
 import dev.slipstream.core.transport.EndpointDescriptor;
-import dev.slipstream.core.transport.MessageHandler;
 import dev.slipstream.core.transport.PeerQueue;
-import dev.slipstream.core.transport.RegisteredRegion;
 import dev.slipstream.core.transport.RemoteAddress;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.core.transport.TransportMetrics;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,7 +22,7 @@ import java.util.function.Supplier;
  *
  * <p>Threading: thread-safe; the operations of one request keep their order.
  */
-final class DelayingTransport implements Transport {
+final class DelayingTransport extends ForwardingTransport {
   /** Holds an operation until its queue is closed. */
   static final long FOREVER = Long.MAX_VALUE;
 
@@ -34,7 +31,6 @@ final class DelayingTransport implements Transport {
     static final Plan NONE = new Plan(0, 0);
   }
 
-  private final Transport inner;
   private final Supplier<Plan> plans;
   private final ScheduledExecutorService timer = Executors.newScheduledThreadPool(2, r -> {
     Thread t = new Thread(r, "delaying-transport");
@@ -45,16 +41,9 @@ final class DelayingTransport implements Transport {
 
   /** @param plans asked once per request (at its first write) for that request's delays */
   DelayingTransport(Transport inner, Supplier<Plan> plans) {
-    this.inner = inner;
+    super(inner);
     this.plans = plans;
   }
-
-  @Override public String name() { return inner.name(); }
-  @Override public EndpointDescriptor localEndpoint() { return inner.localEndpoint(); }
-  @Override public RegisteredRegion register(ByteBuffer memory) throws TransportException { return inner.register(memory); }
-  @Override public void setMessageHandler(MessageHandler handler) { inner.setMessageHandler(handler); }
-  @Override public TransportMetrics metrics() { return inner.metrics(); }
-  @Override public int registeredRegionCount() { return inner.registeredRegionCount(); }
 
   @Override
   public void close() {

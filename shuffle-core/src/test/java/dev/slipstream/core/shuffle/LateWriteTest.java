@@ -3,7 +3,6 @@ package dev.slipstream.core.shuffle;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;

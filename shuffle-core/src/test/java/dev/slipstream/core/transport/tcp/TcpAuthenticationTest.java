@@ -9,7 +9,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static dev.slipstream.core.transport.tcp.TcpTestSupport.bytes;
 import static dev.slipstream.core.transport.tcp.TcpTestSupport.failure;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.concat;
 import static dev.slipstream.core.transport.tcp.TcpTestSupport.frames;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.intrusion;
 
 import dev.slipstream.core.config.ConfigSource;
 import dev.slipstream.core.transport.EndpointDescriptor;
@@ -26,15 +28,9 @@ import dev.slipstream.core.transport.tcp.TcpHandshake.AuthChallenge;
 import dev.slipstream.core.transport.tcp.TcpHandshake.AuthHello;
 import dev.slipstream.core.transport.tcp.TcpHandshake.AuthProof;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
-import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
 import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
-import dev.slipstream.core.transport.tcp.TcpFrame.Send;
-import dev.slipstream.core.transport.tcp.TcpFrame.Target;
-import dev.slipstream.core.transport.tcp.TcpFrame.Write;
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
 import io.netty.util.ReferenceCountUtil;
-import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -247,21 +243,6 @@ class TcpAuthenticationTest {
 
   // ---------------------------------------------------------------- raw socket clients
 
-  /** The frames (and already encoded byte arrays) back to back, to go out in one socket write. */
-  private static byte[] concat(Object... parts) throws IOException {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    for (Object p : parts) {
-      out.write(p instanceof TcpFrame f ? ReceiverHarness.encode(f) : (byte[]) p);
-    }
-    return out.toByteArray();
-  }
-
-  /** A WRITE of 1 2 3 4 at offset 0, a SEND and a FETCH_ADD of the word at 8: what an intruder would try. */
-  private static byte[] intrusion(RegionDescriptor d) throws IOException {
-    return concat(new Write(1, new Target(d.id(), d.key(), 0), 4, 0, Unpooled.wrappedBuffer(new byte[] {1, 2, 3, 4})),
-        new Send(2, Unpooled.wrappedBuffer(new byte[] {9})),
-        new FetchAdd(3, new Target(d.id(), d.key(), 8), 1));
-  }
 
   private static TcpFrame readFrame(InputStream in) throws IOException, TransportException {
     DataInputStream d = new DataInputStream(in);

@@ -10,7 +10,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static dev.slipstream.core.transport.tcp.TcpTestSupport.bytes;
 import static dev.slipstream.core.transport.tcp.TcpTestSupport.failure;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.concat;
 import static dev.slipstream.core.transport.tcp.TcpTestSupport.frames;
+import static dev.slipstream.core.transport.tcp.TcpTestSupport.intrusion;
 
 import dev.slipstream.core.config.ConfigSource;
 import dev.slipstream.core.transport.EndpointDescriptor;
@@ -25,7 +27,6 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.tcp.TcpFrame.Ack;
 import dev.slipstream.core.transport.tcp.TcpFrame.ErrorReply;
 import dev.slipstream.core.transport.tcp.TcpFrame.FetchAdd;
-import dev.slipstream.core.transport.tcp.TcpFrame.Send;
 import dev.slipstream.core.transport.tcp.TcpFrame.Target;
 import dev.slipstream.core.transport.tcp.TcpFrame.Write;
 import dev.slipstream.core.transport.tcp.TcpHandshake.AuthHello;
@@ -85,20 +86,6 @@ class TcpHostilePeerTest {
     return s;
   }
 
-  private static byte[] concat(Object... parts) throws IOException {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    for (Object p : parts) {
-      out.write(p instanceof TcpFrame f ? ReceiverHarness.encode(f) : (byte[]) p);
-    }
-    return out.toByteArray();
-  }
-
-  /** A WRITE of 1 2 3 4 at offset 0, a SEND and a FETCH_ADD of the word at 8. */
-  private static byte[] intrusion(RegionDescriptor d) throws IOException {
-    return concat(new Write(1, new Target(d.id(), d.key(), 0), 4, 0, Unpooled.wrappedBuffer(new byte[] {1, 2, 3, 4})),
-        new Send(2, Unpooled.wrappedBuffer(new byte[] {9})),
-        new FetchAdd(3, new Target(d.id(), d.key(), 8), 1));
-  }
 
   private static byte[] filledBytes(int n) {
     byte[] b = new byte[n];

@@ -14,7 +14,6 @@ import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Send;
 import io.netty.buffer.Unpooled;
-import java.io.ByteArrayOutputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -57,10 +56,8 @@ class TcpStrangerRequestTest {
     ByteBuffer req = new ShuffleMessages.WriteRequest(7, 4, new NodeIdentity(TestNodes.APP, "reader"), 5000,
         RegionDescriptor.host(1, 64 * 1024, 0x0123456789abcdefL), 16 * 1024, 16 * 1024 + 16,
         List.of(new ShuffleMessages.Entry(1L, 0, 0, 4096, 0))).encode();
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    out.writeBytes(ReceiverHarness.encode(new Hello(new PeerIdentity(claimed, TestNodes.APP, "reader"))));
-    out.writeBytes(ReceiverHarness.encode(new Send(1, Unpooled.wrappedBuffer(req))));
-    return out.toByteArray();
+    return TcpTestSupport.concat(new Hello(new PeerIdentity(claimed, TestNodes.APP, "reader")),
+        new Send(1, Unpooled.wrappedBuffer(req)));
   }
 
   private static ShuffleNode holderWithABlock(TestNodes nodes, Path tmp) throws Exception {

@@ -72,4 +72,21 @@ final class TcpTestSupport {
     assertFalse(in.isReadable(), "trailing bytes in the reply");
     return out;
   }
+
+  /** The frames (and already encoded byte arrays) back to back, to go out in one socket write. */
+  static byte[] concat(Object... parts) {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    for (Object p : parts) {
+      out.writeBytes(p instanceof TcpFrame f ? ReceiverHarness.encode(f) : (byte[]) p);
+    }
+    return out.toByteArray();
+  }
+
+  /** A WRITE of 1 2 3 4 at offset 0, a SEND and a FETCH_ADD of the word at 8: what an intruder would try. */
+  static byte[] intrusion(dev.slipstream.core.transport.RegionDescriptor d) {
+    return concat(new TcpFrame.Write(1, new TcpFrame.Target(d.id(), d.key(), 0), 4, 0,
+            io.netty.buffer.Unpooled.wrappedBuffer(new byte[] {1, 2, 3, 4})),
+        new TcpFrame.Send(2, io.netty.buffer.Unpooled.wrappedBuffer(new byte[] {9})),
+        new TcpFrame.FetchAdd(3, new TcpFrame.Target(d.id(), d.key(), 8), 1));
+  }
 }
