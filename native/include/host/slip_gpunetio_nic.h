@@ -1,5 +1,5 @@
 /*
- * gpunetio on a real ConnectX NIC (issue 4): queue pairs created by an installed open-source DOCA
+ * gpunetio on a real ConnectX NIC: queue pairs created by an installed open-source DOCA
  * GPUNetIO host library (doca_gpu_verbs_* over rdma-core mlx5 DevX), connected with data exchanged
  * out of band, and memory registered so that the device write API's addressing holds on the wire
  * (iova = region id << 40, memory key = SLIP_MKEY: common/slip_abi.h).

@@ -1,5 +1,5 @@
 /*
- * Software NIC for the gpunetio backend (issue 4): a CPU thread that plays the ConnectX NIC behind
+ * Software NIC for the gpunetio backend: a CPU thread that plays the ConnectX NIC behind
  * DOCA GPUNetIO's CPU-proxy queue pairs. The GPU runs the real doca_gpu_dev_verbs_* device code,
  * which writes 64-byte mlx5 WQEs into a send queue in pinned host memory and publishes its producer
  * index (an atomic max on the word that `sq_db` points at). This thread decodes each new WQE,

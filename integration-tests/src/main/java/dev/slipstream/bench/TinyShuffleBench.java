@@ -19,11 +19,11 @@ import scala.Tuple2;
 /**
  * The fixed cost of small shuffles: jobs of N chained tiny shuffles (a reduceByKey of 1,000 keys,
  * N times), and one tiny shuffle read by several jobs, on a local cluster under each shuffle
- * manager in turn (sessions alternate, A B A B). Per job it reports the wall time and where it
+ * manager in turn (sessions alternate, A B A B: {@code --pairs} pairs). Per job it reports the wall time and where it
  * went: the map stages, the result stage, and the rest (scheduling and the driver).
  *
  * <p>Usage: {@code TinyShuffleBench [--executors 3] [--chains 1,5,20] [--rounds 5] [--readers 4]
- * [--sessions 2] [--managers sort,slipstream]}. Prints a table per manager and chain length.
+ * [--pairs 2] [--managers sort,slipstream]}. Prints a table per manager and chain length.
  */
 public final class TinyShuffleBench {
   private TinyShuffleBench() {}
@@ -78,7 +78,7 @@ public final class TinyShuffleBench {
     int executors = 3;
     int rounds = 5;
     int readers = 4;
-    int sessions = 2;
+    int pairs = 2;
     int[] chains = {1, 5, 20};
     List<String> managers = List.of("sort", "slipstream");
     for (int i = 0; i < args.length; i++) {
@@ -86,16 +86,16 @@ public final class TinyShuffleBench {
         case "--executors" -> executors = Integer.parseInt(args[++i]);
         case "--rounds" -> rounds = Integer.parseInt(args[++i]);
         case "--readers" -> readers = Integer.parseInt(args[++i]);
-        case "--sessions" -> sessions = Integer.parseInt(args[++i]);
+        case "--pairs" -> pairs = Integer.parseInt(args[++i]);
         case "--chains" -> chains = Arrays.stream(args[++i].split(",")).mapToInt(Integer::parseInt).toArray();
         case "--managers" -> managers = List.of(args[++i].split(","));
         default -> throw new IllegalArgumentException("unknown option " + args[i] + "; expected --executors N,"
-            + " --rounds N, --readers N, --sessions N, --chains a,b,c, --managers sort,slipstream");
+            + " --rounds N, --readers N, --pairs N, --chains a,b,c, --managers sort,slipstream");
       }
     }
     // manager -> case -> every job's times over all sessions
     Map<String, Map<String, List<JobTime>>> all = new LinkedHashMap<>();
-    for (int s = 0; s < sessions; s++) {
+    for (int s = 0; s < pairs; s++) {
       for (String m : managers) {
         String cls = switch (m) {
           case "sort" -> LocalCluster.SORT;
@@ -106,8 +106,8 @@ public final class TinyShuffleBench {
       }
     }
     System.out.println();
-    System.out.println("Tiny shuffles: " + executors + " executors of 1 core, local-cluster, " + sessions
-        + " sessions per manager alternating, " + rounds + " jobs per case per session after 2 untimed;"
+    System.out.println("Tiny shuffles: " + executors + " executors of 1 core, local-cluster, " + pairs
+        + " alternating pairs of sessions (one per manager), " + rounds + " jobs per case per session after 2 untimed;"
         + " medians in ms (wall = map stages + result stage + rest)");
     System.out.println(String.format(Locale.ROOT, "%-22s %-11s %8s %8s %8s %8s %7s", "case", "manager", "wall",
         "map", "result", "rest", "ratio"));

@@ -55,7 +55,7 @@ class AuthenticationIT {
             // reads from both executors. (With i = slice, slice + 4, ... each map had only keys of one
             // residue mod 4, each reduce task needed the maps of one parity only, and when the
             // scheduler put those on one executor, reduce-side locality made every read local: no
-            // block crossed the transport, a flake seen in sessions 5 and 6.)
+            // block crossed the transport, a flake seen before every map emitted every key.)
             for (int i = slice * 10_000; i < (slice + 1) * 10_000; i++) {
               out.add(new Tuple2<>(i % 100, (long) i));
             }

@@ -27,7 +27,7 @@ import org.apache.spark.api.java.JavaSparkContext;
 import scala.Tuple2;
 
 /**
- * Issue 6 part 4: the end-to-end GPU shuffle job. Spark in local-cluster mode with N executors,
+ * The end-to-end GPU shuffle job. Spark in local-cluster mode with N executors,
  * each bound to one GPU through Spark's resource scheduling (worker and executor resource
  * {@code gpu}, {@code bin/slipstream-gpu-discover} hands each worker its own GPU) and
  * {@link SlipstreamGpuPlugin}. Each map task builds a lineitem-shaped batch (key + six payload
@@ -53,7 +53,7 @@ import scala.Tuple2;
  * [--conf spark.k=v,...] [--lose-executor false] [--discover PATH]}; {@code --warmup W} runs W GPU
  * shuffles of the same data before the timed repetitions and reports only their total time (the
  * serving path of a long-running executor is compiled by the JIT's last tier; a fresh one's is not
- * for the first few hundred requests: docs/gpu.md, run 19b); {@code --host-timed false} leaves
+ * for the first few hundred requests: docs/gpu.md); {@code --host-timed false} leaves
  * out the timed host shuffle (the checked one still runs); {@code --conf} adds Spark settings;
  * {@code --lose-executor true} ends with a GPU shuffle during whose reduce stage one executor halts
  * (the job must recover with the host path's checksums); executors get 12g

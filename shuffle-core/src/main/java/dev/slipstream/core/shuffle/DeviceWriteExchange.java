@@ -19,7 +19,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * GPU shuffle device write requests (issue 6) sent executor to executor over the shuffle
+ * GPU shuffle device write requests sent executor to executor over the shuffle
  * transport's message path, as the host path sends its {@code WriteRequest}s, instead of being
  * relayed by the driver: {@link #send} posts a {@link DeviceWrite} to the holder's endpoint; the
  * holder's {@link Handler} serves it and answers with a {@link DeviceWriteResult} on its own queue

@@ -91,7 +91,7 @@ public final class ShuffleMessages {
   }
 
   /**
-   * A GPU shuffle's device write request (issue 6; encoded by its own codec, opaque here), sent
+   * A GPU shuffle's device write request (encoded by its own codec, opaque here), sent
    * executor to executor; {@code id} matches the answer.
    */
   public record DeviceWrite(long id, byte[] request) implements Message {

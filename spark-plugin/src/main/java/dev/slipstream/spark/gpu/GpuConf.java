@@ -5,7 +5,7 @@ import dev.slipstream.core.config.ConfigSource;
 import java.util.List;
 
 /**
- * Typed configuration of the GPU path (issue 6), validated when the shuffle manager starts: a bad
+ * Typed configuration of the GPU path, validated when the shuffle manager starts: a bad
  * value fails with the key, the value got and what is expected.
  */
 public final class GpuConf {

@@ -9,7 +9,7 @@ import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
 /**
- * The GPU shuffle API (issue 6, part 3): shuffles device-resident batches by their int64 key
+ * The GPU shuffle API: shuffles device-resident batches by their int64 key
  * column with the batches staying in GPU memory end to end.
  *
  * <p>Map tasks hand their {@link DeviceBatch}es (one contiguous device buffer plus a

@@ -13,7 +13,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.zip.Checksum;
 
 /**
- * The GPU shuffle's proxy path (issue 6, {@code GpuPath.PROXY}): GPU map outputs served to reduce
+ * The GPU shuffle's proxy path ({@code GpuPath.PROXY}): GPU map outputs served to reduce
  * tasks that have no direct device path to their holder (another machine without GPUNetIO, or
  * {@code spark.slipstream.gpu.path=proxy}) through the host path's pull-driven writes. The holder's
  * block server copies the requested blocks from its device map-output store into host memory and

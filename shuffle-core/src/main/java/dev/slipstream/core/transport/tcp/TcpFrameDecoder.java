@@ -58,7 +58,7 @@ final class TcpFrameDecoder extends ByteToMessageDecoder {
 
   @Override
   protected void decodeLast(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) {
-    // Complete frames were decoded before this call; what is left is a frame cut short by EOF.
+    // Complete frames were decoded before this call; what remains is a frame cut short by EOF.
     decode(ctx, in, out);
     if (!failed && in.isReadable()) {
       String expected = in.readableBytes() >= 4 ? String.valueOf(in.getInt(in.readerIndex()))
