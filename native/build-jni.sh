@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the JNI library and the kernel fatbin (src/jni) and copies them into a resource folder
-# for the shuffle-core jar: OUT/dev/slipstream/native/linux-x86_64/{libslipstream_jni.so,
+# for the shuffle-gpu jar: OUT/dev/slipstream/native/linux-x86_64/{libslipstream_jni.so,
 # slipstream-kernels.fatbin, slipstream-kernels.properties, build.properties (built=true, or
-# built=false and the reason)}. Called by shuffle-core's Maven build
+# built=false and the reason)}. Called by shuffle-gpu's Maven build
 # (generate-resources). Builds in the CMake tree of native/build.sh (default: the one the native
 # Maven module builds), under its lock, so a full build compiles the native objects once.
 # Usage: native/build-jni.sh OUT [build-dir]

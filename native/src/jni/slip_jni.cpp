@@ -1,4 +1,4 @@
-// JNI binding of the native host API (include/host/slip_native.h) for dev.slipstream.core.gpu.SlipNative.
+// JNI binding of the native host API (include/host/slip_native.h) for dev.slipstream.gpu.SlipNative.
 //
 // Conventions (docs/gpu.md, STYLE.md): natives are registered in JNI_OnLoad, the exception classes
 // they throw are cached there as global references, handles travel as jlong, results that are
@@ -25,7 +25,7 @@
 
 namespace {
 
-const char *const kClass = "dev/slipstream/core/gpu/SlipNative";
+const char *const kClass = "dev/slipstream/gpu/SlipNative";
 jclass g_iae = nullptr;  // java.lang.IllegalArgumentException (global reference)
 
 // Throws IllegalArgumentException with a printf-style message. The caller returns right after.

@@ -102,13 +102,13 @@ class JavaOnlyBuildTest {
 
   @Test
   void theMavenPhasesThatBuildNativeCodeSucceedWithTheSkipLine() throws Exception {
-    // The native module's test phase, and shuffle-core's resource phase (into a build folder of its
+    // The native module's test phase, and shuffle-gpu's build up to compile (into a build folder of its
     // own, so this build's outputs stay as they are).
     Run nativeTests = run("mvn", "-B", "-o", "-q", "-pl", "native", "test");
     assertEquals(0, nativeTests.exit(), String.join("\n", nativeTests.lines()));
     assertEquals(1, matching(nativeTests, "native/build.sh: SKIPPED:").size(), String.join("\n", nativeTests.lines()));
-    Run core = run("mvn", "-B", "-o", "-q", "-pl", "shuffle-core", "generate-resources", "-Dbuild.tag=-java-only");
-    assertEquals(0, core.exit(), String.join("\n", core.lines()));
-    assertEquals(1, matching(core, "native/build-jni.sh: SKIPPED:").size(), String.join("\n", core.lines()));
+    Run gpu = run("mvn", "-B", "-o", "-q", "-pl", "shuffle-gpu", "-am", "compile", "-Dbuild.tag=-java-only");
+    assertEquals(0, gpu.exit(), String.join("\n", gpu.lines()));
+    assertEquals(1, matching(gpu, "native/build-jni.sh: SKIPPED:").size(), String.join("\n", gpu.lines()));
   }
 }

@@ -1,13 +1,15 @@
 package dev.slipstream.spark;
 
-import dev.slipstream.core.gpu.shuffle.DeviceBlockServer;
 import dev.slipstream.core.shuffle.NodeIdentity;
-import dev.slipstream.core.shuffle.ServeTimeline;
 import dev.slipstream.core.shuffle.ShuffleNode;
+import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportContext;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.Transports;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.spark.gpu.ExecutorGpu;
+import dev.slipstream.spark.gpu.SlipstreamGpuPlugin;
 import dev.slipstream.spark.rpc.DriverEndpoint;
 import dev.slipstream.spark.rpc.ExecutorEndpoint;
 import dev.slipstream.spark.rpc.PeerInfo;
@@ -40,7 +42,7 @@ import scala.reflect.ClassTag$;
  * <p>Threading: thread-safe. Ownership: owns the node and its spill folder; {@link #close()}
  * releases all registered memory and deletes the folder.
  */
-final class ExecutorRuntime implements AutoCloseable {
+final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(ExecutorRuntime.class);
 
   private final String executorId;
@@ -56,19 +58,8 @@ final class ExecutorRuntime implements AutoCloseable {
   private final String host;
   /** spark.authenticate: the transport authenticates peers with Spark's secret (and the request ring is not used). */
   private final boolean authenticate;
-  private volatile dev.slipstream.spark.gpu.GpuExecutor gpu;
-  private volatile String noGpu;
-  /** Completes once the GPU plugin's assignment was acted on (at once without the plugin or with mode off). */
-  private final java.util.concurrent.CompletableFuture<Void> gpuSettled = new java.util.concurrent.CompletableFuture<>();
-  /**
-   * Starts peers' device write requests: spark.slipstream.gpu.serve.threads threads (none waits for
-   * a push; an idle one polls for spark.slipstream.gpu.serve.spin before it parks); with 0, one
-   * thread for the requests that cannot start on the transport thread they arrived on (before the
-   * GPU is open, or reading map outputs spilled to host memory). Made with the first request.
-   */
-  private final java.util.concurrent.ExecutorService deviceWriteThread;
-  /** Waits for the driver's answers to this executor's reduce tasks' device write requests. */
-  private final java.util.concurrent.ExecutorService deviceFetchThreads;
+  /** The GPU side: opens the GPU Spark assigned, sends and serves device write requests. */
+  private final ExecutorGpu gpu;
 
   ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
     this.env = env;
@@ -79,25 +70,6 @@ final class ExecutorRuntime implements AutoCloseable {
           + " expected 'tcp' (or another network transport) when executors run in their own JVMs");
     }
     this.host = org.apache.spark.util.Utils.localHostName();
-    this.noGpu = conf.gpu().off() ? dev.slipstream.spark.gpu.GpuConf.MODE.key() + "=off"
-        : "executor " + executorId + " was assigned no GPU (set spark.executor.resource."
-        + conf.gpu().resource() + ".amount=1 with a discovery script, and spark.plugins="
-        + dev.slipstream.spark.gpu.SlipstreamGpuPlugin.class.getName() + ")";
-    if (conf.gpu().off() || !env.conf().get("spark.plugins", "").contains(
-        dev.slipstream.spark.gpu.SlipstreamGpuPlugin.class.getName())) {
-      gpuSettled.complete(null);
-    }
-    this.deviceWriteThread = dev.slipstream.core.shuffle.SpinningPool.fixed(Math.max(1, conf.gpu().serveThreads()),
-        conf.gpu().serveSpin().toNanos(), r -> {
-          Thread t = new Thread(r, "slipstream-gpu-serve-" + executorId);
-          t.setDaemon(true);
-          return t;
-        });
-    this.deviceFetchThreads = java.util.concurrent.Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, "slipstream-gpu-fetch-" + executorId);
-      t.setDaemon(true);
-      return t;
-    });
     // With spark.authenticate on, the transport gets Spark's shared secret; a transport that
     // cannot authenticate refuses to start rather than accept unauthenticated writes.
     this.authenticate = env.conf().getBoolean("spark.authenticate", false);
@@ -112,10 +84,9 @@ final class ExecutorRuntime implements AutoCloseable {
     this.node = new ShuffleNode(transport, conf.core(), spillDir, new NodeIdentity(applicationId, executorId),
         peerDirectory());
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
-    node.deviceWrites().setHandler((from, request, reply) -> serveDeviceWrite(from, request,
-        (id, ok, bytes, reason, timeline) -> reply.answer(ok, bytes, reason, timeline)));
+    this.gpu = new ExecutorGpu(this, env.conf().get("spark.plugins", "").contains(SlipstreamGpuPlugin.class.getName()));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
-        this::metrics, this::serveDeviceWrite);
+        this::metrics);
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
     this.driver = register();
     this.metricsSource = new SlipstreamMetricsSource(this::metrics);
@@ -203,298 +174,62 @@ final class ExecutorRuntime implements AutoCloseable {
     PeerInfo p = peers.remove(id);
     if (p != null) {
       node.peerLost(p.endpoint(), reason);
-      dev.slipstream.spark.gpu.GpuExecutor g = gpu;
-      if (g != null && p.gpu().isPresent()) {
-        g.peerLost(id, p.gpu().get());
-      }
-      p.gpu().ifPresent(e -> rings.remove(e.requestRing()));
+      gpu.peerLost(p);
     }
   }
 
-  /**
-   * Opens the GPU Spark assigned this executor (device {@code ordinal}) and registers its GPU
-   * endpoint with the driver, which tells every peer. Without a usable GPU it stays host-only and
-   * logs why once, or, with {@code spark.slipstream.gpu.mode=require}, throws.
-   */
-  synchronized void attachGpu(int ordinal) throws Exception {
-    if (gpu != null || conf.gpu().off()) {
-      gpuSettled.complete(null);
-      return;
-    }
-    try {
-      dev.slipstream.spark.gpu.GpuExecutor g = dev.slipstream.spark.gpu.GpuExecutor.open(executorId, host, ordinal,
-          conf.gpu(), id -> Optional.ofNullable(peers.get(id))
-              .map(p -> new dev.slipstream.core.gpu.shuffle.PeerLandings.Peer(p.endpoint(), p.gpu())));
-      gpu = g;
-      // Readers without a direct device path to this GPU fetch its map outputs over the proxy path.
-      node.serveAlso(dev.slipstream.core.gpu.shuffle.ProxyBlocks.source(g.store(), node.config().checksum()));
-      me = me.withGpu(withRequestRing(g.endpoint()));
-      register();
-    } catch (RuntimeException e) {
-      noGpu = "executor " + executorId + " could not open GPU " + ordinal + ": " + e.getMessage();
-      if (conf.gpu().required()) {
-        throw new IllegalStateException(noGpu + " (" + dev.slipstream.spark.gpu.GpuConf.MODE.key() + "=require)", e);
-      }
-      LOG.warn("{}; staying on the host path (GPU shuffles fail on this executor)", noGpu);
-    } finally {
-      gpuSettled.complete(null);
-    }
+  /** The GPU side of this executor. */
+  ExecutorGpu gpu() {
+    return gpu;
   }
 
-  /**
-   * {@code e} with a request ring this executor serves, when spark.slipstream.gpu.requestRing asks for
-   * one and it can be made; else {@code e} as it is (the reason logged).
-   */
-  private dev.slipstream.core.gpu.shuffle.GpuEndpoint withRequestRing(dev.slipstream.core.gpu.shuffle.GpuEndpoint e) {
-    dev.slipstream.spark.gpu.GpuConf c = conf.gpu();
-    if (!c.requestRing()) {
-      return e;
-    }
-    if (authenticate || !c.requestsOverTransport()) {
-      LOG.info("{} is on (the default) but not used: the ring is for spark.slipstream.gpu.requestPath=transport"
-          + " without spark.authenticate (it would bypass the transport's authentication)",
-          dev.slipstream.spark.gpu.GpuConf.REQUEST_RING.key());
-      return e;
-    }
-    try {
-      dev.slipstream.core.shuffle.RequestRing ring = dev.slipstream.core.shuffle.RequestRing.create(
-          java.nio.file.Path.of(c.requestRingDir()), RING_SLOTS, RING_SLOT_BYTES, RING_ABANDON_NANOS);
-      // A ring message names its sender as a HELLO does on the transport without authentication; the
-      // file itself is open to this user only.
-      node.deviceWrites().serveRing(ring, c.requestRingPoll().toNanos(),
-          from -> peers.values().stream().anyMatch(p -> p.endpoint().equals(from)));
-      LOG.info("Slipstream executor {} serves device write requests from its request ring {}", executorId,
-          ring.path());
-      return e.withRequestRing(ring.path().toString());
-    } catch (java.io.IOException | RuntimeException x) {
-      LOG.warn("Slipstream executor {} could not make its request ring in {} ({}); requests come over the transport",
-          executorId, c.requestRingDir(), x.toString());
-      return e;
-    }
+  @Override
+  public void publishGpu(GpuEndpoint endpoint) throws Exception {
+    me = me.withGpu(endpoint);
+    register();
   }
 
-  static final int RING_SLOTS = 256;
-  /** A slot holds a request of about 50 blocks; larger ones go over the transport. */
-  static final int RING_SLOT_BYTES = 2048;
-  static final long RING_ABANDON_NANOS = 1_000_000_000L;
-
-  /** Producers of the request rings of holders on this machine, by path (empty: that ring could not be opened). */
-  private final Map<String, java.util.Optional<dev.slipstream.core.shuffle.RequestRing.Producer>> rings =
-      new ConcurrentHashMap<>();
-
-  /** The request ring to write a device write request for {@code holder} into, or null (the transport then). */
-  private dev.slipstream.core.shuffle.RequestRing.Producer ringOf(PeerInfo holder) {
-    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
-    if (!conf.gpu().requestRing() || g == null || holder.gpu().isEmpty()) {
-      return null;
-    }
-    dev.slipstream.core.gpu.shuffle.GpuEndpoint h = holder.gpu().get();
-    if (h.requestRing().isEmpty() || !h.hostId().equals(g.endpoint().hostId())) {
-      return null;
-    }
-    return rings.computeIfAbsent(h.requestRing(), path -> {
-      try {
-        return java.util.Optional.of(dev.slipstream.core.shuffle.RequestRing.open(java.nio.file.Path.of(path)));
-      } catch (java.io.IOException | RuntimeException x) {
-        LOG.warn("Slipstream executor {} cannot write into request ring {} of {} ({}); using the transport",
-            executorId, path, holder.endpoint(), x.toString());
-        return java.util.Optional.empty();
-      }
-    }).orElse(null);
-  }
-
-  /** Records that no GPU will come (the plugin found no resource); fails the start under mode=require. */
-  void noGpuAssigned(String why) {
-    noGpu = "executor " + executorId + ": " + why;
-    gpuSettled.complete(null);
-    if (conf.gpu().required()) {
-      throw new IllegalStateException(noGpu + " (" + dev.slipstream.spark.gpu.GpuConf.MODE.key() + "=require)");
-    }
-    LOG.info("{}; host path only", noGpu);
-  }
-
-  /** This executor's GPU, or an exception saying why it has none. */
-  dev.slipstream.spark.gpu.GpuExecutor requireGpu() {
-    try {
-      gpuSettled.get(conf.registrationTimeout().toMillis(), TimeUnit.MILLISECONDS);
-    } catch (java.util.concurrent.TimeoutException e) {
-      throw new IllegalStateException("GPU shuffle: executor " + executorId + " has not opened its GPU within "
-          + conf.registrationTimeout().toMillis() + " ms (" + noGpu + ")");
-    } catch (java.util.concurrent.ExecutionException e) {
-      throw new IllegalStateException("GPU shuffle: executor " + executorId + ": " + e.getCause(), e.getCause());
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("interrupted while waiting for the GPU of executor " + executorId, e);
-    }
-    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
-    if (g == null) {
-      throw new IllegalStateException("GPU shuffle on an executor without a GPU: " + noGpu);
-    }
-    return g;
-  }
-
-  java.util.Optional<dev.slipstream.spark.gpu.GpuExecutor> gpu() {
-    return java.util.Optional.ofNullable(gpu);
-  }
-
-  /**
-   * Sends a device write request to executor {@code holder} through the driver (executors cannot
-   * reach each other over Spark RPC) and returns the holder's answer; waits at most the fetch
-   * timeout.
-   */
-  RpcMessages.DeviceWriteResult sendDeviceWrite(String holder, byte[] request, java.time.Duration answerWithin)
-      throws TransportException {
-    RpcTimeout t = new RpcTimeout(FiniteDuration.apply(answerWithin.toMillis(), TimeUnit.MILLISECONDS),
-        dev.slipstream.core.config.CoreConfig.FETCH_TIMEOUT.key());
-    byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.ForwardDeviceWrite(holder, request)), t,
-        ClassTag$.MODULE$.apply(byte[].class));
-    if (RpcMessages.decode(reply) instanceof RpcMessages.DeviceWriteResult r) {
-      return r;
-    }
-    throw new TransportException(dev.slipstream.core.transport.TransportError.MALFORMED,
-        "device write to executor " + holder + ": the driver answered with another message, expected a result");
-  }
-
-  /**
-   * Sends a reduce task's device write request to {@code holder} without blocking the task: executor
-   * to executor over the transport (spark.slipstream.gpu.requestPath=transport, the default), or
-   * relayed by the driver ({@link #sendDeviceWrite}); the answer (or the failure) completes the
-   * returned future, so a reduce task keeps requests to several holders in flight. The answer is
-   * waited for {@code answerWithin} (past the fetch deadline: it releases retained landing space).
-   */
-  java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> sendDeviceWriteAsync(String holder,
-      byte[] request, java.time.Duration answerWithin) {
-    java.util.concurrent.CompletableFuture<RpcMessages.DeviceWriteResult> f = new java.util.concurrent.CompletableFuture<>();
-    if (conf.gpu().requestsOverTransport()) {
-      PeerInfo p = peers.get(holder);
-      if (p == null) {
-        f.completeExceptionally(new IllegalStateException("executor " + holder + " is not in Slipstream's peer table"));
-        return f;
-      }
-      return node.deviceWrites().send(p.endpoint(), request, ringOf(p), answerWithin)
-          .thenApply(r -> new RpcMessages.DeviceWriteResult(r.id(), r.ok(), r.bytes(), r.reason(), r.timeline()));
-    }
-    try {
-      deviceFetchThreads.execute(() -> {
-        try {
-          f.complete(sendDeviceWrite(holder, request, answerWithin));
-        } catch (Throwable e) {
-          f.completeExceptionally(e);
-        }
-      });
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      f.completeExceptionally(new IllegalStateException("executor " + executorId + " is stopping"));
-    }
-    return f;
-  }
-
-  /**
-   * An answer to a device write request, with the request's id (-1 when it did not decode) and when
-   * it was served.
-   */
-  @FunctionalInterface
-  private interface DeviceWriteAnswer {
-    void answer(long requestId, boolean ok, long bytes, String reason, ServeTimeline timeline);
-  }
-
-  /** Serves a device write request relayed by the driver; the RPC reply is sent exactly once. */
-  private void serveDeviceWrite(byte[] request, java.util.function.Consumer<byte[]> reply) {
-    serveDeviceWrite(null, request, (id, ok, bytes, reason, timeline) -> reply.accept(RpcMessages.encode(
-        new RpcMessages.DeviceWriteResult(id, ok, bytes, reason, timeline.answeredAt(System.nanoTime())))));
-  }
-
-  /**
-   * Serves a peer's device write request; the answer is given exactly once. A serving thread
-   * ({@code deviceWriteThread}) decodes it, checks it, pins its map outputs and launches its push
-   * (or queues it for a free lane) without waiting for the push; the block server's completion
-   * thread answers once the kernel ended. With spark.slipstream.gpu.serve.threads=0 this happens on
-   * the thread the request arrived on (a transport event loop, or the RPC dispatcher for the driver
-   * relay), except for a request that arrives before the GPU is open or that reads map outputs
-   * spilled to host memory (copied back first): those go to {@code deviceWriteThread}, so a
-   * transport thread never waits. {@code from}: the transport sender (null: relayed by the driver),
-   * which must be the reader's registered endpoint.
-   */
-  private void serveDeviceWrite(dev.slipstream.core.transport.EndpointDescriptor from, byte[] request,
-      DeviceWriteAnswer answer) {
-    long received = System.nanoTime();
-    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
-    if (conf.gpu().serveThreads() > 0 || !gpuSettled.isDone() || g == null) {
-      offload(from, request, answer, received);
-      return;
-    }
-    dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req;
-    try {
-      req = dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request);
-    } catch (Exception e) {
-      answer.answer(-1, false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, received, 0, 0, 0, 0, 0));
-      return;
-    }
-    if (!g.onDevice(req)) {
-      offload(from, request, answer, received);
-      return;
-    }
-    start(g, from, req, answer, received, System.nanoTime());
-  }
-
-  /** Serves a request from {@code deviceWriteThread} (it may wait for the GPU to open, or restore spilled outputs). */
-  private void offload(dev.slipstream.core.transport.EndpointDescriptor from, byte[] request, DeviceWriteAnswer answer,
-      long received) {
-    try {
-      deviceWriteThread.execute(() -> {
-        long started = System.nanoTime();
-        long id = -1;
-        try {
-          dev.slipstream.spark.gpu.GpuExecutor g = requireGpu();
-          dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req =
-              dev.slipstream.core.gpu.shuffle.DeviceWriteRequest.decode(request);
-          id = req.requestId();
-          start(g, from, req, answer, received, started);
-        } catch (Exception e) {
-          answer.answer(id, false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, started, 0, 0, 0, 0, 0));
-        }
-      });
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      answer.answer(-1, false, 0, "executor " + executorId + " is stopping", ServeTimeline.NONE);
-    }
-  }
-
-  /** Starts the push; the answer follows its end (or comes now when the request is refused). */
-  private void start(dev.slipstream.spark.gpu.GpuExecutor g, dev.slipstream.core.transport.EndpointDescriptor from,
-      dev.slipstream.core.gpu.shuffle.DeviceWriteRequest req, DeviceWriteAnswer answer, long received, long started) {
-    long[] marks = new long[DeviceBlockServer.MARKS];
-    try {
-      g.start(req, from, received, conf.core().fetchTimeout().toMillis(), marks, (bytes, error) -> answer.answer(req.requestId(),
-          error == null, bytes, error == null ? "" : String.valueOf(error.getMessage()), timeline(received, started,
-          marks)));
-    } catch (Exception e) {
-      answer.answer(req.requestId(), false, 0, String.valueOf(e.getMessage()), timeline(received, started, marks));
-    }
-  }
-
-  private static ServeTimeline timeline(long received, long started, long[] marks) {
-    return new ServeTimeline(received, started, marks[DeviceBlockServer.MARK_CHECKED],
-        marks[DeviceBlockServer.MARK_LANE_READY], marks[DeviceBlockServer.MARK_LAUNCHED],
-        marks[DeviceBlockServer.MARK_ENDED], 0);
-  }
-
-  String executorId() {
+  @Override
+  public String executorId() {
     return executorId;
   }
 
-  dev.slipstream.spark.gpu.GpuConf gpuConf() {
-    return conf.gpu();
+  @Override
+  public String host() {
+    return host;
   }
 
-  ShuffleNode node() {
+  @Override
+  public ShuffleNode node() {
     return node;
+  }
+
+  @Override
+  public SlipstreamConf conf() {
+    return conf;
+  }
+
+  @Override
+  public boolean authenticated() {
+    return authenticate;
+  }
+
+  @Override
+  public Optional<PeerInfo> knownPeer(String id) {
+    return Optional.ofNullable(peers.get(id));
+  }
+
+  @Override
+  public boolean isPeerEndpoint(EndpointDescriptor endpoint) {
+    return peers.values().stream().anyMatch(p -> p.endpoint().equals(endpoint));
   }
 
   PeerInfo self() {
     return me;
   }
 
-  /** The peer, from the local table or else from the driver; empty when the driver does not know it. */
-  Optional<PeerInfo> peer(String id) {
+  @Override
+  public Optional<PeerInfo> peer(String id) {
     PeerInfo p = peers.get(id);
     if (p != null) {
       return Optional.of(p);
@@ -502,11 +237,8 @@ final class ExecutorRuntime implements AutoCloseable {
     return peerFromDriver(id);
   }
 
-  /**
-   * The peer as the driver knows it now (a GPU endpoint registered after the copy here was made
-   * reaches this executor through PeerJoined, which may still be on its way).
-   */
-  Optional<PeerInfo> peerFromDriver(String id) {
+  @Override
+  public Optional<PeerInfo> peerFromDriver(String id) {
     try {
       byte[] reply = driver.askSync(RpcMessages.encode(new RpcMessages.Lookup(id, executorId)), timeout(),
           ClassTag$.MODULE$.apply(byte[].class));
@@ -559,20 +291,7 @@ final class ExecutorRuntime implements AutoCloseable {
     }
     m.put("mapOutput.spillFiles", files);
     m.put("transport.regions", (long) node.transport().registeredRegionCount());
-    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
-    if (g != null) {
-      m.put("gpu.device", (long) g.context().device());
-      m.put("gpu.mapOutputDeviceBytes", g.store().deviceInUse());
-      m.put("gpu.mapOutputHostBytes", g.store().hostInUse());
-      m.put("gpu.mapOutputSpills", g.store().spills());
-      m.put("gpu.landingInUse", g.landing().used());
-      m.put("gpu.landingRetained", g.landing().retainedBytes());
-      m.put("gpu.landingRetainedRanges", (long) g.landing().retainedRanges());
-      m.put("gpu.landingRetainedPeak", g.landing().peakRetainedBytes());
-      m.put("gpu.landingReleasedByBound", g.landing().releasedByBound());
-      m.put("gpu.requestsServed", g.server().requestsServed());
-      m.put("gpu.bytesServed", g.server().bytesServed());
-    }
+    gpu.metrics(m);
     return m;
   }
 
@@ -588,20 +307,7 @@ final class ExecutorRuntime implements AutoCloseable {
     } catch (RuntimeException e) {
       LOG.debug("Stopping the executor endpoint: {}", e.toString());
     }
-    deviceWriteThread.shutdownNow();
-    deviceFetchThreads.shutdownNow();
-    dev.slipstream.spark.gpu.GpuExecutor g = gpu;
-    gpu = null;
-    if (g != null) {
-      try {
-        deviceWriteThread.awaitTermination(conf.core().fetchTimeout().toMillis(), TimeUnit.MILLISECONDS);
-        g.close();
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      } catch (RuntimeException e) {
-        LOG.warn("Closing the GPU of executor {}: {}", executorId, e.toString());
-      }
-    }
+    gpu.close();
     node.close();
     try (Stream<Path> s = Files.exists(spillDir) ? Files.walk(spillDir) : Stream.empty()) {
       s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());

@@ -13,7 +13,7 @@ import scala.Tuple3;
  * One non-empty block of a reduce task's input, as Spark's map-output tracker lists it: where it
  * is, the index of the map that wrote it, its id and its size from the map status.
  */
-record MapBlock(BlockManagerId location, int mapIndex, ShuffleBlockId id, long size) {
+public record MapBlock(BlockManagerId location, int mapIndex, ShuffleBlockId id, long size) {
 
   /**
    * The non-empty blocks of partitions {@code [startPartition, endPartition)} of map outputs
@@ -22,7 +22,7 @@ record MapBlock(BlockManagerId location, int mapIndex, ShuffleBlockId id, long s
    * @param onlySingleBlocks completes "unexpected block X: " in the error when the tracker lists
    *     anything but a single shuffle block
    */
-  static List<MapBlock> nonEmpty(int shuffleId, int startMapIndex, int endMapIndex, int startPartition,
+  public static List<MapBlock> nonEmpty(int shuffleId, int startMapIndex, int endMapIndex, int startPartition,
                                  int endPartition, String onlySingleBlocks) {
     List<MapBlock> out = new ArrayList<>();
     var byExecutor = SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(

@@ -115,9 +115,9 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
       }
       try {
         if (ordinal >= 0) {
-          r.attachGpu(ordinal);
+          r.gpu().attach(ordinal);
         } else {
-          r.noGpuAssigned(whyNone);
+          r.gpu().noGpuAssigned(whyNone);
         }
       } catch (Exception ex) {
         LOG.error("Slipstream GPU start-up failed on this executor", ex);
@@ -128,7 +128,7 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
 
   /** This executor's GPU once started, or an exception saying why there is none. */
   public dev.slipstream.spark.gpu.GpuExecutor requireGpu() {
-    return runtimeForGpu().requireGpu();
+    return runtimeForGpu().gpu().require();
   }
 
   private ExecutorRuntime runtimeForGpu() {
@@ -237,7 +237,7 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
       return super.registerShuffle(shuffleId, dependency);
     }
     if (gpuShuffle) {
-      return new GpuShuffleHandle<>(shuffleId, dependency);
+      return new dev.slipstream.spark.gpu.GpuShuffleHandle<>(shuffleId, dependency);
     }
     return new SlipstreamShuffleHandle<>(shuffleId, dependency);
   }
@@ -249,8 +249,9 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
     if (fallback) {
       return super.getWriter(handle, mapId, context, metrics);
     }
-    if (handle instanceof GpuShuffleHandle<?, ?, ?> g) {
-      return new GpuShuffleWriter<>((GpuShuffleHandle<K, V, Object>) g, mapId, context, metrics, runtime());
+    if (handle instanceof dev.slipstream.spark.gpu.GpuShuffleHandle<?, ?, ?> g) {
+      return new dev.slipstream.spark.gpu.GpuShuffleWriter<>((dev.slipstream.spark.gpu.GpuShuffleHandle<K, V, Object>) g,
+          mapId, context, metrics, runtime().gpu());
     }
     SlipstreamShuffleHandle<K, V, Object> h = (SlipstreamShuffleHandle<K, V, Object>) handle;
     ShuffleDependency<K, V, Object> dep = h.dependency();
@@ -268,9 +269,9 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
     if (fallback) {
       return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
-    if (handle instanceof GpuShuffleHandle<?, ?, ?> g) {
-      return new GpuShuffleReader<>((GpuShuffleHandle<K, ?, C>) g, startMapIndex, endMapIndex, startPartition,
-          endPartition, context, metrics, runtime());
+    if (handle instanceof dev.slipstream.spark.gpu.GpuShuffleHandle<?, ?, ?> g) {
+      return new dev.slipstream.spark.gpu.GpuShuffleReader<>((dev.slipstream.spark.gpu.GpuShuffleHandle<K, ?, C>) g,
+          startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, runtime().gpu());
     }
     return new SlipstreamShuffleReader<>((SlipstreamShuffleHandle<K, ?, C>) handle, startMapIndex, endMapIndex,
         startPartition, endPartition, context, metrics, runtime());
@@ -284,7 +285,7 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
     ExecutorRuntime r = runtime;
     if (r != null) {
       r.node().removeShuffle(shuffleId);
-      r.gpu().ifPresent(g -> g.removeShuffle(shuffleId));
+      r.gpu().current().ifPresent(g -> g.removeShuffle(shuffleId));
     }
     return true;
   }
@@ -310,9 +311,6 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
       r.close();
     }
     SparkEnv env = SparkEnv.get();
-    if (driverEndpoint != null) {
-      driverEndpoint.stop();
-    }
     if (driverEndpoint != null && env != null) {
       try {
         env.rpcEnv().stop(driverEndpoint.self());

@@ -1,10 +1,10 @@
 package dev.slipstream.bench.gpu;
 
-import dev.slipstream.core.gpu.DeviceBuffer;
-import dev.slipstream.core.gpu.GpuContext;
-import dev.slipstream.core.gpu.PartitionKernel;
-import dev.slipstream.core.gpu.shuffle.BatchLayout;
-import dev.slipstream.core.gpu.shuffle.DeviceBatch;
+import dev.slipstream.gpu.DeviceBuffer;
+import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.PartitionKernel;
+import dev.slipstream.gpu.shuffle.BatchLayout;
+import dev.slipstream.gpu.shuffle.DeviceBatch;
 import dev.slipstream.spark.SlipstreamShuffleManager;
 import dev.slipstream.spark.gpu.GpuExecutor;
 import dev.slipstream.spark.gpu.SlipstreamGpuShuffle;
@@ -49,7 +49,7 @@ import scala.Tuple2;
  * job ends, so repetitions do not fill the executors' map-output stores.
  *
  * <p>Usage: {@code GpuShuffleJob [--executors 2] [--maps 8] [--rows 2000000] [--partitions 16]
- * [--reps 3] [--warmup 0] [--tasks-per-gpu 1] [--request-path transport|driver] [--host-timed true|false]
+ * [--reps 3] [--warmup 0] [--tasks-per-gpu 1] [--host-timed true|false]
  * [--conf spark.k=v,...] [--lose-executor false] [--discover PATH]}; {@code --warmup W} runs W GPU
  * shuffles of the same data before the timed repetitions and reports only their total time (the
  * serving path of a long-running executor is compiled by the JIT's last tier; a fresh one's is not
@@ -66,7 +66,7 @@ public final class GpuShuffleJob {
   public static void main(String[] args) throws Exception {
     Map<String, String> o = new TreeMap<>(Map.of("executors", "2", "maps", "8", "rows", "2000000",
         "partitions", "16", "reps", "3", "discover", "bin/slipstream-gpu-discover", "seed", "7",
-        "tasks-per-gpu", "1", "request-path", "transport"));
+        "tasks-per-gpu", "1"));
     o.put("warmup", "0");
     o.put("host-timed", "true");
     o.put("conf", "");
@@ -109,7 +109,6 @@ public final class GpuShuffleJob {
         .set("spark.slipstream.transport", "tcp")
         .set("spark.plugins", SlipstreamGpuPlugin.class.getName())
         .set("spark.slipstream.gpu.mode", "require")
-        .set("spark.slipstream.gpu.requestPath", o.get("request-path"))
         .set("spark.slipstream.gpu.landing.bytes", "2g")
         .set("spark.slipstream.gpu.mapOutput.memoryBytes", "8g")
         .set("spark.worker.resource.gpu.amount", "1")
@@ -169,8 +168,7 @@ public final class GpuShuffleJob {
       }
       long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
       System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors, %d task(s) at once"
-          + " per GPU, device write requests over the %s%n", maps, rows, LineitemGen.ROW_BYTES, bytes / 1e6, parts,
-          executors, tasksPerGpu, o.get("request-path"));
+          + " per GPU%n", maps, rows, LineitemGen.ROW_BYTES, bytes / 1e6, parts, executors, tasksPerGpu);
       JavaRDD<Integer> mapIds = sc.parallelize(IntStream.range(0, maps).boxed().toList(), maps);
       // Checked (once): both paths, per-partition multiset checksums compared.
       long t0 = System.nanoTime();

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import dev.slipstream.core.gpu.shuffle.BatchLayout;
+import dev.slipstream.gpu.shuffle.BatchLayout;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;

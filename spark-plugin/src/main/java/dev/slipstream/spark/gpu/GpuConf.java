@@ -54,8 +54,7 @@ public final class GpuConf {
           + " over the transport (the answers still come over the transport; a request larger than a slot or a"
           + " full ring falls back to it). Saves the transport's thread wake-ups and hand-offs, at the price of one"
           + " busy core per executor for spark.slipstream.gpu.requestRing.poll after each request. Not used with"
-          + " spark.authenticate (the ring bypasses the transport's authentication) nor with"
-          + " spark.slipstream.gpu.requestPath=driver; an executor that cannot make its ring logs why and takes"
+          + " spark.authenticate (the ring bypasses the transport's authentication); an executor that cannot make its ring logs why and takes"
           + " requests over the transport.");
   public static final ConfigEntry<String> REQUEST_RING_DIR = ConfigEntry.string("spark.slipstream.gpu.requestRing.dir",
       "/dev/shm", "Folder of the request rings' shared-memory files (a tmpfs; every executor of a machine must see"
@@ -75,11 +74,6 @@ public final class GpuConf {
           + " one nvlink queue; requests in flight at once run side by side).");
   public static final ConfigEntry<Integer> PUSH_THREADS = ConfigEntry.integer("spark.slipstream.gpu.push.threads",
       "256", 32, 1024, "Threads per CUDA block of the push kernel: a multiple of 32.");
-  public static final ConfigEntry<String> REQUEST_PATH = ConfigEntry.choice("spark.slipstream.gpu.requestPath",
-      "transport", List.of("transport", "driver"),
-      "How a reduce task's device write requests reach the holders: transport = executor to executor over"
-          + " Slipstream's transport (the host path's message path); driver = relayed by the driver over Spark RPC"
-          + " (slower; kept to compare).");
   public static final ConfigEntry<String> PATH = ConfigEntry.choice("spark.slipstream.gpu.path", "auto",
       List.of("auto", "proxy"),
       "How a reduce task reads GPU shuffle blocks from other executors: auto = pushed by the holder's GPU into this"
@@ -114,7 +108,6 @@ public final class GpuConf {
   private final long requestMinBytes;
   private final int pushBlocks;
   private final int pushThreads;
-  private final String requestPath;
   private final boolean proxyOnly;
   private final java.time.Duration retainGrace;
 
@@ -144,7 +137,6 @@ public final class GpuConf {
       throw new IllegalArgumentException(PUSH_THREADS.key() + ": got " + pushThreads
           + ", expected a multiple of 32 (whole warps) in 32..1024");
     }
-    this.requestPath = REQUEST_PATH.get(source);
     this.proxyOnly = "proxy".equals(PATH.get(source));
     this.retainGrace = RETAIN_GRACE.get(source);
     if (retainGrace.isNegative() || retainGrace.toMillis() > 3_600_000L) {
@@ -187,7 +179,6 @@ public final class GpuConf {
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }
   /** True when device write requests go executor to executor over the transport, false when the driver relays them. */
-  public boolean requestsOverTransport() { return "transport".equals(requestPath); }
   /** True when every remote GPU block is read over the proxy path, also from holders of this machine. */
   public boolean proxyOnly() { return proxyOnly; }
   /** How long past the fetch deadline a request's landing range waits for its holder's answer. */

@@ -1,6 +1,6 @@
 package dev.slipstream.spark.gpu;
 
-import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.spark.rpc.PeerInfo;
 
 /**

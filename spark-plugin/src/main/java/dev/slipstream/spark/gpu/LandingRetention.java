@@ -1,7 +1,7 @@
 package dev.slipstream.spark.gpu;
 
-import dev.slipstream.core.gpu.shuffle.DeviceLanding;
-import dev.slipstream.spark.rpc.RpcMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.DeviceWriteResult;
+import dev.slipstream.gpu.shuffle.DeviceLanding;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -15,25 +15,18 @@ public final class LandingRetention {
 
   /**
    * Retains {@code f}'s range for {@code holder} until {@code releaseByNanos} (System.nanoTime()) at
-   * the latest, released as soon as {@code answer} completes with the holder's own answer (at once
-   * when it already has).
+   * the latest, released as soon as {@code answer} completes with the holder's answer (at once when
+   * it already has); a failed {@code answer} (no answer in time, the holder's connection lost) leaves
+   * the range retained.
    */
   public static void retain(DeviceLanding landing, DeviceLanding.Fetch f, String holder, long releaseByNanos,
-      CompletableFuture<RpcMessages.DeviceWriteResult> answer) {
+      CompletableFuture<DeviceWriteResult> answer) {
     f.retain(holder, releaseByNanos);
     long id = f.request().requestId();
     answer.whenComplete((r, e) -> {
-      if (answeredByHolder(r)) {
+      if (r != null) { // only the holder answers, and only once its push can store nothing more
         landing.finished(id);
       }
     });
-  }
-
-  /**
-   * Whether {@code r} (null: no answer) is the holder's own answer, which it gives only once its push
-   * can store nothing more; a refusal the driver made up while relaying (request id -1) is not.
-   */
-  public static boolean answeredByHolder(RpcMessages.DeviceWriteResult r) {
-    return r != null && r.requestId() != -1;
   }
 }

@@ -66,7 +66,7 @@ public final class SlipstreamGpuPlugin implements SparkPlugin {
             throw new IllegalStateException(GpuConf.MODE.key() + "=require, but Spark assigned no '" + resource
                 + "' resource to this executor (expected spark.executor.resource." + resource + ".amount=1)");
           }
-          dev.slipstream.core.gpu.GpuProbe probe = dev.slipstream.core.gpu.GpuRuntime.probe();
+          dev.slipstream.gpu.GpuProbe probe = dev.slipstream.gpu.GpuRuntime.probe();
           if (!probe.available()) {
             throw new IllegalStateException(GpuConf.MODE.key() + "=require, but " + probe.reason());
           }

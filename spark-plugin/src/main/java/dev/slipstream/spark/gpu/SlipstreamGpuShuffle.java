@@ -1,6 +1,6 @@
 package dev.slipstream.spark.gpu;
 
-import dev.slipstream.core.gpu.shuffle.DeviceBatch;
+import dev.slipstream.gpu.shuffle.DeviceBatch;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.rdd.ShuffledRDD;

@@ -46,11 +46,6 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
   private final Duration rpcTimeout;
   private final Map<String, PeerInfo> peers = new ConcurrentHashMap<>();
   private final Map<String, RpcEndpointRef> executors = new ConcurrentHashMap<>();
-  private final java.util.concurrent.ExecutorService forwarder = java.util.concurrent.Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "slipstream-gpu-forward");
-    t.setDaemon(true);
-    return t;
-  });
 
   public DriverEndpoint(RpcEnv rpcEnv, Duration rpcTimeout) {
     this.rpcEnv = rpcEnv;
@@ -69,8 +64,6 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
         if (m instanceof Object[] pair && pair.length == 2 && pair[0] instanceof byte[] b
             && pair[1] instanceof RpcEndpointRef ref && RpcMessages.decode(b) instanceof Register r) {
           context.reply(RpcMessages.encode(register(r.peer(), ref)));
-        } else if (m instanceof byte[] b && RpcMessages.decode(b) instanceof RpcMessages.ForwardDeviceWrite f) {
-          forward(f, context);
         } else if (m instanceof byte[] b && RpcMessages.decode(b) instanceof Lookup l) {
           PeerInfo p = peers.get(l.executorId());
           context.reply(RpcMessages.encode(new Peers(p == null ? List.of()
@@ -84,45 +77,6 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
       }
       return true;
     });
-  }
-
-  /**
-   * Relays a device write request to its holder off the RPC thread and replies with the holder's
-   * result, or with a refusal naming the cause (holder not registered, no answer in time): exactly
-   * one reply per request.
-   */
-  private void forward(RpcMessages.ForwardDeviceWrite f, RpcCallContext context) {
-    RpcEndpointRef ref = executors.get(f.executorId());
-    if (ref == null) {
-      context.reply(RpcMessages.encode(new RpcMessages.DeviceWriteResult(-1, false, 0, "executor " + f.executorId()
-          + " is not registered with the Slipstream driver (lost or never started)")));
-      return;
-    }
-    try {
-      forwarder.execute(() -> {
-        byte[] reply;
-        try {
-          reply = ref.askSync(RpcMessages.encode(new RpcMessages.DeviceWrite(f.request())), timeout(),
-              ClassTag$.MODULE$.apply(byte[].class));
-        } catch (Exception e) {
-          reply = RpcMessages.encode(new RpcMessages.DeviceWriteResult(-1, false, 0, "executor " + f.executorId()
-              + " did not answer a device write request: " + e.getMessage()));
-        }
-        context.reply(reply);
-      });
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      context.reply(RpcMessages.encode(new RpcMessages.DeviceWriteResult(-1, false, 0, "the driver is stopping")));
-    }
-  }
-
-  private RpcTimeout timeout() {
-    return new RpcTimeout(FiniteDuration.apply(rpcTimeout.toMillis(), TimeUnit.MILLISECONDS),
-        "spark.slipstream.rpcTimeout");
-  }
-
-  /** Stops the forwarding threads. */
-  public void stop() {
-    forwarder.shutdownNow();
   }
 
   private Peers register(PeerInfo peer, RpcEndpointRef ref) {
@@ -158,13 +112,13 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
 
   /**
    * How GPU shuffle blocks move from executor {@code from} to executor {@code to}
-   * ({@link dev.slipstream.core.gpu.shuffle.GpuPath#between}); {@code HOST} when either is unknown or
+   * ({@link dev.slipstream.gpu.shuffle.GpuPath#between}); {@code HOST} when either is unknown or
    * has no GPU.
    */
-  public dev.slipstream.core.gpu.shuffle.GpuPath path(String from, String to) {
+  public dev.slipstream.gpu.shuffle.GpuPath path(String from, String to) {
     PeerInfo a = peers.get(from);
     PeerInfo b = peers.get(to);
-    return dev.slipstream.core.gpu.shuffle.GpuPath.between(a == null ? null : a.gpu().orElse(null),
+    return dev.slipstream.gpu.shuffle.GpuPath.between(a == null ? null : a.gpu().orElse(null),
         b == null ? null : b.gpu().orElse(null));
   }
 

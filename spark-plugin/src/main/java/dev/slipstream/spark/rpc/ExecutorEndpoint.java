@@ -29,21 +29,9 @@ public final class ExecutorEndpoint implements ThreadSafeRpcEndpoint {
   private final Consumer<PeerInfo> onJoined;
   private final java.util.function.BiConsumer<String, String> onLost;
   private final Supplier<Map<String, Long>> metrics;
-  private final java.util.function.BiConsumer<byte[], Consumer<byte[]>> deviceWrites;
 
   public ExecutorEndpoint(RpcEnv rpcEnv, String executorId, Consumer<PeerInfo> onJoined,
                           java.util.function.BiConsumer<String, String> onLost, Supplier<Map<String, Long>> metrics) {
-    this(rpcEnv, executorId, onJoined, onLost, metrics, null);
-  }
-
-  /**
-   * @param deviceWrites serves a peer's device write request off the RPC thread and hands the encoded
-   *     {@code DeviceWriteResult} to the callback, exactly once; null where the executor has no GPU path
-   */
-  public ExecutorEndpoint(RpcEnv rpcEnv, String executorId, Consumer<PeerInfo> onJoined,
-                          java.util.function.BiConsumer<String, String> onLost, Supplier<Map<String, Long>> metrics,
-                          java.util.function.BiConsumer<byte[], Consumer<byte[]>> deviceWrites) {
-    this.deviceWrites = deviceWrites;
     this.rpcEnv = rpcEnv;
     this.executorId = executorId;
     this.onJoined = onJoined;
@@ -79,16 +67,9 @@ public final class ExecutorEndpoint implements ThreadSafeRpcEndpoint {
       RpcMessages.Message msg = RpcMessages.decode((byte[]) m);
       if (msg instanceof MetricsRequest) {
         context.reply(RpcMessages.encode(new Metrics(executorId, metrics.get())));
-      } else if (msg instanceof RpcMessages.DeviceWrite d) {
-        if (deviceWrites == null) {
-          context.reply(RpcMessages.encode(new RpcMessages.DeviceWriteResult(-1, false, 0,
-              "executor " + executorId + " serves no device write requests (no GPU path)")));
-        } else {
-          deviceWrites.accept(d.request(), context::reply);
-        }
       } else {
         context.sendFailure(new IllegalArgumentException("executor " + executorId
-            + ": unexpected request, expected a metrics or device write request"));
+            + ": unexpected request, expected a metrics request"));
       }
       return true;
     });

@@ -1,6 +1,6 @@
 package dev.slipstream.spark.rpc;
 
-import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;

@@ -22,17 +22,12 @@ public final class RpcMessages {
   public static final byte PEER_LOST = 36;
   public static final byte METRICS_REQUEST = 37;
   public static final byte METRICS = 38;
-  public static final byte DEVICE_WRITE = 39;
-  public static final byte DEVICE_WRITE_RESULT = 40;
-  public static final byte FORWARD_DEVICE_WRITE = 41;
-  /** Largest device write request carried ({@code DeviceWriteRequest} with its maximum entries). */
-  private static final int MAX_DEVICE_REQUEST = 64 + 192 + 64 + 512 + (1 << 16) * 28; // 512: reader id, budget
+  // Type ids 39..41 are retired (device write requests go executor to executor over the shuffle transport).
   private static final int MAX_PEERS = 1 << 16;
 
   private RpcMessages() {}
 
-  public sealed interface Message permits Register, Peers, Lookup, PeerJoined, PeerLost, MetricsRequest, Metrics,
-      DeviceWrite, DeviceWriteResult, ForwardDeviceWrite {}
+  public sealed interface Message permits Register, Peers, Lookup, PeerJoined, PeerLost, MetricsRequest, Metrics {}
 
   public record Register(PeerInfo peer) implements Message {}
 
@@ -56,24 +51,6 @@ public final class RpcMessages {
 
   public record Metrics(String executorId, Map<String, Long> values) implements Message {}
 
-  /** A reader's device write request for the holder's GPU (the bytes of {@code DeviceWriteRequest}). */
-  public record DeviceWrite(byte[] request) implements Message {}
-
-  /** The holder's answer: pushed ({@code ok}, block bytes) or refused with the reason; the reader trusts only its signal. */
-  public record DeviceWriteResult(long requestId, boolean ok, long bytes, String reason,
-                                  dev.slipstream.core.shuffle.ServeTimeline timeline) implements Message {
-    public DeviceWriteResult(long requestId, boolean ok, long bytes, String reason) {
-      this(requestId, ok, bytes, reason, dev.slipstream.core.shuffle.ServeTimeline.NONE);
-    }
-  }
-
-  /**
-   * A reader's device write request for executor {@code executorId}, sent to the driver, which
-   * forwards it (executors' RPC environments are clients of the driver's and cannot reach each
-   * other) and relays the holder's {@link DeviceWriteResult}.
-   */
-  public record ForwardDeviceWrite(String executorId, byte[] request) implements Message {}
-
   public static byte[] encode(Message m) {
     WireWriter w = new WireWriter(256);
     if (m instanceof Register r) {
@@ -94,14 +71,6 @@ public final class RpcMessages {
     } else if (m instanceof Metrics x) {
       w.putHeader(METRICS).putString(x.executorId()).putInt(x.values().size());
       x.values().forEach((k, v) -> w.putString(k).putLong(v));
-    } else if (m instanceof DeviceWrite d) {
-      w.putHeader(DEVICE_WRITE).putBytes(d.request());
-    } else if (m instanceof ForwardDeviceWrite f) {
-      w.putHeader(FORWARD_DEVICE_WRITE).putString(f.executorId()).putBytes(f.request());
-    } else if (m instanceof DeviceWriteResult d) {
-      w.putHeader(DEVICE_WRITE_RESULT).putLong(d.requestId()).putByte(d.ok() ? 1 : 0).putLong(d.bytes())
-          .putString(d.reason());
-      d.timeline().write(w);
     }
     return w.toByteArray();
   }
@@ -132,22 +101,8 @@ public final class RpcMessages {
         }
         yield new Metrics(id, values);
       }
-      case DEVICE_WRITE -> new DeviceWrite(r.getBytes("device write request", MAX_DEVICE_REQUEST));
-      case FORWARD_DEVICE_WRITE -> new ForwardDeviceWrite(r.getString("executor id", 256),
-          r.getBytes("device write request", MAX_DEVICE_REQUEST));
-      case DEVICE_WRITE_RESULT -> {
-        long id = r.getLong("request id");
-        byte ok = r.getByte("device write outcome");
-        if (ok != 0 && ok != 1) {
-          throw new TransportException(TransportError.MALFORMED, "device write result: outcome " + ok
-              + ", expected 0 (refused) or 1 (pushed)");
-        }
-        long pushed = r.getLong("bytes pushed");
-        String reason = r.getString("reason", 8192);
-        yield new DeviceWriteResult(id, ok == 1, pushed, reason, dev.slipstream.core.shuffle.ServeTimeline.read(r));
-      }
       default -> throw new TransportException(TransportError.UNKNOWN_TYPE,
-          "slipstream rpc message: got type id " + type + ", expected " + REGISTER + ".." + FORWARD_DEVICE_WRITE);
+          "slipstream rpc message: got type id " + type + ", expected " + REGISTER + ".." + METRICS);
     };
     r.expectEnd("slipstream rpc message");
     return m;

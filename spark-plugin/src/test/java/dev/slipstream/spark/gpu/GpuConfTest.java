@@ -30,8 +30,6 @@ class GpuConfTest {
     assertEquals(java.time.Duration.ofMillis(50), c.requestRingPoll());
     assertFalse(conf(Map.of("spark.slipstream.gpu.requestRing", "false")).requestRing());
     assertEquals(java.time.Duration.ZERO, conf(Map.of("spark.slipstream.gpu.serve.spin", "0")).serveSpin());
-    assertTrue(c.requestsOverTransport());
-    assertFalse(conf(Map.of("spark.slipstream.gpu.requestPath", "driver")).requestsOverTransport());
     assertFalse(c.proxyOnly());
     assertTrue(conf(Map.of("spark.slipstream.gpu.path", "proxy")).proxyOnly());
     assertEquals(16, conf(Map.of("spark.slipstream.gpu.serve.inFlight", "16")).serveInFlight());
@@ -48,9 +46,6 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.landing.bytes: got 4096 bytes, expected at least 1048576",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.landing.bytes", "4k"))).getMessage());
-    assertEquals("spark.slipstream.gpu.requestPath: got 'rpc', expected one of [transport, driver]",
-        assertThrows(IllegalArgumentException.class,
-            () -> conf(Map.of("spark.slipstream.gpu.requestPath", "rpc"))).getMessage());
     assertEquals("spark.slipstream.gpu.path: got 'nvlink', expected one of [auto, proxy]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.path", "nvlink"))).getMessage());

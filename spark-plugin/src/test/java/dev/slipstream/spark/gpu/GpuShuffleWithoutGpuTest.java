@@ -4,8 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.slipstream.core.gpu.shuffle.BatchLayout;
-import dev.slipstream.core.gpu.shuffle.DeviceBatch;
+import dev.slipstream.gpu.shuffle.BatchLayout;
+import dev.slipstream.gpu.shuffle.DeviceBatch;
 import java.util.List;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkException;

@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.slipstream.core.gpu.MemoryKind;
-import dev.slipstream.core.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportException;
@@ -21,9 +21,9 @@ class GpuRpcMessagesTest {
   }
 
   private static GpuEndpoint gpu(int device) {
-    byte[] ipc = new byte[dev.slipstream.core.gpu.RegionDescriptor.IPC_HANDLE_BYTES];
+    byte[] ipc = new byte[dev.slipstream.gpu.RegionDescriptor.IPC_HANDLE_BYTES];
     Arrays.fill(ipc, (byte) 3);
-    var landing = dev.slipstream.core.gpu.RegionDescriptor.decode(new dev.slipstream.core.gpu.RegionDescriptor(
+    var landing = dev.slipstream.gpu.RegionDescriptor.decode(new dev.slipstream.gpu.RegionDescriptor(
         MemoryKind.DEVICE, 1, device, 77, 256L << 20, 1234, ipc, null).encode());
     return new GpuEndpoint("host-a/boot", device, "0000:1b:00.0", "GPU-00112233-4455-6677-8899-aabbccddeeff", false,
         landing);
@@ -62,23 +62,13 @@ class GpuRpcMessagesTest {
   }
 
   @Test
-  void deviceWriteMessagesRoundTripAndRejectForgedOutcome() throws TransportException {
-    byte[] req = {1, 2, 3, 4, 5};
-    var fwd = (RpcMessages.ForwardDeviceWrite) RpcMessages.decode(
-        RpcMessages.encode(new RpcMessages.ForwardDeviceWrite("7", req)));
-    assertEquals("7", fwd.executorId());
-    assertArrayEquals(req, fwd.request());
-    var dw = (RpcMessages.DeviceWrite) RpcMessages.decode(RpcMessages.encode(new RpcMessages.DeviceWrite(req)));
-    assertArrayEquals(req, dw.request());
-    var ok = new RpcMessages.DeviceWriteResult(12, true, 4096, "");
-    assertEquals(ok, RpcMessages.decode(RpcMessages.encode(ok)));
-    byte[] bad = RpcMessages.encode(new RpcMessages.DeviceWriteResult(12, false, 0, "no"));
-    bad[4 + 8] = 2; // outcome byte after the header and the request id
-    assertEquals("MALFORMED: device write result: outcome 2, expected 0 (refused) or 1 (pushed)",
-        assertThrows(TransportException.class, () -> RpcMessages.decode(bad)).getMessage());
-    byte[] unknown = bad.clone();
-    unknown[3] = 60;
-    assertTrue(assertThrows(TransportException.class, () -> RpcMessages.decode(unknown)).getMessage()
-        .endsWith("got type id 60, expected 32..41"));
+  void retiredDeviceWriteTypesAreUnknown() {
+    // 39..41 carried device write requests through the driver; requests now go executor to executor.
+    for (byte type = 39; type <= 41; type++) {
+      byte[] m = RpcMessages.encode(new RpcMessages.MetricsRequest());
+      m[3] = type;
+      assertTrue(assertThrows(TransportException.class, () -> RpcMessages.decode(m)).getMessage()
+          .endsWith("got type id " + type + ", expected 32..38"));
+    }
   }
 }

@@ -1,0 +1,230 @@
+package dev.slipstream.gpu;
+
+/**
+ * The JNI surface of {@code libslipstream_jni.so} (native/src/jni/slip_jni.cpp): private static
+ * natives bound by {@code RegisterNatives} in {@code JNI_OnLoad}, returning {@code slip_status}
+ * codes, and package-private wrappers that turn a failing code into a {@link GpuException}
+ * carrying the library's per-thread error text. Handles are the native pointers as {@code long}s;
+ * the owner classes ({@link GpuContext}, {@link GpuRegion}, {@link RemoteRegion}, {@link QueueSet})
+ * keep them and free them exactly once.
+ *
+ * <p>Threading: the error text is per thread, so each wrapper reads it on the calling thread right
+ * after the failing call.
+ */
+final class SlipNative {
+  static final int REGION_DESC_BYTES = 192;
+
+  private SlipNative() {}
+
+  private static native String lastError();
+
+  private static native String statusName(int code);
+
+  private static native int probe(int[] count);
+
+  private static native String abiLayout();
+
+  private static native int ctxCreate(int device, long[] out);
+
+  private static native void ctxDestroy(long ctx);
+
+  private static native int regionCreate(long ctx, int kind, long length, int id, long[] out);
+
+  private static native void regionDestroy(long region);
+
+  private static native void regionInfo(long region, long[] info);
+
+  private static native int regionExport(long region, byte[] out);
+
+  private static native int regionDescParse(byte[] buf, int len, byte[] out);
+
+  private static native int remoteImport(long ctx, byte[] desc, long[] out);
+
+  private static native int remoteAlias(long local, long[] out);
+
+  private static native void remoteDestroy(long remote);
+
+  private static native void remoteInfo(long remote, long[] info);
+
+  private static native int remoteCheck(long remote, int id, long key, long offset, long length);
+
+  private static native int queueSetCreate(long ctx, int backend, int nqueues, int depth, long[] locals,
+      long[] remotes, long[] out);
+
+  private static native void queueSetDestroy(long qs);
+
+  private static native long queueSetDevice(long qs);
+
+  private static native int queueSetCheck(long qs, boolean clear);
+
+  private static native int queueSetSetKey(long qs, int index, long key);
+
+  private static native int queueSetSetLocals(long qs, int first, long[] regions);
+
+  private static native int queueSetStageLocals(long qs, int first, long[] regions, byte[] image, long[] dst);
+
+  private static native int signalWaitGe(long address, long value, long timeoutNs);
+
+  private static native int partitionBounds(int[] widths, long rows, int nparts, long[] out);
+
+  private static native int partitionRun(int device, long keys, long rows, int[] widths, long[] cols, int nparts,
+      long out, long outCap, long offsets, long counts, long scratch, long scratchBytes, long timeoutMs);
+
+  /** Throws the library's error for a failing status, with what the call was doing. */
+  private static void check(int code, String what) {
+    if (code != 0) {
+      SlipStatus st = SlipStatus.of(code);
+      throw new GpuException(st, what + ": " + lastError());
+    }
+  }
+
+  // ---- probe and layout (no GPU needed) ----
+
+  /** Number of usable GPUs, or a {@link GpuException} (SLIP_ERR_NO_DEVICE) with the reason. */
+  static int cudaProbe() {
+    int[] n = new int[1];
+    check(probe(n), "CUDA probe");
+    return n[0];
+  }
+
+  static String nativeStatusName(int code) {
+    return statusName(code);
+  }
+
+  /** "type field offset size" lines of the ABI structs (field "-" for a struct's size). */
+  static String layout() {
+    return abiLayout();
+  }
+
+  /** Runs the native descriptor checks; returns the descriptor as the library parsed it. */
+  static byte[] parseDescriptor(byte[] bytes) {
+    byte[] out = new byte[REGION_DESC_BYTES];
+    check(regionDescParse(bytes, bytes.length, out), "region descriptor");
+    return out;
+  }
+
+  // ---- contexts ----
+
+  static long createContext(int device) {
+    long[] out = new long[1];
+    check(ctxCreate(device, out), "context on device " + device);
+    return out[0];
+  }
+
+  static void destroyContext(long ctx) {
+    ctxDestroy(ctx);
+  }
+
+  // ---- regions ----
+
+  static long createRegion(long ctx, MemoryKind kind, long length, int id) {
+    long[] out = new long[1];
+    check(regionCreate(ctx, kind.code(), length, id, out), "region " + Integer.toUnsignedString(id));
+    return out[0];
+  }
+
+  static void destroyRegion(long region) {
+    regionDestroy(region);
+  }
+
+  /** [device pointer, host pointer or 0, length, id, key]. */
+  static long[] regionInfo(long region) {
+    long[] info = new long[5];
+    regionInfo(region, info);
+    return info;
+  }
+
+  static byte[] exportRegion(long region) {
+    byte[] out = new byte[REGION_DESC_BYTES];
+    check(regionExport(region, out), "export of region");
+    return out;
+  }
+
+  static long importRemote(long ctx, byte[] descriptor) {
+    long[] out = new long[1];
+    check(remoteImport(ctx, descriptor, out), "import of a peer region");
+    return out[0];
+  }
+
+  static long aliasRemote(long local) {
+    long[] out = new long[1];
+    check(remoteAlias(local, out), "alias of a local region");
+    return out[0];
+  }
+
+  static void destroyRemote(long remote) {
+    remoteDestroy(remote);
+  }
+
+  /** [device pointer, host pointer or 0, length, id]. */
+  static long[] remoteInfo(long remote) {
+    long[] info = new long[4];
+    remoteInfo(remote, info);
+    return info;
+  }
+
+  static void checkRemote(long remote, int id, long key, long offset, long length) {
+    check(remoteCheck(remote, id, key, offset, length), "write request");
+  }
+
+  // ---- queue sets ----
+
+  static long createQueueSet(long ctx, Backend backend, int nqueues, int depth, long[] locals, long[] remotes) {
+    long[] out = new long[1];
+    check(queueSetCreate(ctx, backend.code(), nqueues, depth, locals, remotes, out),
+        backend.name().toLowerCase(java.util.Locale.ROOT) + " queue set of " + nqueues + " queues");
+    return out[0];
+  }
+
+  static void destroyQueueSet(long qs) {
+    queueSetDestroy(qs);
+  }
+
+  static long queueSetDevicePointer(long qs) {
+    return queueSetDevice(qs);
+  }
+
+  static void checkQueueSet(long qs, boolean clear) {
+    check(queueSetCheck(qs, clear), "queue set");
+  }
+
+  static void setQueueSetKey(long qs, int index, long key) {
+    check(queueSetSetKey(qs, index, key), "queue set key override");
+  }
+
+  static void setQueueSetLocals(long qs, int first, long[] regions) {
+    check(queueSetSetLocals(qs, first, regions), "queue set local entries");
+  }
+
+  /**
+   * Updates local entries [first, first + regions.length) of the set's host table and returns the
+   * device address of entry {@code first}; {@code image} receives their device image
+   * ({@code slip_dev_region}, 32 bytes each) for the caller to copy there, stream-ordered.
+   */
+  static long stageQueueSetLocals(long qs, int first, long[] regions, byte[] image) {
+    long[] dst = new long[1];
+    check(queueSetStageLocals(qs, first, regions, image, dst), "queue set local entries");
+    return dst[0];
+  }
+
+  /** Waits until the host word at {@code address} is at least {@code value}. */
+  static void waitSignal(long address, long value, long timeoutNs) {
+    check(signalWaitGe(address, value, timeoutNs), "signal wait");
+  }
+
+  // ---- partition ----
+
+  /** [output bound, scratch bytes] of {@code slip_partition} for {@code rows} rows of these payload widths. */
+  static long[] partitionSizes(int[] widths, long rows, int nparts) {
+    long[] out = new long[2];
+    check(partitionBounds(widths, rows, nparts, out), "partition sizes");
+    return out;
+  }
+
+  /** Runs {@code slip_partition} on {@code device} and waits for it (polling) up to {@code timeoutMs}. */
+  static void partition(int device, long keys, long rows, int[] widths, long[] cols, int nparts, long out,
+      long outCap, long offsets, long counts, long scratch, long scratchBytes, long timeoutMs) {
+    check(partitionRun(device, keys, rows, widths, cols, nparts, out, outCap, offsets, counts, scratch, scratchBytes,
+        timeoutMs), "partition of " + rows + " rows into " + nparts + " partitions");
+  }
+}

@@ -1,0 +1,399 @@
+package dev.slipstream.gpu.shuffle;
+
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Map outputs of GPU shuffles, kept in registered device memory ({@link OutputSpace}) as the
+ * partition kernel wrote them: one block per map task attempt with each reduce partition's
+ * contiguous section at {@code offsets[p]}. Device memory is accounted against
+ * {@code deviceBudget}; when a new output does not fit, the oldest committed outputs that no push
+ * is reading are copied to host memory (accounted against {@code hostBudget}) and their device
+ * memory is freed. A spilled output is copied back to the device when a holder must push it.
+ *
+ * <p>Threading: thread-safe (one lock). Ownership: the store owns every block it was given;
+ * {@link #removeShuffle} frees a shuffle's outputs (deferred while a push still reads one), and
+ * {@link #close()} frees everything and fails loudly if a push still held an output.
+ */
+public final class DeviceMapOutputStore implements AutoCloseable {
+  private final OutputSpace space;
+  private final long deviceBudget;
+  private final long hostBudget;
+  private final Map<Key, Output> outputs = new LinkedHashMap<>(); // insertion order = spill order
+  private long deviceInUse;
+  private long hostInUse;
+  private long spills;
+  private long restores;
+  private boolean closed;
+
+  record Key(int shuffleId, long mapAttemptId) {}
+
+  /** One map attempt's partitioned output. Fields under the store's lock. */
+  static final class Output {
+    final Key key;
+    final int[] widths;
+    final long[] offsets;
+    final long[] counts;
+    OutputSpace.Block device;
+    byte[] host;
+    int pins;
+    boolean removed;
+    /** Per-partition checksums a reader of the host transport was served (ProxyBlocks); null until the first. */
+    long[] checksums;
+    boolean[] summed;
+
+    Output(Key key, int[] widths, long[] offsets, long[] counts, OutputSpace.Block device) {
+      this.key = key;
+      this.widths = widths;
+      this.offsets = offsets;
+      this.counts = counts;
+      this.device = device;
+    }
+
+    long bytes() {
+      return offsets[offsets.length - 1];
+    }
+  }
+
+  public DeviceMapOutputStore(OutputSpace space, long deviceBudget, long hostBudget) {
+    if (deviceBudget <= 0 || hostBudget < 0) {
+      throw new IllegalArgumentException("device map-output store: device budget " + deviceBudget + ", host budget "
+          + hostBudget + "; expected a device budget > 0 and a host budget >= 0");
+    }
+    this.space = space;
+    this.deviceBudget = deviceBudget;
+    this.hostBudget = hostBudget;
+  }
+
+  /**
+   * Allocates {@code bytes} of device memory for a map task's output, first spilling older outputs
+   * to host memory when the device budget would be exceeded. The caller commits it with
+   * {@link #commit} or closes it.
+   */
+  public synchronized OutputSpace.Block allocate(long bytes) {
+    ensureOpen();
+    if (bytes <= 0 || bytes > deviceBudget) {
+      throw new IllegalArgumentException("device map output of " + bytes + " bytes, expected 1.." + deviceBudget
+          + " (spark.slipstream.gpu.mapOutput.memoryBytes)");
+    }
+    makeRoom(bytes);
+    OutputSpace.Block b = space.allocate(bytes);
+    deviceInUse += b.length();
+    return new AccountedBlock(b);
+  }
+
+  private void makeRoom(long bytes) {
+    Iterator<Output> it = outputs.values().iterator();
+    while (deviceInUse + bytes > deviceBudget && it.hasNext()) {
+      Output o = it.next();
+      if (o.device != null && o.pins == 0) {
+        spill(o);
+      }
+    }
+    if (deviceInUse + bytes > deviceBudget) {
+      throw new IllegalStateException("device map-output store: " + bytes + " bytes do not fit: " + deviceInUse
+          + " of " + deviceBudget + " device bytes in use by outputs that pushes are reading, or the host budget of "
+          + hostBudget + " bytes (" + hostInUse + " in use) is spent");
+    }
+  }
+
+  private void spill(Output o) {
+    long n = o.bytes();
+    if (n > Integer.MAX_VALUE - 16 || hostInUse + n > hostBudget) {
+      return; // stays on the device; makeRoom reports if nothing else frees enough
+    }
+    byte[] copy = new byte[(int) n];
+    o.device.read(0, copy, 0, (int) n);
+    o.host = copy;
+    hostInUse += n;
+    release(o.device);
+    o.device = null;
+    spills++;
+  }
+
+  private void release(OutputSpace.Block b) {
+    deviceInUse -= b.length();
+    ((AccountedBlock) b).inner.close();
+  }
+
+  /**
+   * Commits a map attempt's output: {@code block} (from {@link #allocate}) holds partition p at
+   * {@code [offsets[p], offsets[p+1])} with {@code counts[p]} rows of the packed layout of
+   * {@code widths}. Every section is checked against the block and the layout.
+   */
+  public synchronized void commit(int shuffleId, long mapAttemptId, OutputSpace.Block block, int[] widths,
+      long[] offsets, long[] counts) {
+    ensureOpen();
+    if (!(block instanceof AccountedBlock)) {
+      throw new IllegalArgumentException("commit of a block that did not come from this store's allocate()");
+    }
+    int n = counts.length;
+    if (offsets.length != n + 1 || offsets[0] != 0) {
+      throw new IllegalArgumentException("map output " + shuffleId + "/" + mapAttemptId + ": " + offsets.length
+          + " offsets starting at " + (offsets.length > 0 ? offsets[0] : -1) + " for " + n
+          + " partitions, expected " + (n + 1) + " starting at 0");
+    }
+    for (int p = 0; p < n; p++) {
+      long len = offsets[p + 1] - offsets[p];
+      long expect = BatchLayout.packedBytes(counts[p], widths);
+      if (len < expect || offsets[p + 1] > block.length()) {
+        throw new IllegalArgumentException("map output " + shuffleId + "/" + mapAttemptId + ": partition " + p
+            + " at [" + offsets[p] + ", " + offsets[p + 1] + ") with " + counts[p] + " rows, expected at least " + expect
+            + " bytes within the block of " + block.length());
+      }
+    }
+    Key k = new Key(shuffleId, mapAttemptId);
+    Output old = outputs.remove(k);
+    if (old != null) {
+      drop(old);
+    }
+    outputs.put(k, new Output(k, widths.clone(), offsets.clone(), counts.clone(), block));
+  }
+
+  /** A committed output pinned on the device for a push; close it when the push is done. */
+  public final class Pinned implements AutoCloseable {
+    private final Output o;
+    private boolean open = true;
+
+    private Pinned(Output o) {
+      this.o = o;
+    }
+
+    public OutputSpace.Block block() {
+      return ((AccountedBlock) o.device).inner;
+    }
+
+    public int partitions() {
+      return o.counts.length;
+    }
+
+    public long offset(int p) {
+      return o.offsets[p];
+    }
+
+    public long bytes(int p) {
+      return o.offsets[p + 1] - o.offsets[p];
+    }
+
+    public long rows(int p) {
+      return o.counts[p];
+    }
+
+    public int[] widths() {
+      return o.widths.clone();
+    }
+
+    /**
+     * The checksum remembered for partition {@code p} with {@link #rememberChecksum}, or null: the
+     * proxy path computes a block's checksum over its served form once and keeps it with the output.
+     */
+    public Long checksum(int p) {
+      synchronized (DeviceMapOutputStore.this) {
+        return o.summed == null || !o.summed[p] ? null : o.checksums[p];
+      }
+    }
+
+    public void rememberChecksum(int p, long value) {
+      synchronized (DeviceMapOutputStore.this) {
+        if (o.summed == null) {
+          o.checksums = new long[o.counts.length];
+          o.summed = new boolean[o.counts.length];
+        }
+        o.checksums[p] = value;
+        o.summed[p] = true;
+      }
+    }
+
+    @Override
+    public void close() {
+      synchronized (DeviceMapOutputStore.this) {
+        if (open) {
+          open = false;
+          o.pins--;
+          if (o.removed && o.pins == 0) {
+            drop(o);
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * Pins the output of {@code mapAttemptId} on the device (copying it back from host memory if it
+   * was spilled); throws {@link IllegalStateException} naming the output when it is not here.
+   */
+  public synchronized Pinned pin(int shuffleId, long mapAttemptId) {
+    ensureOpen();
+    Output o = outputs.get(new Key(shuffleId, mapAttemptId));
+    if (o == null) {
+      throw new IllegalStateException("no device map output for shuffle " + shuffleId + " map attempt " + mapAttemptId
+          + " on this executor");
+    }
+    if (o.device == null) {
+      makeRoom(o.bytes());
+      OutputSpace.Block b = space.allocate(Math.max(16, o.bytes()));
+      deviceInUse += b.length();
+      b.write(0, o.host, 0, o.host.length);
+      o.device = new AccountedBlock(b);
+      hostInUse -= o.host.length;
+      o.host = null;
+      restores++;
+    }
+    o.pins++;
+    return new Pinned(o);
+  }
+
+  /** Whether the map output is here and in device memory (pinning it copies nothing back from host memory). */
+  public synchronized boolean onDevice(int shuffleId, long mapAttemptId) {
+    Output o = outputs.get(new Key(shuffleId, mapAttemptId));
+    return o != null && o.device != null;
+  }
+
+  public synchronized boolean contains(int shuffleId, long mapAttemptId) {
+    return outputs.containsKey(new Key(shuffleId, mapAttemptId));
+  }
+
+  /** Frees one map attempt's output (a failed task); deferred while a push still reads it. */
+  public synchronized boolean removeMapOutput(int shuffleId, long mapAttemptId) {
+    Output o = outputs.remove(new Key(shuffleId, mapAttemptId));
+    if (o == null) {
+      return false;
+    }
+    o.removed = true;
+    if (o.pins == 0) {
+      drop(o);
+    }
+    return true;
+  }
+
+  /** Frees every output of {@code shuffleId}; an output a push still reads goes when the push ends. */
+  public synchronized int removeShuffle(int shuffleId) {
+    List<Output> gone = new ArrayList<>();
+    outputs.values().removeIf(o -> {
+      if (o.key.shuffleId() == shuffleId) {
+        gone.add(o);
+        return true;
+      }
+      return false;
+    });
+    for (Output o : gone) {
+      o.removed = true;
+      if (o.pins == 0) {
+        drop(o);
+      }
+    }
+    return gone.size();
+  }
+
+  private void drop(Output o) {
+    if (o.device != null) {
+      release(o.device);
+      o.device = null;
+    }
+    if (o.host != null) {
+      hostInUse -= o.host.length;
+      o.host = null;
+    }
+  }
+
+  public synchronized long deviceInUse() {
+    return deviceInUse;
+  }
+
+  public synchronized long hostInUse() {
+    return hostInUse;
+  }
+
+  public synchronized long spills() {
+    return spills;
+  }
+
+  public synchronized long restores() {
+    return restores;
+  }
+
+  public synchronized int outputCount() {
+    return outputs.size();
+  }
+
+  private void ensureOpen() {
+    if (closed) {
+      throw new IllegalStateException("device map-output store is closed");
+    }
+  }
+
+  /** Frees every output; throws if a push still held one (its memory is freed regardless). */
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    int pinned = 0;
+    for (Output o : outputs.values()) {
+      pinned += o.pins;
+      o.pins = 0;
+      drop(o);
+    }
+    outputs.clear();
+    if (pinned > 0) {
+      throw new IllegalStateException("device map-output store closed while " + pinned + " push(es) still held outputs");
+    }
+  }
+
+  /** A block counted against the device budget; closing an uncommitted one returns its bytes. */
+  private final class AccountedBlock implements OutputSpace.Block {
+    final OutputSpace.Block inner;
+    private boolean open = true;
+
+    AccountedBlock(OutputSpace.Block inner) {
+      this.inner = inner;
+    }
+
+    @Override
+    public long length() {
+      return inner.length();
+    }
+
+    @Override
+    public long address() {
+      return inner.address();
+    }
+
+    @Override
+    public void write(long offset, byte[] src, int off, int len) {
+      inner.write(offset, src, off, len);
+    }
+
+    @Override
+    public void read(long offset, byte[] dst, int off, int len) {
+      inner.read(offset, dst, off, len);
+    }
+
+    @Override
+    public void read(long offset, java.nio.ByteBuffer dst) {
+      inner.read(offset, dst);
+    }
+
+    /** For an uncommitted block (a failed map task): returns its memory. Committed blocks are the store's. */
+    @Override
+    public void close() {
+      synchronized (DeviceMapOutputStore.this) {
+        if (!open) {
+          return;
+        }
+        for (Output o : outputs.values()) {
+          if (o.device == this) {
+            return; // committed: the store frees it
+          }
+        }
+        open = false;
+        deviceInUse -= inner.length();
+        inner.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,106 @@
+package dev.slipstream.gpu.shuffle;
+
+import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import java.util.Optional;
+
+/**
+ * The holder's check of whom a device write request would write to: the landing region it names
+ * must be the one its reader registered in the driver's peer table, never one the request merely
+ * carries. A request names its reader ({@link DeviceWriteRequest#reader()}); that executor must be
+ * in the peer table, on this machine, with a GPU endpoint whose landing descriptor equals the
+ * request's (region id, key, length, owner process and CUDA IPC handle: the whole descriptor).
+ * This executor's own landing region is accepted for its own reads without the table.
+ *
+ * <p>Threading: thread-safe when the peer table is. Stateless otherwise.
+ */
+public final class PeerLandings {
+  /** What an executor registered, as the driver's peer table (this executor's copy) has it. */
+  @FunctionalInterface
+  public interface PeerTable {
+    Optional<Peer> peer(String executorId);
+  }
+
+  /** An executor's transport endpoint and GPU endpoint, as registered. */
+  public record Peer(EndpointDescriptor endpoint, Optional<GpuEndpoint> gpu) {}
+
+  private final String selfId;
+  private final GpuEndpoint self;
+  private final PeerTable peers;
+
+  /**
+   * @param selfId this executor's id
+   * @param self this executor's GPU endpoint (its host id and its own landing)
+   */
+  public PeerLandings(String selfId, GpuEndpoint self, PeerTable peers) {
+    this.selfId = selfId;
+    this.self = self;
+    this.peers = peers;
+  }
+
+  /**
+   * The landing descriptor {@code req} may be pushed into: its reader's registered one, equal to the
+   * request's. Throws {@link TransportException} naming what was got and what was expected:
+   * UNKNOWN_REGION when the reader is not in the peer table with a landing region this executor may
+   * see, BAD_KEY when the request names another descriptor than the registered one.
+   */
+  public RegionDescriptor check(DeviceWriteRequest req) throws TransportException {
+    return check(req, null);
+  }
+
+  /**
+   * As {@link #check(DeviceWriteRequest)} for a request that came over the transport from
+   * {@code from} (null: relayed by the driver): {@code from} must also be the reader's registered
+   * transport endpoint (UNKNOWN_REGION otherwise), so a connection cannot speak for another reader.
+   */
+  public RegionDescriptor check(DeviceWriteRequest req, EndpointDescriptor from) throws TransportException {
+    String reader = req.reader();
+    RegionDescriptor claimed = req.landing();
+    if (reader.isEmpty()) {
+      throw refused(req, TransportError.UNKNOWN_REGION, "names no reader executor, expected the executor whose"
+          + " registered landing region it writes to");
+    }
+    GpuEndpoint registered;
+    if (reader.equals(selfId)) {
+      registered = self;
+    } else {
+      Peer p = peers.peer(reader).orElseThrow(() -> refused(req, TransportError.UNKNOWN_REGION,
+          "reader executor " + reader + " is not in this executor's peer table (lost, or not registered yet)"));
+      if (from != null && !from.equals(p.endpoint())) {
+        throw refused(req, TransportError.UNKNOWN_REGION, "came from " + from + ", but reader executor " + reader
+            + " registered " + p.endpoint());
+      }
+      registered = p.gpu().orElseThrow(() -> refused(req, TransportError.UNKNOWN_REGION, "reader executor " + reader
+          + " registered no GPU endpoint"));
+      if (!registered.hostId().equals(self.hostId())) {
+        throw refused(req, TransportError.UNKNOWN_REGION, "reader executor " + reader + " runs on "
+            + registered.hostId() + ", expected this machine (" + self.hostId() + "): CUDA IPC needs one machine");
+      }
+    }
+    if (registered.landing().isEmpty()) {
+      throw refused(req, TransportError.UNKNOWN_REGION, "reader executor " + reader
+          + " has no device landing region in this executor's peer table");
+    }
+    RegionDescriptor r = registered.landing().get();
+    if (!r.equals(claimed)) {
+      String a = describe(claimed);
+      String b = describe(r);
+      throw refused(req, TransportError.BAD_KEY, "landing region " + a + " is not the one reader executor " + reader
+          + " registered (" + b + (a.equals(b) ? "; their key or CUDA IPC handle differ" : "") + ")");
+    }
+    return r;
+  }
+
+  /** A descriptor in a message: never its key nor its IPC handle. */
+  private static String describe(RegionDescriptor d) {
+    return "id " + Integer.toUnsignedString(d.id()) + ", " + d.length() + " bytes on device " + d.device()
+        + " of process " + d.ownerPid();
+  }
+
+  private static TransportException refused(DeviceWriteRequest req, TransportError e, String why) {
+    return new TransportException(e, "device write request " + req.requestId() + " (shuffle " + req.shuffleId()
+        + "): " + why);
+  }
+}

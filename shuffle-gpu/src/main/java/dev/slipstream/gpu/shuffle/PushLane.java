@@ -1,0 +1,223 @@
+package dev.slipstream.gpu.shuffle;
+
+import dev.slipstream.gpu.Backend;
+import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.GpuRegion;
+import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.gpu.PushKernel;
+import dev.slipstream.gpu.QueueSet;
+import dev.slipstream.gpu.RemoteRegion;
+import dev.slipstream.gpu.SlipStatus;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.function.IntSupplier;
+
+/**
+ * What a holder keeps per reader landing region to push into it without per-request setup: an
+ * nvlink queue set (up to its data queues + 1, grown by doubling) over
+ * {@code sources} source slots, the block-table slot and the landing region,
+ * the table region (the block table and the push's arguments, copied together before each push),
+ * and a {@link PushKernel.Launcher} (its own stream). A request rewrites the source slots with its map outputs' regions
+ * ({@link QueueSet#setLocals}); the set is rebuilt only when a request has more map outputs than
+ * slots or needs more queues (doubling), the table region only when a request's table and
+ * arguments outgrow it.
+ *
+ * <p>Table order: source slots {@code 0..sources-1}, the table at {@code sources}, the landing at
+ * {@code sources + 1}. Between requests a lane holds no map output (the slots are rewritten before
+ * each push), so freeing a shuffle's outputs needs nothing from it. Threading: one request at a time
+ * (its owner hands it between threads with a happens-before edge). Ownership: owns the set, the table region and the launcher;
+ * not the landing region.
+ */
+final class PushLane implements AutoCloseable {
+  private static final int FIRST_SOURCES = 4;
+  private static final long FIRST_TABLE_BYTES = 4096;
+  /** Data queues (CUDA blocks) a push spreads its pieces over by default, at most: about half an H200's 132 SMs. */
+  static final int MAX_DATA_QUEUES = 64;
+  /** Threads per push CUDA block by default. */
+  static final int THREADS = 256;
+
+  private final GpuContext ctx;
+  private final RemoteRegion landing;
+  private final IntSupplier regionIds;
+  private final PushKernel.Launcher launcher;
+  private final int maxDataQueues;
+  private final int threads;
+  private QueueSet qs;
+  private int sources;
+  private int queues;
+  private GpuRegion table;
+  private boolean tableSet;
+  private long pushes;
+  private long rebuilds;
+  private long ready;
+
+  /**
+   * @param maxDataQueues data queues (CUDA blocks) a push spreads its pieces over, at most
+   * @param threads threads per CUDA block (checked by {@link DeviceBlockServer}, and again at launch)
+   */
+  PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, int maxDataQueues,
+      int threads) {
+    this.ctx = ctx;
+    this.landing = landing;
+    this.regionIds = regionIds;
+    this.maxDataQueues = maxDataQueues;
+    this.threads = threads;
+    this.launcher = kernel.launcher();
+  }
+
+  /**
+   * Pushes {@code items.get(i)} from {@code outputs.get(i)} and the block table {@code tableBytes}
+   * to {@code tableOffset} of the landing region, every queue adding its (items, bytes) to the
+   * signal word at {@code signalOffset} after its data; returns each queue's status, the table's
+   * queue last. An output's items are spread round-robin over its share of the lane's data queues
+   * (by item count, at least one), so large blocks move on many CUDA blocks at once. Does not wait:
+   * {@link #finished} tells when the push ended, {@link #statuses} gives each queue's status (the
+   * table's queue last); on an error status, {@link #error()} gives the text.
+   */
+  void start(List<GpuRegion> outputs, List<List<PushKernel.Item>> items, byte[] tableBytes, long tableOffset,
+      long signalOffset) {
+    int m = outputs.size();
+    long total = items.stream().mapToLong(List::size).sum();
+    int[] share = new int[m];
+    int dataQueues = 0;
+    for (int i = 0; i < m; i++) {
+      long t = items.get(i).size();
+      share[i] = (int) Math.max(1, Math.min(t, maxDataQueues * t / Math.max(1, total)));
+      dataQueues += share[i];
+    }
+    // The table region holds the push's arguments with the block table among them (one copy, on
+    // the lane's stream, before the push); the table's item reads it from there.
+    long areaBytes = PushKernel.Launcher.areaBytes(tableBytes.length, dataQueues + 1, Math.toIntExact(total + 1));
+    ensureCapacity(m, dataQueues + 1, areaBytes);
+    if (m > 0) {
+      // The lane's set is used by this lane's stream only, so the new source slots are copied there,
+      // ordered before the push, with no synchronisation.
+      QueueSet.StagedLocals staged = qs.stageLocals(0, outputs);
+      launcher.write(staged.deviceAddress(), staged.image());
+    }
+    if (!tableSet) {
+      qs.setLocals(sources, List.of(table));
+      tableSet = true;
+    }
+    int landingIndex = sources + 1;
+    List<PushKernel.Queue> cfg = new ArrayList<>(dataQueues + 1);
+    List<List<PushKernel.Item>> perQueue = new ArrayList<>(dataQueues + 1);
+    for (int i = 0; i < m; i++) {
+      List<List<PushKernel.Item>> mine = new ArrayList<>(share[i]);
+      for (int q = 0; q < share[i]; q++) {
+        cfg.add(new PushKernel.Queue(i, landingIndex, landingIndex, signalOffset));
+        mine.add(new ArrayList<>());
+      }
+      List<PushKernel.Item> its = items.get(i);
+      for (int k = 0; k < its.size(); k++) {
+        mine.get(k % share[i]).add(its.get(k));
+      }
+      perQueue.addAll(mine);
+    }
+    cfg.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
+    perQueue.add(List.of(new PushKernel.Item(PushKernel.PREFIX_AT, tableOffset, tableBytes.length)));
+    int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
+    pushes++;
+    ready = System.nanoTime();
+    launcher.start(qs, cfg, perQueue, batch, threads, tableBytes, table.devicePointer(), table.length());
+  }
+
+  /** Whether the push started last has ended; throws on a CUDA error of the lane's stream. */
+  boolean finished() {
+    return launcher.finished();
+  }
+
+  /** Whether the lane's stream has no work left, whatever became of its last push; throws on a CUDA error. */
+  boolean idle() {
+    return launcher.streamIdle();
+  }
+
+  /** Each queue's status of the push that {@link #finished}, the table's queue last. */
+  SlipStatus[] statuses() {
+    return launcher.statuses();
+  }
+
+  /**
+   * {@link System#nanoTime()} of the last push: when the lane was set up for it (table copied, source
+   * slots rewritten), when its launch call returned, and when its end was seen.
+   */
+  long readyNanos() {
+    return ready;
+  }
+
+  long launchedNanos() {
+    return launcher.launchedNanos();
+  }
+
+  long endedNanos() {
+    return launcher.endedNanos();
+  }
+
+  /** Throws the first error completion of the last push, with its text, and clears it. */
+  void error() {
+    qs.check(true);
+  }
+
+  private void ensureCapacity(int outputs, int queuesNeeded, long tableLength) {
+    if (table == null || table.length() < tableLength) {
+      long want = FIRST_TABLE_BYTES;
+      while (want < tableLength) {
+        want *= 2;
+      }
+      GpuRegion t = GpuRegion.create(ctx, MemoryKind.DEVICE, want, regionIds.getAsInt());
+      if (table != null) {
+        table.close();
+      }
+      table = t;
+      tableSet = false;
+    }
+    if (qs == null || outputs > sources || queuesNeeded > queues) {
+      int k = Math.max(FIRST_SOURCES, sources);
+      while (k < outputs) {
+        k *= 2;
+      }
+      int nq = Math.max(FIRST_SOURCES + 1, queues);
+      while (nq < queuesNeeded) {
+        nq *= 2;
+      }
+      // Every slot starts as the table region; a push rewrites the slots it uses first.
+      List<GpuRegion> locals = new ArrayList<>(Collections.nCopies(k + 1, table));
+      QueueSet fresh = QueueSet.create(ctx, Backend.NVLINK, nq, 0, locals, List.of(landing));
+      if (qs != null) {
+        qs.close();
+        rebuilds++;
+      }
+      qs = fresh;
+      sources = k;
+      queues = nq;
+      tableSet = true;
+    }
+  }
+
+  /** Pushes served, and how often the queue set had to grow. */
+  long pushes() {
+    return pushes;
+  }
+
+  long rebuilds() {
+    return rebuilds;
+  }
+
+  int sources() {
+    return sources;
+  }
+
+  @Override
+  public void close() {
+    if (qs != null) {
+      qs.close();
+      qs = null;
+    }
+    launcher.close();
+    if (table != null) {
+      table.close();
+      table = null;
+    }
+  }
+}

@@ -1,0 +1,113 @@
+package dev.slipstream.gpu.shuffle;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+/** The device map-output store's accounting, spilling, pinning and freeing, over host memory. */
+class DeviceMapOutputStoreTest {
+  private static final int[] W = {4};
+
+  /** Commits one output of two partitions (rows r0, r1) filled with {@code fill}. */
+  private static void put(DeviceMapOutputStore s, int shuffle, long map, int r0, int r1, byte fill) {
+    long b0 = BatchLayout.packedBytes(r0, W);
+    long b1 = BatchLayout.packedBytes(r1, W);
+    OutputSpace.Block b = s.allocate(b0 + b1);
+    byte[] bytes = new byte[(int) (b0 + b1)];
+    java.util.Arrays.fill(bytes, fill);
+    b.write(0, bytes, 0, bytes.length);
+    s.commit(shuffle, map, b, W, new long[] {0, b0, b0 + b1}, new long[] {r0, r1});
+  }
+
+  @Test
+  void spillsTheOldestUnpinnedOutputToHostAndRestoresItForAPush() {
+    HostOutputSpace space = new HostOutputSpace();
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(space, 256, 1024)) {
+      put(s, 1, 10, 2, 2, (byte) 1); // 2 x 32 bytes
+      put(s, 1, 11, 2, 2, (byte) 2);
+      put(s, 1, 12, 2, 2, (byte) 3);
+      put(s, 1, 13, 2, 2, (byte) 4);
+      assertEquals(256, s.deviceInUse());
+      assertEquals(0, s.spills());
+      put(s, 2, 20, 2, 2, (byte) 5); // needs 64 more: map 10 goes to host
+      assertEquals(1, s.spills());
+      assertEquals(64, s.hostInUse());
+      assertEquals(256, s.deviceInUse());
+      assertEquals(256, space.live());
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 10)) { // back on the device: map 11 spills
+        assertEquals(1, s.restores());
+        assertEquals(2, s.spills());
+        byte[] got = new byte[32];
+        p.block().read(p.offset(1), got, 0, 32);
+        assertArrayEquals(filled(32, (byte) 1), got);
+        assertEquals(2, p.rows(1));
+        assertEquals(32, p.bytes(1));
+      }
+    }
+    assertEquals(0, space.live());
+  }
+
+  @Test
+  void aPinnedOutputStaysAndABudgetThatCannotBeMetNamesBothBudgets() {
+    HostOutputSpace space = new HostOutputSpace();
+    DeviceMapOutputStore s = new DeviceMapOutputStore(space, 128, 0);
+    put(s, 1, 10, 2, 2, (byte) 1);
+    DeviceMapOutputStore.Pinned p = s.pin(1, 10);
+    put(s, 1, 11, 2, 2, (byte) 2);
+    var e = assertThrows(IllegalStateException.class, () -> s.allocate(64));
+    assertEquals("device map-output store: 64 bytes do not fit: 128 of 128 device bytes in use by outputs that pushes"
+        + " are reading, or the host budget of 0 bytes (0 in use) is spent", e.getMessage());
+    assertEquals("device map output of 129 bytes, expected 1..128 (spark.slipstream.gpu.mapOutput.memoryBytes)",
+        assertThrows(IllegalArgumentException.class, () -> s.allocate(129)).getMessage());
+    assertEquals(2, s.removeShuffle(1));
+    assertEquals(64, s.deviceInUse(), "the pinned output stays until its push ends");
+    p.close();
+    assertEquals(0, s.deviceInUse());
+    assertEquals(0, space.live());
+    s.close();
+  }
+
+  @Test
+  void uncommittedBlocksReturnTheirMemoryAndCommitsAreChecked() {
+    HostOutputSpace space = new HostOutputSpace();
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(space, 1024, 0)) {
+      OutputSpace.Block b = s.allocate(100);
+      var e = assertThrows(IllegalArgumentException.class,
+          () -> s.commit(1, 1, b, W, new long[] {0, 32, 120}, new long[] {1, 1}));
+      assertEquals("map output 1/1: partition 1 at [32, 120) with 1 rows, expected at least 32 bytes within the block"
+          + " of 100", e.getMessage());
+      b.close();
+      assertEquals(0, s.deviceInUse());
+      assertEquals(0, space.live());
+      assertFalse(s.contains(1, 1));
+      assertEquals("no device map output for shuffle 1 map attempt 1 on this executor",
+          assertThrows(IllegalStateException.class, () -> s.pin(1, 1)).getMessage());
+      put(s, 3, 30, 1, 0, (byte) 9);
+      assertTrue(s.removeMapOutput(3, 30));
+      assertFalse(s.removeMapOutput(3, 30));
+      assertEquals(0, space.live());
+    }
+  }
+
+  @Test
+  void closeFreesEverythingAndFailsLoudlyWhileAPushHoldsAnOutput() {
+    HostOutputSpace space = new HostOutputSpace();
+    DeviceMapOutputStore s = new DeviceMapOutputStore(space, 1024, 1024);
+    put(s, 1, 10, 2, 2, (byte) 1);
+    s.pin(1, 10);
+    var e = assertThrows(IllegalStateException.class, s::close);
+    assertEquals("device map-output store closed while 1 push(es) still held outputs", e.getMessage());
+    assertEquals(0, space.live());
+    s.close(); // idempotent
+  }
+
+  private static byte[] filled(int n, byte v) {
+    byte[] b = new byte[n];
+    java.util.Arrays.fill(b, v);
+    return b;
+  }
+}

@@ -1,0 +1,335 @@
+package dev.slipstream.spark.gpu;
+
+import dev.slipstream.core.shuffle.RequestRing;
+import dev.slipstream.core.shuffle.ServeTimeline;
+import dev.slipstream.core.shuffle.ShuffleMessages.DeviceWriteResult;
+import dev.slipstream.core.shuffle.SpinningPool;
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.gpu.shuffle.DeviceBlockServer;
+import dev.slipstream.gpu.shuffle.DeviceWriteRequest;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.gpu.shuffle.PeerLandings;
+import dev.slipstream.gpu.shuffle.ProxyBlocks;
+import dev.slipstream.spark.ExecutorContext;
+import dev.slipstream.spark.rpc.PeerInfo;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The GPU side of one executor: opens the GPU Spark assigned it ({@link #attach}) and publishes its
+ * GPU endpoint, sends its reduce tasks' device write requests to holders and serves peers' ones.
+ * Requests go executor to executor over the shuffle transport, or through the holder's request
+ * ring when both share a machine ({@link GpuConf#REQUEST_RING}); answers always come over the
+ * transport.
+ *
+ * <p>Threading: thread-safe. Ownership: {@link #close()} stops the serving threads and closes the
+ * GPU (its landing region, map outputs and push lanes).
+ */
+public final class ExecutorGpu implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(ExecutorGpu.class);
+  static final int RING_SLOTS = 256;
+  /** A slot holds a request of about 50 blocks; larger ones go over the transport. */
+  static final int RING_SLOT_BYTES = 2048;
+  static final long RING_ABANDON_NANOS = 1_000_000_000L;
+
+  private final ExecutorContext executor;
+  private final GpuConf conf;
+  private volatile GpuExecutor gpu;
+  private volatile String noGpu;
+  /** Completes once the GPU plugin's assignment was acted on (at once without the plugin or with mode off). */
+  private final CompletableFuture<Void> settled = new CompletableFuture<>();
+  /**
+   * Starts peers' device write requests: spark.slipstream.gpu.serve.threads threads (none waits for
+   * a push; an idle one polls for spark.slipstream.gpu.serve.spin before it parks); with 0, one
+   * thread for the requests that cannot start on the transport thread they arrived on (before the
+   * GPU is open, or reading map outputs spilled to host memory).
+   */
+  private final ExecutorService serveThreads;
+  /** Producers of the request rings of holders on this machine, by path (empty: that ring could not be opened). */
+  private final Map<String, Optional<RequestRing.Producer>> rings = new ConcurrentHashMap<>();
+
+  /**
+   * @param pluginAssigns whether Slipstream's GPU plugin runs on this executor (it then calls
+   *     {@link #attach} or {@link #noGpuAssigned}); without it no GPU comes
+   */
+  public ExecutorGpu(ExecutorContext executor, boolean pluginAssigns) {
+    this.executor = executor;
+    this.conf = executor.conf().gpu();
+    String id = executor.executorId();
+    this.noGpu = conf.off() ? GpuConf.MODE.key() + "=off"
+        : "executor " + id + " was assigned no GPU (set spark.executor.resource." + conf.resource()
+        + ".amount=1 with a discovery script, and spark.plugins=" + SlipstreamGpuPlugin.class.getName() + ")";
+    if (conf.off() || !pluginAssigns) {
+      settled.complete(null);
+    }
+    this.serveThreads = SpinningPool.fixed(Math.max(1, conf.serveThreads()), conf.serveSpin().toNanos(), r -> {
+      Thread t = new Thread(r, "slipstream-gpu-serve-" + id);
+      t.setDaemon(true);
+      return t;
+    });
+    executor.node().deviceWrites().setHandler(this::serve);
+  }
+
+  /** The executor this is the GPU side of. */
+  public ExecutorContext executor() {
+    return executor;
+  }
+
+  public GpuConf conf() {
+    return conf;
+  }
+
+  /**
+   * Opens the GPU Spark assigned this executor (device {@code ordinal}) and registers its GPU
+   * endpoint with the driver, which tells every peer. Without a usable GPU it stays host-only and
+   * logs why once, or, with {@code spark.slipstream.gpu.mode=require}, throws.
+   */
+  public synchronized void attach(int ordinal) throws Exception {
+    if (gpu != null || conf.off()) {
+      settled.complete(null);
+      return;
+    }
+    String id = executor.executorId();
+    try {
+      GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
+          .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())));
+      gpu = g;
+      // Readers without a direct device path to this GPU fetch its map outputs over the proxy path.
+      executor.node().serveAlso(ProxyBlocks.source(g.store(), executor.node().config().checksum()));
+      executor.publishGpu(withRequestRing(g.endpoint()));
+    } catch (RuntimeException e) {
+      noGpu = "executor " + id + " could not open GPU " + ordinal + ": " + e.getMessage();
+      if (conf.required()) {
+        throw new IllegalStateException(noGpu + " (" + GpuConf.MODE.key() + "=require)", e);
+      }
+      LOG.warn("{}; staying on the host path (GPU shuffles fail on this executor)", noGpu);
+    } finally {
+      settled.complete(null);
+    }
+  }
+
+  /** Records that no GPU will come (the plugin found no resource); fails the start under mode=require. */
+  public void noGpuAssigned(String why) {
+    noGpu = "executor " + executor.executorId() + ": " + why;
+    settled.complete(null);
+    if (conf.required()) {
+      throw new IllegalStateException(noGpu + " (" + GpuConf.MODE.key() + "=require)");
+    }
+    LOG.info("{}; host path only", noGpu);
+  }
+
+  /**
+   * {@code e} with a request ring this executor serves, when spark.slipstream.gpu.requestRing asks
+   * for one and it can be made; else {@code e} as it is (the reason logged).
+   */
+  private GpuEndpoint withRequestRing(GpuEndpoint e) {
+    if (!conf.requestRing()) {
+      return e;
+    }
+    if (executor.authenticated()) {
+      LOG.info("{} is on (the default) but not used: with spark.authenticate requests go over the authenticated"
+          + " transport only (the ring would bypass its authentication)", GpuConf.REQUEST_RING.key());
+      return e;
+    }
+    try {
+      RequestRing ring = RequestRing.create(Path.of(conf.requestRingDir()), RING_SLOTS, RING_SLOT_BYTES,
+          RING_ABANDON_NANOS);
+      // A ring message names its sender as a HELLO does on the transport without authentication; the
+      // file itself is open to this user only.
+      executor.node().deviceWrites().serveRing(ring, conf.requestRingPoll().toNanos(), executor::isPeerEndpoint);
+      LOG.info("Slipstream executor {} serves device write requests from its request ring {}", executor.executorId(),
+          ring.path());
+      return e.withRequestRing(ring.path().toString());
+    } catch (IOException | RuntimeException x) {
+      LOG.warn("Slipstream executor {} could not make its request ring in {} ({}); requests come over the transport",
+          executor.executorId(), conf.requestRingDir(), x.toString());
+      return e;
+    }
+  }
+
+  /** The request ring to write a device write request for {@code holder} into, or null (the transport then). */
+  private RequestRing.Producer ringOf(PeerInfo holder) {
+    GpuExecutor g = gpu;
+    if (!conf.requestRing() || g == null || holder.gpu().isEmpty()) {
+      return null;
+    }
+    GpuEndpoint h = holder.gpu().get();
+    if (h.requestRing().isEmpty() || !h.hostId().equals(g.endpoint().hostId())) {
+      return null;
+    }
+    return rings.computeIfAbsent(h.requestRing(), path -> {
+      try {
+        return Optional.of(RequestRing.open(Path.of(path)));
+      } catch (IOException | RuntimeException x) {
+        LOG.warn("Slipstream executor {} cannot write into request ring {} of {} ({}); using the transport",
+            executor.executorId(), path, holder.endpoint(), x.toString());
+        return Optional.empty();
+      }
+    }).orElse(null);
+  }
+
+  /** This executor's GPU, or an exception saying why it has none. */
+  public GpuExecutor require() {
+    String id = executor.executorId();
+    long waitMs = executor.conf().registrationTimeout().toMillis();
+    try {
+      settled.get(waitMs, TimeUnit.MILLISECONDS);
+    } catch (TimeoutException e) {
+      throw new IllegalStateException("GPU shuffle: executor " + id + " has not opened its GPU within " + waitMs
+          + " ms (" + noGpu + ")");
+    } catch (ExecutionException e) {
+      throw new IllegalStateException("GPU shuffle: executor " + id + ": " + e.getCause(), e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting for the GPU of executor " + id, e);
+    }
+    GpuExecutor g = gpu;
+    if (g == null) {
+      throw new IllegalStateException("GPU shuffle on an executor without a GPU: " + noGpu);
+    }
+    return g;
+  }
+
+  /** This executor's GPU if it is open. */
+  public Optional<GpuExecutor> current() {
+    return Optional.ofNullable(gpu);
+  }
+
+  /**
+   * Sends a reduce task's device write request to {@code holder} without blocking the task, executor
+   * to executor; the answer (or the failure) completes the returned future, so a reduce task keeps
+   * requests to several holders in flight. The answer is waited for {@code answerWithin} (past the
+   * fetch deadline: it releases retained landing space).
+   */
+  public CompletableFuture<DeviceWriteResult> send(String holder, byte[] request, Duration answerWithin) {
+    Optional<PeerInfo> p = executor.knownPeer(holder);
+    if (p.isEmpty()) {
+      return CompletableFuture.failedFuture(new IllegalStateException("executor " + holder
+          + " is not in Slipstream's peer table"));
+    }
+    return executor.node().deviceWrites().send(p.get().endpoint(), request, ringOf(p.get()), answerWithin);
+  }
+
+  /**
+   * Serves a peer's device write request; the answer is given exactly once. A serving thread decodes
+   * it, checks it, pins its map outputs and launches its push (or queues it for a free lane) without
+   * waiting for the push; the block server's completion thread answers once the kernel ended. With
+   * spark.slipstream.gpu.serve.threads=0 this happens on the transport thread the request arrived
+   * on, except for a request that arrives before the GPU is open or that reads map outputs spilled
+   * to host memory (copied back first): those go to a serving thread, so a transport thread never
+   * waits. {@code from} must be the reader's registered endpoint.
+   */
+  private void serve(EndpointDescriptor from, byte[] request, dev.slipstream.core.shuffle.DeviceWriteExchange.Reply reply) {
+    long received = System.nanoTime();
+    GpuExecutor g = gpu;
+    if (conf.serveThreads() > 0 || !settled.isDone() || g == null) {
+      offload(from, request, reply, received);
+      return;
+    }
+    DeviceWriteRequest req;
+    try {
+      req = DeviceWriteRequest.decode(request);
+    } catch (Exception e) {
+      reply.answer(false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, received, 0, 0, 0, 0, 0));
+      return;
+    }
+    if (!g.onDevice(req)) {
+      offload(from, request, reply, received);
+      return;
+    }
+    start(g, from, req, reply, received, System.nanoTime());
+  }
+
+  /** Serves a request from a serving thread (it may wait for the GPU to open, or restore spilled outputs). */
+  private void offload(EndpointDescriptor from, byte[] request, dev.slipstream.core.shuffle.DeviceWriteExchange.Reply reply,
+      long received) {
+    try {
+      serveThreads.execute(() -> {
+        long started = System.nanoTime();
+        try {
+          start(require(), from, DeviceWriteRequest.decode(request), reply, received, started);
+        } catch (Exception e) {
+          reply.answer(false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, started, 0, 0, 0, 0, 0));
+        }
+      });
+    } catch (RejectedExecutionException e) {
+      reply.answer(false, 0, "executor " + executor.executorId() + " is stopping", ServeTimeline.NONE);
+    }
+  }
+
+  /** Starts the push; the answer follows its end (or comes now when the request is refused). */
+  private void start(GpuExecutor g, EndpointDescriptor from, DeviceWriteRequest req,
+      dev.slipstream.core.shuffle.DeviceWriteExchange.Reply reply, long received, long started) {
+    long[] marks = new long[DeviceBlockServer.MARKS];
+    try {
+      g.start(req, from, received, executor.node().config().fetchTimeout().toMillis(), marks, (bytes, error) ->
+          reply.answer(error == null, bytes, error == null ? "" : String.valueOf(error.getMessage()),
+              timeline(received, started, marks)));
+    } catch (Exception e) {
+      reply.answer(false, 0, String.valueOf(e.getMessage()), timeline(received, started, marks));
+    }
+  }
+
+  private static ServeTimeline timeline(long received, long started, long[] marks) {
+    return new ServeTimeline(received, started, marks[DeviceBlockServer.MARK_CHECKED],
+        marks[DeviceBlockServer.MARK_LANE_READY], marks[DeviceBlockServer.MARK_LAUNCHED],
+        marks[DeviceBlockServer.MARK_ENDED], 0);
+  }
+
+  /** Forgets a lost peer: its imported landing region and its request ring. */
+  public void peerLost(PeerInfo p) {
+    GpuExecutor g = gpu;
+    if (g != null && p.gpu().isPresent()) {
+      g.peerLost(p.executorId(), p.gpu().get());
+    }
+    p.gpu().ifPresent(e -> rings.remove(e.requestRing()));
+  }
+
+  /** Adds the GPU's counters ({@code gpu.*}) to {@code m} when the GPU is open. */
+  public void metrics(Map<String, Long> m) {
+    GpuExecutor g = gpu;
+    if (g != null) {
+      m.put("gpu.device", (long) g.context().device());
+      m.put("gpu.mapOutputDeviceBytes", g.store().deviceInUse());
+      m.put("gpu.mapOutputHostBytes", g.store().hostInUse());
+      m.put("gpu.mapOutputSpills", g.store().spills());
+      m.put("gpu.landingInUse", g.landing().used());
+      m.put("gpu.landingRetained", g.landing().retainedBytes());
+      m.put("gpu.landingRetainedRanges", (long) g.landing().retainedRanges());
+      m.put("gpu.landingRetainedPeak", g.landing().peakRetainedBytes());
+      m.put("gpu.landingReleasedByBound", g.landing().releasedByBound());
+      m.put("gpu.requestsServed", g.server().requestsServed());
+      m.put("gpu.bytesServed", g.server().bytesServed());
+    }
+  }
+
+  /** Stops serving, waits up to the fetch timeout for the serving threads, then closes the GPU. */
+  @Override
+  public void close() {
+    serveThreads.shutdownNow();
+    GpuExecutor g = gpu;
+    gpu = null;
+    if (g != null) {
+      try {
+        serveThreads.awaitTermination(executor.node().config().fetchTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        g.close();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (RuntimeException e) {
+        LOG.warn("Closing the GPU of executor {}: {}", executor.executorId(), e.toString());
+      }
+    }
+  }
+}
