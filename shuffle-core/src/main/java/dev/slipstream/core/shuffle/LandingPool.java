@@ -1,15 +1,13 @@
 package dev.slipstream.core.shuffle;
 
+import dev.slipstream.core.memory.RangeAllocator;
 import java.nio.ByteBuffer;
-import java.util.Map;
-import java.util.TreeMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The executor's landing memory, handed out in ranges of whole units (first fit, coalescing on
- * free). The memory as a whole is registered with no transport: each write request registers
+ * The executor's landing memory, handed out in ranges of whole units by a {@link RangeAllocator}
+ * (first fit, coalescing on free). The memory as a whole is registered with no transport: each write request registers
  * its own range under a fresh region id and key and revokes that registration when the request
  * ends ({@link ShuffleNode}), so a range is writable only by the request it was reserved for, and
  * only while that request is open.
@@ -57,11 +55,9 @@ public final class LandingPool {
 
   private final ByteBuffer memory;
   private final long capacity;
-  private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
+  private final RangeAllocator ranges;
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition freed = lock.newCondition();
-  private long used;
-  private long peak;
 
   /** @param memory a direct buffer; the pool covers {@code [position, limit)} rounded down to whole units */
   public LandingPool(ByteBuffer memory) {
@@ -70,28 +66,22 @@ public final class LandingPool {
     }
     this.memory = memory.slice();
     this.capacity = this.memory.capacity() / UNIT * UNIT;
-    if (capacity > 0) {
-      free.put(0L, capacity);
+    if (capacity == 0) {
+      throw new IllegalArgumentException("landing memory of " + this.memory.capacity() + " bytes holds no "
+          + UNIT + "-byte unit");
     }
+    this.ranges = new RangeAllocator(capacity, UNIT);
   }
 
   public long capacity() {
     return capacity;
   }
 
-  private static long roundUp(long n) {
-    return (n + UNIT - 1) / UNIT * UNIT;
-  }
-
   /** A range of at least {@code bytes}, or null when none is free now. */
   public Range tryAllocate(long bytes) {
-    long want = roundUp(Math.max(1, bytes));
-    lock.lock();
-    try {
-      return allocateLocked(want);
-    } finally {
-      lock.unlock();
-    }
+    long want = ranges.rounded(bytes);
+    long at = ranges.take(want);
+    return at < 0 ? null : new Range(at, want);
   }
 
   /**
@@ -101,7 +91,7 @@ public final class LandingPool {
    * @throws IllegalArgumentException when {@code bytes} exceeds the whole pool
    */
   public Range allocate(long bytes, long timeoutNanos) throws InterruptedException {
-    long want = roundUp(Math.max(1, bytes));
+    long want = ranges.rounded(bytes);
     if (want > capacity) {
       throw new IllegalArgumentException("landing request of " + bytes + " bytes exceeds the landing pool ("
           + capacity + " bytes)");
@@ -110,7 +100,7 @@ public final class LandingPool {
     lock.lock();
     try {
       while (true) {
-        Range r = allocateLocked(want);
+        Range r = tryAllocate(want);
         if (r != null) {
           return r;
         }
@@ -124,23 +114,6 @@ public final class LandingPool {
     }
   }
 
-  private Range allocateLocked(long want) {
-    for (Map.Entry<Long, Long> e : free.entrySet()) {
-      if (e.getValue() >= want) {
-        long off = e.getKey();
-        long len = e.getValue();
-        free.remove(off);
-        if (len > want) {
-          free.put(off + want, len - want);
-        }
-        used += want;
-        peak = Math.max(peak, used);
-        return new Range(off, want);
-      }
-    }
-    return null;
-  }
-
   private void free(Range r) {
     lock.lock();
     try {
@@ -148,21 +121,7 @@ public final class LandingPool {
         return;
       }
       r.freed = true;
-      long off = r.offset;
-      long len = r.length;
-      Map.Entry<Long, Long> below = free.floorEntry(off);
-      if (below != null && below.getKey() + below.getValue() == off) {
-        off = below.getKey();
-        len += below.getValue();
-        free.remove(below.getKey());
-      }
-      Long aboveLen = free.get(off + len);
-      if (aboveLen != null) {
-        free.remove(off + len);
-        len += aboveLen;
-      }
-      free.put(off, len);
-      used -= r.length;
+      ranges.give(r.offset, r.length);
       freed.signalAll();
     } finally {
       lock.unlock();
@@ -170,20 +129,10 @@ public final class LandingPool {
   }
 
   public long used() {
-    lock.lock();
-    try {
-      return used;
-    } finally {
-      lock.unlock();
-    }
+    return ranges.used();
   }
 
   public long peak() {
-    lock.lock();
-    try {
-      return peak;
-    } finally {
-      lock.unlock();
-    }
+    return ranges.peak();
   }
 }

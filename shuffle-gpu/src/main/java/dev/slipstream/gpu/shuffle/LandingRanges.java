@@ -1,18 +1,19 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.memory.RangeAllocator;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 
 /**
- * The ranges of one landing region, without the memory itself: which are free, reserved by a
- * request, being zeroed after a release, or retained for a holder that may still write. The device
+ * The ranges of one landing region, without the memory itself: which are free (a
+ * {@link RangeAllocator}, as the host landing pool's), reserved by a request, being zeroed after a
+ * release, or retained for a holder that may still write. The device
  * landing region ({@link DeviceLanding}) keeps its ranges here; tests drive it with a fake zeroer
  * and clock.
  *
@@ -64,7 +65,7 @@ final class LandingRanges {
   private final long capacity;
   private final Zeroer zeroer;
   private final LongSupplier clock;
-  private final TreeMap<Long, Long> free = new TreeMap<>(); // offset -> length
+  private final RangeAllocator free;
   /** Released ranges being zeroed, oldest first; free once their zeroing ended. */
   private final Deque<Zeroing> zeroing = new ArrayDeque<>();
   private final Map<Long, Retained> retained = new LinkedHashMap<>();
@@ -81,7 +82,7 @@ final class LandingRanges {
     this.capacity = capacity;
     this.zeroer = zeroer;
     this.clock = clock;
-    free.put(0L, capacity);
+    this.free = new RangeAllocator(capacity, 1);
   }
 
   long capacity() {
@@ -249,35 +250,16 @@ final class LandingRanges {
 
   private void freeZeroed(Zeroing z) {
     z.ticket().close();
-    long off = z.offset();
-    long len = z.length();
-    Long nextLen = free.remove(off + len);
-    if (nextLen != null) {
-      len += nextLen;
-    }
-    var prev = free.floorEntry(off);
-    if (prev != null && prev.getKey() + prev.getValue() == off) {
-      off = prev.getKey();
-      len += prev.getValue();
-    }
-    free.put(off, len);
+    free.give(z.offset(), z.length());
     notifyAll();
   }
 
   private long takeFree(long bytes) {
-    for (var e : free.entrySet()) {
-      if (e.getValue() >= bytes) {
-        long off = e.getKey();
-        long len = e.getValue();
-        free.remove(off);
-        if (len > bytes) {
-          free.put(off + bytes, len - bytes);
-        }
-        used += bytes;
-        return off;
-      }
+    long at = free.take(bytes);
+    if (at >= 0) {
+      used += bytes;
     }
-    return -1;
+    return at;
   }
 
   /**
