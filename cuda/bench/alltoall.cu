@@ -1,4 +1,4 @@
-// All-to-all among N processes, one GPU each (method in docs/benchmarks-gpu.md).
+// All-to-all among N processes, one GPU each (method in docs/benchmarks/2026-11-30-gpu-all-to-all.md).
 //   slip_a2a --ranks N [--quick] [--block BYTES] [--peer-queues Q] [--stagger]
 // Every rank pushes per_gpu / N bytes to every rank (itself included, as NCCL's all_to_all_single
 // does) with the nvlink push kernel, into slot [rank * slice, (rank + 1) * slice) of the
@@ -12,7 +12,7 @@
 // --peer-queues Q gives each other rank Q queues (CUDA blocks) instead of an even share of three
 // quarters of 2 x SMs; --stagger orders a rank's queues by destination starting with rank + 1
 // (wrapping), so the blocks that start first do not all write to the same GPU. Both are for the
-// 4- and 8-GPU sweeps (docs/benchmarks-gpu.md has the 4-rank figure: 59% of the 2-rank one).
+// 4- and 8-GPU sweeps (docs/benchmarks/2026-11-30-gpu-all-to-all.md has the 4-rank figure: 59% of the 2-rank one).
 // Lines starting with "csv," are machine-readable:
 //   csv,a2a,nvlink,<ranks>_ranks,<gpus>_gpus,block,bytes_per_gpu,ms,GBps_per_gpu,verified
 #include <inttypes.h>

@@ -1,4 +1,4 @@
-// GPU benchmark (see docs/benchmarks-gpu.md for the method).
+// GPU benchmark (see docs/benchmarks/2026-11-30-gpu-push.md for the method).
 //   slip_bench pair [--quick]   two processes, one GPU each: link ceiling, host-issued copies per
 //                               block, GPU-initiated push (nvlink, proxy) one way and both ways,
 //                               and the 2-rank exchange measured like NCCL all-to-all
@@ -426,7 +426,7 @@ int run_partition(bool quick, bool variants, uint32_t only_parts, const char *on
             blocks += slip_partition_block_bytes(&b, hc[p]);
           }
           const bool ok = sum == rows && ho[parts] == blocks;
-          // Counted bytes (the first definition in docs/benchmarks-gpu.md): the histogram reads the keys, the scatter reads
+          // Counted bytes (the first definition in docs/benchmarks/2026-11-30-gpu-partition.md): the histogram reads the keys, the scatter reads
           // keys and payload and writes everything once. The floor (each input read once, each output
           // written once) leaves out the histogram's key read.
           const uint64_t moved = rows * (8 + 2 * (8 + w)), floor_bytes = rows * 2 * (8 + w);

@@ -47,7 +47,7 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
 
 /* Polling backoff for loops that read host memory across PCIe: start at 32 ns, double up to
  * ~1 us. Unthrottled polls from many threads compete with the GPU's own reads of host memory
- * (command fetch for the proxy executor's copies); see docs/benchmarks-gpu.md, proxy. */
+ * (command fetch for the proxy executor's copies); see docs/benchmarks/2026-11-30-gpu-push.md, proxy. */
 struct Backoff {
   unsigned ns = 32;
   __device__ __forceinline__ void pause() {

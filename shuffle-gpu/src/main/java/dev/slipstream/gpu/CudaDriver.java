@@ -49,7 +49,7 @@ final class CudaDriver {
   /**
    * Each thread's staging buffer: copies go through it in pieces of at most this size, so a copy
    * allocates nothing (a direct buffer per copy of a whole batch made the JDK call System.gc() to
-   * free direct memory: full collections of 25 to 30 ms in the executors, measured in docs/gpu.md).
+   * free direct memory: full collections of 25 to 30 ms in the executors, measured in docs/benchmarks/2026-11-30-gpu-shuffle-job.md).
    */
   static final int STAGING_BYTES = 4 << 20;
   private static final ThreadLocal<ByteBuffer> STAGING =

@@ -53,7 +53,7 @@ import scala.Tuple2;
  * [--conf spark.k=v,...] [--lose-executor false] [--discover PATH]}; {@code --warmup W} runs W GPU
  * shuffles of the same data before the timed repetitions and reports only their total time (the
  * serving path of a long-running executor is compiled by the JIT's last tier; a fresh one's is not
- * for the first few hundred requests: docs/gpu.md); {@code --host-timed false} leaves
+ * for the first few hundred requests: docs/benchmarks/2026-11-30-gpu-shuffle-job.md); {@code --host-timed false} leaves
  * out the timed host shuffle (the checked one still runs); {@code --conf} adds Spark settings;
  * {@code --lose-executor true} ends with a GPU shuffle during whose reduce stage one executor halts
  * (the job must recover with the host path's checksums); executors get 12g

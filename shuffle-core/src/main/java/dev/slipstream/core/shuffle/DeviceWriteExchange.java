@@ -20,8 +20,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * GPU shuffle device write requests sent executor to executor over the shuffle
- * transport's message path, as the host path sends its {@code WriteRequest}s, instead of being
- * relayed by the driver: {@link #send} posts a {@link DeviceWrite} to the holder's endpoint; the
+ * transport's message path, as the host path sends its {@code WriteRequest}s: {@link #send} posts a {@link DeviceWrite} to the holder's endpoint; the
  * holder's {@link Handler} serves it and answers with a {@link DeviceWriteResult} on its own queue
  * to the sender. The request bytes are opaque here (the GPU codec checks them).
  *

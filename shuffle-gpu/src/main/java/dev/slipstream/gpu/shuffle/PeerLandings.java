@@ -52,7 +52,7 @@ public final class PeerLandings {
 
   /**
    * As {@link #check(DeviceWriteRequest)} for a request that came over the transport from
-   * {@code from} (null: relayed by the driver): {@code from} must also be the reader's registered
+   * {@code from} (null: a request made in this process, with no connection to check): {@code from} must also be the reader's registered
    * transport endpoint (UNKNOWN_REGION otherwise), so a connection cannot speak for another reader.
    */
   public RegionDescriptor check(DeviceWriteRequest req, EndpointDescriptor from) throws TransportException {

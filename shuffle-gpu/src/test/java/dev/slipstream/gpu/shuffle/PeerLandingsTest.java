@@ -53,7 +53,7 @@ class PeerLandingsTest {
   @Test
   void theReadersRegisteredLandingIsAccepted() throws TransportException {
     assertEquals(reader.landing().get(), landings.check(request("2", reader.landing().get()), READER_AT));
-    assertEquals(reader.landing().get(), landings.check(request("2", reader.landing().get()), null), "relayed");
+    assertEquals(reader.landing().get(), landings.check(request("2", reader.landing().get()), null), "no connection to check");
     assertEquals(self.landing().get(), landings.check(request("1", self.landing().get())), "this executor's own");
   }
 

@@ -37,9 +37,9 @@ import java.util.concurrent.CompletableFuture;
  * Also the landed bytes per second over the timed requests' wall time. Every landed block is
  * compared with the store's bytes in the first and last timed request (byte-exact or it throws).
  *
- * <p>Run on the GPU machine through {@code bin/slipstream-gpu-java main
+ * <p>Run on the GPU machine through {@code dev/slipstream-gpu-java main
  * dev.slipstream.gpu.shuffle.ServePathBench --rows 4000000 --parts 4 --blocks 1 --iters 2000};
- * results and method in docs/gpu.md. Not a test: it asserts nothing about time.
+ * results and method in docs/benchmarks/2026-12-01-gpu-serve-path.md. Not a test: it asserts nothing about time.
  */
 public final class ServePathBench {
   private static final int[] W = {8, 8};

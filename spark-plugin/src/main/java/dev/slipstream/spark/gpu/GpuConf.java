@@ -178,7 +178,6 @@ public final class GpuConf {
   public long requestMinBytes() { return requestMinBytes; }
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }
-  /** True when device write requests go executor to executor over the transport, false when the driver relays them. */
   /** True when every remote GPU block is read over the proxy path, also from holders of this machine. */
   public boolean proxyOnly() { return proxyOnly; }
   /** How long past the fetch deadline a request's landing range waits for its holder's answer. */

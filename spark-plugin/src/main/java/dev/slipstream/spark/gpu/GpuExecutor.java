@@ -146,7 +146,7 @@ public final class GpuExecutor implements AutoCloseable {
   }
 
   /**
-   * Starts serving a device write request that came from {@code from} (null: relayed by the driver)
+   * Starts serving a device write request that came over the transport from {@code from}
    * at {@code receivedNanos}, up to the kernel launch on the calling thread
    * ({@link DeviceBlockServer#start}): refused unless its landing region is the one its reader
    * registered ({@link PeerLandings#check}); its deadline is the earlier of {@code timeoutMs} and its
