@@ -91,7 +91,7 @@ extern "C" slip_status slip_region_desc_parse(const void *buf, size_t len, slip_
     return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "region descriptor version %u, expected %u", d.version,
                           SLIP_REGION_DESC_VERSION);
   if (d.kind != SLIP_MEM_DEVICE && d.kind != SLIP_MEM_HOST_SHM)
-    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "region %u: memory kind %u, expected %d (device) or %d (host shm)",
+    return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "region %u: memory kind %u, expected %d (device) or %d (host shared memory)",
                           d.id, d.kind, SLIP_MEM_DEVICE, SLIP_MEM_HOST_SHM);
   if (d.length == 0) return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "region %u: length 0", d.id);
   if (d.kind == SLIP_MEM_HOST_SHM &&

@@ -36,8 +36,10 @@ typedef enum slip_status {
 enum { SLIP_BACKEND_NVLINK = 1, SLIP_BACKEND_PROXY = 2, SLIP_BACKEND_GPUNETIO = 3 };
 
 /* ---- memory kinds ---- */
-enum { SLIP_MEM_DEVICE = 1, /* cudaMalloc, exported with a CUDA IPC handle */
-       SLIP_MEM_HOST_SHM = 2 /* POSIX shared memory, pinned with cudaHostRegister in each process */ };
+/* Memory kinds: the wire ids of Java's dev.slipstream.core.transport.MemoryKind (1 is host memory
+ * of one process, which is never exported through this descriptor). */
+enum { SLIP_MEM_DEVICE = 2,   /* cudaMalloc, exported with a CUDA IPC handle */
+       SLIP_MEM_HOST_SHM = 3  /* POSIX shared memory, pinned with cudaHostRegister in each process */ };
 
 /*
  * Serialisable region descriptor: what a receiver sends out of band so a sender can write to it.

@@ -1,5 +1,6 @@
 package dev.slipstream.gpu;
 
+import dev.slipstream.core.transport.MemoryKind;
 /**
  * A registered region of this process ({@code slip_region}): device memory exported to peers
  * through CUDA IPC, or POSIX shared memory pinned for the GPU. Peers get its

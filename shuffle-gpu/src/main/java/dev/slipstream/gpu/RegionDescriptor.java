@@ -1,5 +1,6 @@
 package dev.slipstream.gpu;
 
+import dev.slipstream.core.transport.MemoryKind;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -89,6 +90,11 @@ public final class RegionDescriptor {
           + IPC_HANDLE_BYTES);
     }
     byte[] name = shmName.getBytes(StandardCharsets.US_ASCII);
+    if (kind == MemoryKind.HOST) {
+      throw new IllegalArgumentException(where + ": memory kind " + kind.wireId() + " (host memory of one process),"
+          + " expected " + MemoryKind.DEVICE.wireId() + " (device) or " + MemoryKind.HOST_SHARED.wireId()
+          + " (host shared memory): only those are exported");
+    }
     if (kind == MemoryKind.DEVICE) {
       if (device < 0) {
         throw new IllegalArgumentException(where + ": device memory on device " + device + ", expected >= 0");
@@ -149,7 +155,7 @@ public final class RegionDescriptor {
     ByteBuffer b = ByteBuffer.allocate(BYTES).order(ByteOrder.LITTLE_ENDIAN);
     b.putInt(OFF_MAGIC, MAGIC);
     b.putShort(OFF_VERSION, (short) VERSION);
-    b.putShort(OFF_KIND, (short) kind.code());
+    b.putShort(OFF_KIND, (short) kind.wireId());
     b.putInt(OFF_ID, id);
     b.putInt(OFF_DEVICE, device);
     b.putLong(OFF_KEY, key);
@@ -177,11 +183,16 @@ public final class RegionDescriptor {
     }
     int id = b.getInt(OFF_ID);
     int kindCode = Short.toUnsignedInt(b.getShort(OFF_KIND));
-    MemoryKind kind;
-    try {
-      kind = MemoryKind.of(kindCode);
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("region descriptor " + Integer.toUnsignedString(id) + ": " + e.getMessage(), e);
+    MemoryKind kind = null;
+    for (MemoryKind k : MemoryKind.values()) {
+      if (k.wireId() == kindCode && k != MemoryKind.HOST) {
+        kind = k;
+      }
+    }
+    if (kind == null) {
+      throw new IllegalArgumentException("region descriptor " + Integer.toUnsignedString(id) + ": memory kind "
+          + kindCode + ", expected " + MemoryKind.DEVICE.wireId() + " (device) or " + MemoryKind.HOST_SHARED.wireId()
+          + " (host shared memory)");
     }
     if (!allZero(bytes, OFF_RESERVED, RESERVED_BYTES)) {
       throw new IllegalArgumentException("region descriptor " + Integer.toUnsignedString(id) + ": reserved bytes "

@@ -1,5 +1,6 @@
 package dev.slipstream.gpu;
 
+import dev.slipstream.core.transport.MemoryKind;
 /**
  * The JNI surface of {@code libslipstream_jni.so} (native/src/jni/slip_jni.cpp): private static
  * natives bound by {@code RegisterNatives} in {@code JNI_OnLoad}, returning {@code slip_status}
@@ -119,7 +120,7 @@ final class SlipNative {
 
   static long createRegion(long ctx, MemoryKind kind, long length, int id) {
     long[] out = new long[1];
-    check(regionCreate(ctx, kind.code(), length, id, out), "region " + Integer.toUnsignedString(id));
+    check(regionCreate(ctx, kind.wireId(), length, id, out), "region " + Integer.toUnsignedString(id));
     return out[0];
   }
 

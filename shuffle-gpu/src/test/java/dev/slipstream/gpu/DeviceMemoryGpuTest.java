@@ -1,5 +1,6 @@
 package dev.slipstream.gpu;
 
+import dev.slipstream.core.transport.MemoryKind;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -32,7 +33,7 @@ class DeviceMemoryGpuTest {
     GpuTestSupport.assumeGpu();
     try (GpuContext ctx = GpuContext.open(0);
         GpuRegion dev = GpuRegion.create(ctx, MemoryKind.DEVICE, 1 << 20, 11);
-        GpuRegion host = GpuRegion.create(ctx, MemoryKind.HOST_SHM, 1 << 16, 12)) {
+        GpuRegion host = GpuRegion.create(ctx, MemoryKind.HOST_SHARED, 1 << 16, 12)) {
       byte[] data = GpuTestSupport.pattern(0, 1 << 20);
       dev.write(0, data);
       assertArrayEquals(data, dev.read(0, data.length), "JCuda copies into a region the native library allocated");
@@ -44,7 +45,7 @@ class DeviceMemoryGpuTest {
       assertEquals(dev.key(), d.key());
       assertEquals(ProcessHandle.current().pid(), d.ownerPid());
       RegionDescriptor h = host.exportDescriptor();
-      assertEquals(MemoryKind.HOST_SHM, h.kind());
+      assertEquals(MemoryKind.HOST_SHARED, h.kind());
       assertEquals(-1, h.device());
       assertTrue(h.shmName().startsWith("/slip-" + ProcessHandle.current().pid() + "-12-"), h.shmName());
       assertTrue(host.hostPointer() != 0);

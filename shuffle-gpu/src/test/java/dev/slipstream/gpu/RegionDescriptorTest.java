@@ -1,5 +1,6 @@
 package dev.slipstream.gpu;
 
+import dev.slipstream.core.transport.MemoryKind;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -28,7 +29,7 @@ class RegionDescriptorTest {
   }
 
   static RegionDescriptor host() {
-    return new RegionDescriptor(MemoryKind.HOST_SHM, 0xfffffffe, -1, -5L, 4096, 77, null, "/slip-77-4294967294-0badf00d");
+    return new RegionDescriptor(MemoryKind.HOST_SHARED, 0xfffffffe, -1, -5L, 4096, 77, null, "/slip-77-4294967294-0badf00d");
   }
 
   @Test
@@ -51,7 +52,7 @@ class RegionDescriptorTest {
     assertEquals(0x52, b.get(0) & 0xff, "\"SLPR\" little-endian starts with 'R'");
     assertEquals(RegionDescriptor.MAGIC, b.getInt(0));
     assertEquals(1, b.getShort(4));
-    assertEquals(MemoryKind.DEVICE.code(), b.getShort(6));
+    assertEquals(MemoryKind.DEVICE.wireId(), b.getShort(6));
     assertEquals(7, b.getInt(8));
     assertEquals(1, b.getInt(12));
     assertEquals(0x1234_5678_9abc_def0L, b.getLong(16));
@@ -72,8 +73,10 @@ class RegionDescriptorTest {
   void forgedHeaderFieldsAreRejectedByJavaAndByTheLibrary() {
     assertForged(b -> b.putInt(0, 0x41414141), "region descriptor magic 0x41414141, expected 0x534c5052", true);
     assertForged(b -> b.putShort(4, (short) 2), "region descriptor version 2, expected 1", true);
-    assertForged(b -> b.putShort(6, (short) 3),
-        "region descriptor 7: memory kind 3, expected 1 (device) or 2 (host shm)", true);
+    assertForged(b -> b.putShort(6, (short) 4),
+        "region descriptor 7: memory kind 4, expected 2 (device) or 3 (host shared memory)", true);
+    assertForged(b -> b.putShort(6, (short) 1),
+        "region descriptor 7: memory kind 1, expected 2 (device) or 3 (host shared memory)", true);
     assertForged(b -> b.putLong(24, 0), "region descriptor 7: length 0, expected 1..9223372036854775807", true);
   }
 
@@ -109,7 +112,7 @@ class RegionDescriptorTest {
   @Test
   void constructorRejectsInconsistentFields() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> new RegionDescriptor(MemoryKind.HOST_SHM, 3, 0, 1, 10, 1, null, "/slip-1"));
+        () -> new RegionDescriptor(MemoryKind.HOST_SHARED, 3, 0, 1, 10, 1, null, "/slip-1"));
     assertEquals("region descriptor 3: host memory on device 0, expected -1", e.getMessage());
     e = assertThrows(IllegalArgumentException.class,
         () -> new RegionDescriptor(MemoryKind.DEVICE, 3, 0, 1, 10, 1, new byte[63], ""));

@@ -1,9 +1,16 @@
 package dev.slipstream.core.transport;
 
-/** Where registered memory lives. Wire ids are stable. */
+/**
+ * Where registered memory lives, for every mechanism (transport regions, CUDA IPC exports). Wire
+ * ids are stable and equal the native {@code SLIP_MEM_*} values of {@code slip_abi.h}.
+ */
 public enum MemoryKind {
+  /** Host memory of one process. */
   HOST((byte) 1),
-  DEVICE((byte) 2);
+  /** Device memory (cuMemAlloc), exported to peers of one machine with a CUDA IPC handle. */
+  DEVICE((byte) 2),
+  /** POSIX shared memory, pinned with cudaHostRegister in each process that maps it. */
+  HOST_SHARED((byte) 3);
 
   private final byte wireId;
 
@@ -22,6 +29,6 @@ public enum MemoryKind {
       }
     }
     throw new TransportException(TransportError.MALFORMED,
-        "unknown memory kind id " + id + ", expected 1 (host) or 2 (device)");
+        "unknown memory kind id " + id + ", expected 1 (host), 2 (device) or 3 (host shared memory)");
   }
 }

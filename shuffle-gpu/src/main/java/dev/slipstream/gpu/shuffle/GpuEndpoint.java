@@ -1,6 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
-import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.shuffle.RequestRing;
 import dev.slipstream.core.transport.TransportError;

@@ -2,7 +2,7 @@ package dev.slipstream.gpu.shuffle;
 
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
-import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.core.transport.MemoryKind;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**

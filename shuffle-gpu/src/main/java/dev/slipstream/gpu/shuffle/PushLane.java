@@ -3,7 +3,7 @@ package dev.slipstream.gpu.shuffle;
 import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
-import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.QueueSet;
 import dev.slipstream.gpu.RemoteRegion;

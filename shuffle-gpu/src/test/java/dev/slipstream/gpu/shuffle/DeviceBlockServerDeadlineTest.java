@@ -3,7 +3,7 @@ package dev.slipstream.gpu.shuffle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
@@ -135,9 +135,9 @@ class GpuShuffleCodecTest {
     type[3] = 16;
     assertTrue(assertThrows(TransportException.class, () -> DeviceWriteRequest.decode(type)).getMessage()
         .endsWith("got type id 16, expected 48"));
-    var host = new DeviceWriteRequest(1, 1, RegionDescriptor.decode(new RegionDescriptor(MemoryKind.HOST_SHM, 2, -1, 5,
+    var host = new DeviceWriteRequest(1, 1, RegionDescriptor.decode(new RegionDescriptor(MemoryKind.HOST_SHARED, 2, -1, 5,
         4096, 1, null, "/slip-test").encode()), 1024, 2048, new int[] {}, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 16)));
-    assertEquals("MALFORMED: device write request: landing region 2 is HOST_SHM memory, expected DEVICE",
+    assertEquals("MALFORMED: device write request: landing region 2 is HOST_SHARED memory, expected DEVICE",
         assertThrows(TransportException.class, host::check).getMessage());
   }
 

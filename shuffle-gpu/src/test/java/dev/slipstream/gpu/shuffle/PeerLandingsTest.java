@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.slipstream.gpu.MemoryKind;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.TransportError;
