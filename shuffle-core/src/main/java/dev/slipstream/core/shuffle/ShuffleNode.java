@@ -70,7 +70,8 @@ public final class ShuffleNode implements AutoCloseable {
     this.transport = transport;
     this.config = config;
     this.identity = identity;
-    this.rootPool = MemoryPool.root("slipstream-" + name, config.mapOutputMemory() + config.landingBytes());
+    // No limit of its own: each child has one (map output, landing, and a GPU's pools when it has one).
+    this.rootPool = MemoryPool.root("slipstream-" + name, Long.MAX_VALUE);
     this.store = new MapOutputStore(transport, rootPool.child("map-output", config.mapOutputMemory()),
         config.segmentBytes(), config.pageBytes(), spillDir, config.checksum());
     this.landingAccount = rootPool.child("landing", config.landingBytes());
@@ -95,6 +96,12 @@ public final class ShuffleNode implements AutoCloseable {
   public MapOutputStore store() { return store; }
   public LandingPool landing() { return landing; }
   public CoreConfig config() { return config; }
+  /**
+   * The root of this node's memory accounting tree: the map-output store's and the landing
+   * memory's pools, and those other mechanisms add (a GPU's). {@link #close()} closes it, failing
+   * loudly if anything is still reserved, so a mechanism closes its own pools first.
+   */
+  public MemoryPool memory() { return rootPool; }
   public EndpointDescriptor localEndpoint() { return transport.localEndpoint(); }
   /** GPU device write requests to and from peers, over this node's transport. */
   public DeviceWriteExchange deviceWrites() { return deviceWrites; }

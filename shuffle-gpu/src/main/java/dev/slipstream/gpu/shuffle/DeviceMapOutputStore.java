@@ -1,5 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.memory.MemoryPool;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -9,10 +10,10 @@ import java.util.Map;
 /**
  * Map outputs of GPU shuffles, kept in registered device memory ({@link OutputSpace}) as the
  * partition kernel wrote them: one block per map task attempt with each reduce partition's
- * contiguous section at {@code offsets[p]}. Device memory is accounted against
- * {@code deviceBudget}; when a new output does not fit, the oldest committed outputs that no push
- * is reading are copied to host memory (accounted against {@code hostBudget}) and their device
- * memory is freed. A spilled output is copied back to the device when a holder must push it.
+ * contiguous section at {@code offsets[p]}. Device memory is accounted in the pool {@code device}
+ * (a node of the executor's accounting tree, beside the host pools); when a new output does not
+ * fit, the oldest committed outputs that no push is reading are copied to host memory (accounted in
+ * {@code host}) and their device memory is freed. A spilled output is copied back to the device when a holder must push it.
  *
  * <p>Threading: thread-safe (one lock). Ownership: the store owns every block it was given;
  * {@link #removeShuffle} frees a shuffle's outputs (deferred while a push still reads one), and
@@ -20,11 +21,11 @@ import java.util.Map;
  */
 public final class DeviceMapOutputStore implements AutoCloseable {
   private final OutputSpace space;
-  private final long deviceBudget;
-  private final long hostBudget;
+  private final MemoryPool device;
+  private final MemoryPool host;
+  /** The root of the pools this store made for itself (closed with it); null when they are the caller's. */
+  private final MemoryPool ownedPools;
   private final Map<Key, Output> outputs = new LinkedHashMap<>(); // insertion order = spill order
-  private long deviceInUse;
-  private long hostInUse;
   private long spills;
   private long restores;
   private boolean closed;
@@ -58,14 +59,47 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
   }
 
+  /**
+   * @param device the pool device bytes are reserved from (its limit is the device budget)
+   * @param host the pool spilled outputs' host bytes are reserved from (its limit: the host budget)
+   */
+  public DeviceMapOutputStore(OutputSpace space, MemoryPool device, MemoryPool host) {
+    this(space, new Pools(null, device, host));
+  }
+
+  /** A store with pools of its own, {@code deviceBudget} and {@code hostBudget} bytes (tests, benchmarks). */
   public DeviceMapOutputStore(OutputSpace space, long deviceBudget, long hostBudget) {
+    this(space, ownPools(deviceBudget, hostBudget));
+  }
+
+  private record Pools(MemoryPool owned, MemoryPool device, MemoryPool host) {}
+
+  private DeviceMapOutputStore(OutputSpace space, Pools pools) {
+    if (pools.device().limit() <= 0 || pools.host().limit() < 0) {
+      throw new IllegalArgumentException("device map-output store: device budget " + pools.device().limit()
+          + ", host budget " + pools.host().limit() + "; expected a device budget > 0 and a host budget >= 0");
+    }
+    this.space = space;
+    this.device = pools.device();
+    this.host = pools.host();
+    this.ownedPools = pools.owned();
+  }
+
+  private static Pools ownPools(long deviceBudget, long hostBudget) {
     if (deviceBudget <= 0 || hostBudget < 0) {
       throw new IllegalArgumentException("device map-output store: device budget " + deviceBudget + ", host budget "
           + hostBudget + "; expected a device budget > 0 and a host budget >= 0");
     }
-    this.space = space;
-    this.deviceBudget = deviceBudget;
-    this.hostBudget = hostBudget;
+    MemoryPool root = MemoryPool.root("device-map-output", deviceBudget + hostBudget);
+    return new Pools(root, root.child("device", deviceBudget), root.child("host", hostBudget));
+  }
+
+  /** Reserves {@code n} bytes in {@code pool}; the caller checked they fit. */
+  private static void reserve(MemoryPool pool, long n) {
+    if (!pool.tryReserve(n)) {
+      throw new IllegalStateException("device map-output store: " + n + " bytes do not fit " + pool + " (or one of"
+          + " its ancestors)");
+    }
   }
 
   /**
@@ -75,47 +109,51 @@ public final class DeviceMapOutputStore implements AutoCloseable {
    */
   public synchronized OutputSpace.Block allocate(long bytes) {
     ensureOpen();
-    if (bytes <= 0 || bytes > deviceBudget) {
-      throw new IllegalArgumentException("device map output of " + bytes + " bytes, expected 1.." + deviceBudget
+    if (bytes <= 0 || bytes > device.limit()) {
+      throw new IllegalArgumentException("device map output of " + bytes + " bytes, expected 1.." + device.limit()
           + " (spark.slipstream.gpu.mapOutput.memoryBytes)");
     }
     makeRoom(bytes);
     OutputSpace.Block b = space.allocate(bytes);
-    deviceInUse += b.length();
+    try {
+      reserve(device, b.length());
+    } catch (IllegalStateException e) {
+      b.close();
+      throw e;
+    }
     return new AccountedBlock(b);
   }
 
   private void makeRoom(long bytes) {
     Iterator<Output> it = outputs.values().iterator();
-    while (deviceInUse + bytes > deviceBudget && it.hasNext()) {
+    while (device.used() + bytes > device.limit() && it.hasNext()) {
       Output o = it.next();
       if (o.device != null && o.pins == 0) {
         spill(o);
       }
     }
-    if (deviceInUse + bytes > deviceBudget) {
-      throw new IllegalStateException("device map-output store: " + bytes + " bytes do not fit: " + deviceInUse
-          + " of " + deviceBudget + " device bytes in use by outputs that pushes are reading, or the host budget of "
-          + hostBudget + " bytes (" + hostInUse + " in use) is spent");
+    if (device.used() + bytes > device.limit()) {
+      throw new IllegalStateException("device map-output store: " + bytes + " bytes do not fit: " + device.used()
+          + " of " + device.limit() + " device bytes in use by outputs that pushes are reading, or the host budget of "
+          + host.limit() + " bytes (" + host.used() + " in use) is spent");
     }
   }
 
   private void spill(Output o) {
     long n = o.bytes();
-    if (n > Integer.MAX_VALUE - 16 || hostInUse + n > hostBudget) {
+    if (n > Integer.MAX_VALUE - 16 || !host.tryReserve(n)) {
       return; // stays on the device; makeRoom reports if nothing else frees enough
     }
     byte[] copy = new byte[(int) n];
     o.device.read(0, copy, 0, (int) n);
     o.host = copy;
-    hostInUse += n;
     release(o.device);
     o.device = null;
     spills++;
   }
 
   private void release(OutputSpace.Block b) {
-    deviceInUse -= b.length();
+    device.release(b.length());
     ((AccountedBlock) b).inner.close();
   }
 
@@ -235,10 +273,15 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     if (o.device == null) {
       makeRoom(o.bytes());
       OutputSpace.Block b = space.allocate(Math.max(16, o.bytes()));
-      deviceInUse += b.length();
+      try {
+        reserve(device, b.length());
+      } catch (IllegalStateException e) {
+        b.close();
+        throw e;
+      }
       b.write(0, o.host, 0, o.host.length);
       o.device = new AccountedBlock(b);
-      hostInUse -= o.host.length;
+      host.release(o.host.length);
       o.host = null;
       restores++;
     }
@@ -294,17 +337,17 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       o.device = null;
     }
     if (o.host != null) {
-      hostInUse -= o.host.length;
+      host.release(o.host.length);
       o.host = null;
     }
   }
 
-  public synchronized long deviceInUse() {
-    return deviceInUse;
+  public long deviceInUse() {
+    return device.used();
   }
 
-  public synchronized long hostInUse() {
-    return hostInUse;
+  public long hostInUse() {
+    return host.used();
   }
 
   public synchronized long spills() {
@@ -339,6 +382,9 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       drop(o);
     }
     outputs.clear();
+    if (ownedPools != null) {
+      ownedPools.close(); // fails loudly if an uncommitted block was never closed
+    }
     if (pinned > 0) {
       throw new IllegalStateException("device map-output store closed while " + pinned + " push(es) still held outputs");
     }
@@ -391,7 +437,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
           }
         }
         open = false;
-        deviceInUse -= inner.length();
+        device.release(inner.length());
         inner.close();
       }
     }

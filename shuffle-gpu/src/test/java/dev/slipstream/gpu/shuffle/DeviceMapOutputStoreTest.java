@@ -24,6 +24,25 @@ class DeviceMapOutputStoreTest {
   }
 
   @Test
+  void deviceAndSpilledBytesAreAccountedInTheCallersPoolsAndALeakFailsTheirClose() {
+    HostOutputSpace space = new HostOutputSpace();
+    dev.slipstream.core.memory.MemoryPool root = dev.slipstream.core.memory.MemoryPool.root("node", Long.MAX_VALUE);
+    dev.slipstream.core.memory.MemoryPool gpu = root.child("gpu-0", Long.MAX_VALUE);
+    DeviceMapOutputStore s = new DeviceMapOutputStore(space, gpu.child("map-output", 128),
+        gpu.child("map-output-spilled", 1024));
+    put(s, 1, 10, 2, 2, (byte) 1);
+    put(s, 1, 11, 2, 2, (byte) 2);
+    put(s, 1, 12, 2, 2, (byte) 3); // map 10 spills to host
+    assertEquals(128 + 64, root.used(), "device and spilled bytes both in the node's tree");
+    assertEquals(64, s.hostInUse());
+    OutputSpace.Block forgotten = s.allocate(32); // a map task that neither commits nor closes it
+    assertTrue(forgotten.length() >= 32);
+    s.close();
+    IllegalStateException e = assertThrows(IllegalStateException.class, gpu::close);
+    assertTrue(e.getMessage().startsWith("memory still reserved at close: node/gpu-0/map-output="), e.getMessage());
+  }
+
+  @Test
   void spillsTheOldestUnpinnedOutputToHostAndRestoresItForAPush() {
     HostOutputSpace space = new HostOutputSpace();
     try (DeviceMapOutputStore s = new DeviceMapOutputStore(space, 256, 1024)) {

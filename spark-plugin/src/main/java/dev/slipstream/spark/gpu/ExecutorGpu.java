@@ -104,7 +104,7 @@ public final class ExecutorGpu implements AutoCloseable {
     String id = executor.executorId();
     try {
       GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
-          .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())));
+          .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory());
       gpu = g;
       // Readers without a direct device path to this GPU fetch its map outputs over the proxy path.
       executor.node().serveAlso(ProxyBlocks.source(g.store(), executor.node().config().checksum()));

@@ -14,6 +14,7 @@ import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.GpuOutputSpace;
 import dev.slipstream.gpu.shuffle.HostIdentity;
 import dev.slipstream.gpu.shuffle.PeerLandings;
+import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
@@ -50,19 +51,35 @@ public final class GpuExecutor implements AutoCloseable {
   private final PeerLandings peerLandings;
   private final Map<RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
   private final Map<Long, GpuReadStats> reads = new ConcurrentHashMap<>();
+  /** This GPU's node of the executor's memory accounting tree, and its landing region's account. */
+  private final MemoryPool pool;
+  private final MemoryPool landingPool;
+  private final long landingReserved;
   private volatile boolean closed;
 
-  private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers) {
+  private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
+      MemoryPool memory) {
     this.executorId = executorId;
     this.ctx = ctx;
     List<AutoCloseable> made = new ArrayList<>();
+    // This GPU's memory in the executor's accounting tree, beside the host pools: its landing
+    // region (reserved whole, as the host landing memory is), and the device map outputs with the
+    // host copies of those spilled. Closing it fails loudly when anything is still reserved.
+    this.pool = memory.child("gpu-" + ctx.device(), Long.MAX_VALUE);
+    made.add(pool);
     try {
+      this.landingPool = pool.child("landing", conf.landingBytes());
+      this.landingReserved = conf.landingBytes();
+      if (!landingPool.tryReserve(landingReserved)) {
+        throw new IllegalStateException("GPU landing region of " + landingReserved + " bytes does not fit " + pool);
+      }
+      made.add(() -> landingPool.release(landingReserved));
       this.kernel = PushKernel.load(ctx);
       made.add(kernel);
       this.landing = new DeviceLanding(ctx, conf.landingBytes(), LANDING_REGION_ID);
       made.add(landing);
-      this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID), conf.mapOutputBytes(),
-          conf.hostSpillBytes());
+      this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID),
+          pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
       this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID,
           conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads());
@@ -88,7 +105,7 @@ public final class GpuExecutor implements AutoCloseable {
    * driver's peer table: the only source of the landing regions it pushes into.
    */
   public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf,
-      PeerLandings.PeerTable peers) {
+      PeerLandings.PeerTable peers, MemoryPool memory) {
     GpuProbe probe = GpuRuntime.probe();
     if (!probe.available()) {
       throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
@@ -99,7 +116,7 @@ public final class GpuExecutor implements AutoCloseable {
     }
     GpuContext ctx = GpuContext.open(ordinal);
     try {
-      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers);
+      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes",
           executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(), conf.mapOutputBytes());
       return g;
@@ -220,7 +237,12 @@ public final class GpuExecutor implements AutoCloseable {
       r.close();
     }
     imported.clear();
-    for (AutoCloseable c : new AutoCloseable[] {store, landing, kernel, ctx}) {
+    // The accounts go after the store and the landing region: closing the pool fails loudly on a leak.
+    AutoCloseable accounts = () -> {
+      landingPool.release(landingReserved);
+      pool.close();
+    };
+    for (AutoCloseable c : new AutoCloseable[] {store, landing, accounts, kernel, ctx}) {
       try {
         c.close();
       } catch (Exception e) {
