@@ -31,6 +31,7 @@ import java.util.stream.Stream;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ShuffleEquivalenceIT {
   private static final int EXECUTORS = 2;
+  private static final int[] REPARTITIONS = {150, 300}; // either side of directPartitionsMax (200)
   private final Map<String, List<String>> expected = new LinkedHashMap<>();
   private final Map<String, ShuffleFigures.Measured<?>> sortFigures = new LinkedHashMap<>();
   private SparkSession spark;
@@ -44,6 +45,10 @@ class ShuffleEquivalenceIT {
       ShuffleFigures f = ShuffleFigures.on(sort);
       sortFigures.put("batch", ShuffleFigures.coalescedAggregation(f, true));
       sortFigures.put("single", ShuffleFigures.coalescedAggregation(f, false));
+      for (int n : REPARTITIONS) {
+        sortFigures.put("sql" + n, ShuffleFigures.sqlRepartition(f, n));
+        sortFigures.put("rdd" + n, ShuffleFigures.rddRepartition(f, n));
+      }
     } finally {
       sort.stop();
     }
@@ -145,6 +150,36 @@ class ShuffleEquivalenceIT {
     assertEquals(sortBatch.bytesRead(), batch.figures().bytesRead(), "bytes read with batch fetch; " + all);
     assertEquals(single.figures().bytesRead(), batch.figures().bytesRead(), all);
     assertEquals(single.figures().recordsRead(), batch.figures().recordsRead(), all);
+  }
+
+  /**
+   * Shuffle bytes written are the bytes of the map outputs, whichever writer made them: each
+   * partition is read exactly once, so the bytes the reduce tasks read (each block's real length,
+   * as its holder reports it) add up to the map outputs' bytes, and the bytes written must equal
+   * them, and equal what Spark's sort shuffle reports for the same job. 150 partitions use the
+   * direct writer; 300 Spark's serialized sort for SQL rows and {@code ExternalSorter} for the
+   * Java-serialized RDD.
+   */
+  @Test
+  void bytesWrittenAreTheMapOutputsBytesAsUnderSortShuffle() {
+    for (int n : REPARTITIONS) {
+      assertSameFigures("sql" + n, ShuffleFigures.sqlRepartition(figures, n));
+      assertSameFigures("rdd" + n, ShuffleFigures.rddRepartition(figures, n));
+    }
+  }
+
+  private void assertSameFigures(String name, ShuffleFigures.Measured<Long> got) {
+    ShuffleFigures.Measured<?> want = sortFigures.get(name);
+    ShuffleFigures.Figures g = got.figures();
+    ShuffleFigures.Figures w = want.figures();
+    String both = name + ": Slipstream " + g + ", sort shuffle " + w;
+    assertEquals(want.result(), got.result(), both);
+    assertEquals(w.bytesWritten(), w.bytesRead(), "sort shuffle reads what it wrote; " + both);
+    assertEquals(g.bytesRead(), g.bytesWritten(), "bytes written are the bytes the map outputs hold; " + both);
+    assertEquals(w.bytesWritten(), g.bytesWritten(), "bytes written as under sort shuffle; " + both);
+    assertEquals(w.bytesRead(), g.bytesRead(), "bytes read as under sort shuffle; " + both);
+    assertEquals(w.recordsWritten(), g.recordsWritten(), both);
+    assertEquals(g.recordsWritten(), g.recordsRead(), both);
   }
 
   private static long delta(Map<String, Map<String, Long>> before, Map<String, Map<String, Long>> after, String key) {

@@ -1,11 +1,13 @@
 package dev.slipstream.it;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 import java.util.stream.Collectors;
+import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.executor.ShuffleReadMetrics;
 import org.apache.spark.executor.ShuffleWriteMetrics;
 import org.apache.spark.scheduler.SparkListener;
@@ -17,7 +19,9 @@ import org.apache.spark.sql.SparkSession;
  * The shuffle figures Spark reports for a piece of work (the UI, event logs and metrics sinks show
  * these task metrics), under whichever shuffle manager the session runs, and the workloads whose
  * figures the two managers must agree on: an aggregation read through adaptive execution's
- * coalesced partition ranges, with and without {@code spark.sql.adaptive.fetchShuffleBlocksInBatch}.
+ * coalesced partition ranges, with and without {@code spark.sql.adaptive.fetchShuffleBlocksInBatch};
+ * and repartitions to either side of {@code spark.slipstream.writer.directPartitionsMax}, which use
+ * different writers.
  *
  * <p>Threading: the listener bus thread adds task metrics; {@link #measure} runs on the test
  * thread, one piece of work at a time, and reads them once the bus is drained.
@@ -123,6 +127,22 @@ final class ShuffleFigures extends SparkListener {
       }
       return rows;
     }));
+  }
+
+  /** {@code spark.range(200000).repartition(partitions)} summed: a round-robin shuffle of SQL rows. */
+  static Measured<Long> sqlRepartition(ShuffleFigures figures, int partitions) {
+    return figures.measure(() -> figures.spark.range(0, 200_000, 1, 4).repartition(partitions)
+        .selectExpr("sum(id)").first().getLong(0));
+  }
+
+  /** The RDD equivalent: 200000 integers repartitioned (Java serialization) and counted. */
+  static Measured<Long> rddRepartition(ShuffleFigures figures, int partitions) {
+    List<Integer> ints = new ArrayList<>(200_000);
+    for (int i = 0; i < 200_000; i++) {
+      ints.add(i);
+    }
+    return figures.measure(() -> JavaSparkContext.fromSparkContext(figures.spark.sparkContext())
+        .parallelize(ints, 4).repartition(partitions).count());
   }
 
   private static <T> T withConf(SparkSession spark, Map<String, String> conf, Supplier<T> work) {
