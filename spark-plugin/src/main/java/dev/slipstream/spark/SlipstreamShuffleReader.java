@@ -4,6 +4,7 @@ import dev.slipstream.core.shuffle.BlockFetchException;
 import dev.slipstream.core.shuffle.BlockFetcher;
 import dev.slipstream.core.shuffle.FetchMetrics;
 import dev.slipstream.core.shuffle.MapOutput;
+import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.rpc.PeerInfo;
 import dev.slipstream.spark.shim.SparkShim;
@@ -215,7 +216,8 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
    * (the tracker lists a map output's blocks in partition order; the empty ones it leaves out are
    * empty runs between them). A remote batch is cut before it would exceed {@code maxRemoteBytes}
    * (a write request's data), as Spark cuts its batches at its request size; a single block larger
-   * than that stays one block, streamed. Local batches are not cut, as in Spark.
+   * than that stays one block, streamed. A remote batch also spans at most the partitions one
+   * request's block table has records for. Local batches are not cut, as in Spark.
    */
   static List<List<MapBlock>> batches(List<MapBlock> blocks, String localExecutor, long maxRemoteBytes) {
     List<List<MapBlock>> out = new ArrayList<>();
@@ -225,7 +227,9 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
       boolean sameRun = !cur.isEmpty() && cur.get(0).id().mapId() == b.id().mapId()
           && cur.get(0).location().equals(b.location());
       boolean local = b.location().executorId().equals(localExecutor);
-      if (!sameRun || (!local && curBytes + b.size() > maxRemoteBytes)) {
+      boolean full = !local && !cur.isEmpty() && (curBytes + b.size() > maxRemoteBytes
+          || b.id().reduceId() - cur.get(0).id().reduceId() >= ShuffleMessages.MAX_TABLE_RECORDS);
+      if (!sameRun || full) {
         if (!cur.isEmpty()) {
           out.add(cur);
         }

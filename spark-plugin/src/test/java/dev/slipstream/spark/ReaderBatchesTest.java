@@ -44,6 +44,15 @@ class ReaderBatchesTest {
   }
 
   @Test
+  void aRemoteBatchSpansAtMostTheTableRecordsOfOneRequest() {
+    int max = dev.slipstream.core.shuffle.ShuffleMessages.MAX_TABLE_RECORDS;
+    List<MapBlock> wide = List.of(block(REMOTE, 10, 0, 1), block(REMOTE, 10, max - 1, 1), block(REMOTE, 10, max, 1),
+        block(LOCAL, 12, 0, 1), block(LOCAL, 12, max, 1));
+    assertEquals(List.of("10:0-" + (max - 1), "10:" + max + "-" + max, "12:0-" + max),
+        names(SlipstreamShuffleReader.batches(wide, "2", 1 << 20)));
+  }
+
+  @Test
   void theSameMapIndexOnAnotherExecutorIsAnotherBatch() {
     List<MapBlock> moved = List.of(block(REMOTE, 10, 2, 100), block(LOCAL, 10, 3, 100));
     assertEquals(List.of("10:2-2", "10:3-3"), names(SlipstreamShuffleReader.batches(moved, "2", 1 << 20)));
