@@ -4,6 +4,7 @@ import dev.slipstream.core.shuffle.BlockFetchException;
 import dev.slipstream.core.shuffle.BlockFetcher;
 import dev.slipstream.core.shuffle.FetchMetrics;
 import dev.slipstream.core.shuffle.MapOutput;
+import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.rpc.PeerInfo;
 import dev.slipstream.spark.shim.SparkShim;
@@ -20,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.spark.Aggregator;
 import org.apache.spark.InterruptibleIterator;
 import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.serializer.SerializerInstance;
@@ -28,7 +30,9 @@ import org.apache.spark.shuffle.FetchFailedException;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.storage.BlockManagerId;
-import org.apache.spark.storage.ShuffleBlockId;
+import org.apache.spark.io.CompressionCodec$;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.apache.spark.storage.ShuffleBlockBatchId;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Product2;
 import scala.Tuple2;
@@ -38,6 +42,12 @@ import scala.Tuple2;
  * {@code [startMapIndex, endMapIndex)}. Local blocks are read straight from this executor's
  * map-output store; remote blocks are fetched by pull-driven writes into landing memory. Then
  * Spark's own machinery deserializes, aggregates and sorts, as its sort shuffle reader does.
+ *
+ * <p>Where Spark's own reader would fetch a map output's partitions of the range as one batch
+ * block ({@code ShuffleBlockBatchId}: adaptive execution reading a coalesced partition range with
+ * {@code spark.sql.adaptive.fetchShuffleBlocksInBatch}, see {@link #batchFetch}), so does this one:
+ * the partitions are adjacent in the map output, so they move as one block (one write request
+ * entry) and are read as one stream, and the read metrics count them as one block, as Spark's do.
  *
  * <p>A holder that is gone, refuses, or misses the deadline becomes a
  * {@link FetchFailedException}, so Spark recomputes the lost map output. Threading: one task thread.
@@ -52,8 +62,12 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final ShuffleReadMetricsReporter metrics;
   private final ExecutorRuntime runtime;
 
-  /** Where a block came from, for FetchFailedException. */
-  private record Source(BlockManagerId location, int mapIndex, ShuffleBlockId sparkId) {}
+  /**
+   * Where a block came from, for FetchFailedException (a batch block's names its first
+   * partition, as Spark's reader does), and its Spark id for the stream's decompression.
+   */
+  private record Source(BlockManagerId location, int mapIndex, long mapId, int reduceId,
+                        org.apache.spark.storage.BlockId sparkId) {}
 
   SlipstreamShuffleReader(SlipstreamShuffleHandle<K, ?, C> handle, int startMapIndex, int endMapIndex,
                           int startPartition, int endPartition, TaskContext context,
@@ -74,17 +88,30 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     ShuffleDependency<K, ?, C> dep = handle.dependency();
     int shuffleId = handle.shuffleId();
     Map<dev.slipstream.core.shuffle.BlockId, Source> sources = new HashMap<>();
-    List<ShuffleBlockId> local = new ArrayList<>();
+    List<dev.slipstream.core.shuffle.BlockId> local = new ArrayList<>();
     Map<BlockManagerId, List<BlockFetcher.RemoteBlock>> remote = new LinkedHashMap<>();
-    for (MapBlock b : MapBlock.nonEmpty(shuffleId, startMapIndex, endMapIndex, startPartition, endPartition,
-        "Slipstream reads single shuffle blocks only")) {
-      ShuffleBlockId sb = b.id();
-      var id = new dev.slipstream.core.shuffle.BlockId(shuffleId, sb.mapId(), sb.reduceId());
-      sources.put(id, new Source(b.location(), b.mapIndex(), sb));
-      if (b.location().executorId().equals(runtime.executorId())) {
-        local.add(sb);
+    List<MapBlock> blocks = MapBlock.nonEmpty(shuffleId, startMapIndex, endMapIndex, startPartition, endPartition,
+        "Slipstream lists single shuffle blocks in its map statuses and makes batch blocks of them itself");
+    List<List<MapBlock>> groups = batchFetch(dep)
+        ? batches(blocks, runtime.executorId(), runtime.node().config().maxRequestBytes())
+        : blocks.stream().map(List::of).toList();
+    for (List<MapBlock> g : groups) {
+      MapBlock first = g.get(0);
+      long mapId = first.id().mapId();
+      int start = first.id().reduceId();
+      int end = g.get(g.size() - 1).id().reduceId() + 1;
+      long size = 0;
+      for (MapBlock b : g) {
+        size += b.size();
+      }
+      var id = new dev.slipstream.core.shuffle.BlockId(shuffleId, mapId, start, end);
+      org.apache.spark.storage.BlockId sparkId = id.isBatch()
+          ? new ShuffleBlockBatchId(shuffleId, mapId, start, end) : first.id();
+      sources.put(id, new Source(first.location(), first.mapIndex(), mapId, start, sparkId));
+      if (first.location().executorId().equals(runtime.executorId())) {
+        local.add(id);
       } else {
-        remote.computeIfAbsent(b.location(), k -> new ArrayList<>()).add(new BlockFetcher.RemoteBlock(id, b.size()));
+        remote.computeIfAbsent(first.location(), k -> new ArrayList<>()).add(new BlockFetcher.RemoteBlock(id, size));
       }
     }
 
@@ -102,6 +129,11 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
       @Override
       public void remoteBlockFetched(long bytes) {
         metrics.incRemoteBlocksFetched(1);
+        metrics.incRemoteBytesRead(bytes);
+      }
+
+      @Override
+      public void remoteBytesFetched(long bytes) {
         metrics.incRemoteBytesRead(bytes);
       }
 
@@ -151,8 +183,66 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     if (s == null) {
       return new FetchFailedException(null, handle.shuffleId(), -1L, -1, startPartition, message, cause);
     }
-    return new FetchFailedException(s.location(), handle.shuffleId(), s.sparkId().mapId(), s.mapIndex(),
-        s.sparkId().reduceId(), message, cause);
+    return new FetchFailedException(s.location(), handle.shuffleId(), s.mapId(), s.mapIndex(), s.reduceId(), message,
+        cause);
+  }
+
+  /**
+   * Whether to fetch each map output's partitions of the range as one batch block: when Spark's
+   * own reader would ({@code SortShuffleManager.getReader} and
+   * {@code BlockStoreShuffleReader.fetchContinuousBlocksInBatch}). The task asks for it (adaptive
+   * execution sets {@code __fetch_continuous_blocks_in_batch_enabled} from
+   * {@code spark.sql.adaptive.fetchShuffleBlocksInBatch}) and reads more than one partition; the
+   * partitions' streams must read as one: a serializer that can relocate records, and no
+   * compression or a codec whose streams concatenate; and no I/O encryption, whose streams do not
+   * (SPARK-34790). Spark also keeps single blocks under its old fetch protocol, so the block counts
+   * follow it there too.
+   */
+  private boolean batchFetch(ShuffleDependency<K, ?, C> dep) {
+    if (!SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context)) {
+      return false;
+    }
+    SparkConf conf = SparkEnv.get().conf();
+    boolean compressed = conf.getBoolean("spark.shuffle.compress", true);
+    return dep.serializer().supportsRelocationOfSerializedObjects()
+        && (!compressed || CompressionCodec$.MODULE$.supportsConcatenationOfSerializedStreams(
+            CompressionCodec$.MODULE$.createCodec(conf)))
+        && !conf.getBoolean("spark.shuffle.useOldFetchProtocol", false)
+        && !conf.getBoolean("spark.io.encryption.enabled", false);
+  }
+
+  /**
+   * The blocks grouped into batch blocks: the consecutive blocks of one map output on one executor
+   * (the tracker lists a map output's blocks in partition order; the empty ones it leaves out are
+   * empty runs between them). A remote batch is cut before it would exceed {@code maxRemoteBytes}
+   * (a write request's data), as Spark cuts its batches at its request size; a single block larger
+   * than that stays one block, streamed. A remote batch also spans at most the partitions one
+   * request's block table has records for. Local batches are not cut, as in Spark.
+   */
+  static List<List<MapBlock>> batches(List<MapBlock> blocks, String localExecutor, long maxRemoteBytes) {
+    List<List<MapBlock>> out = new ArrayList<>();
+    List<MapBlock> cur = new ArrayList<>();
+    long curBytes = 0;
+    for (MapBlock b : blocks) {
+      boolean sameRun = !cur.isEmpty() && cur.get(0).id().mapId() == b.id().mapId()
+          && cur.get(0).location().equals(b.location());
+      boolean local = b.location().executorId().equals(localExecutor);
+      boolean full = !local && !cur.isEmpty() && (curBytes + b.size() > maxRemoteBytes
+          || b.id().reduceId() - cur.get(0).id().reduceId() >= ShuffleMessages.MAX_TABLE_RECORDS);
+      if (!sameRun || full) {
+        if (!cur.isEmpty()) {
+          out.add(cur);
+        }
+        cur = new ArrayList<>();
+        curBytes = 0;
+      }
+      cur.add(b);
+      curBytes += b.size();
+    }
+    if (!cur.isEmpty()) {
+      out.add(cur);
+    }
+    return out;
   }
 
   /**
@@ -161,7 +251,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
    * FetchFailedException.
    */
   private final class RecordIterator implements java.util.Iterator<Object> {
-    private final ArrayDeque<ShuffleBlockId> local;
+    private final ArrayDeque<dev.slipstream.core.shuffle.BlockId> local;
     private final BlockFetcher fetcher;
     private final Map<dev.slipstream.core.shuffle.BlockId, Source> sources;
     private final SerializerManager serializerManager;
@@ -171,7 +261,8 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     private Source currentSource;
     private boolean started;
 
-    RecordIterator(List<ShuffleBlockId> local, BlockFetcher fetcher, Map<dev.slipstream.core.shuffle.BlockId, Source> sources,
+    RecordIterator(List<dev.slipstream.core.shuffle.BlockId> local, BlockFetcher fetcher,
+                   Map<dev.slipstream.core.shuffle.BlockId, Source> sources,
                    SerializerManager serializerManager, SerializerInstance ser) {
       this.local = new ArrayDeque<>(local);
       this.fetcher = fetcher;
@@ -216,33 +307,34 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
 
     private boolean openNext() {
       InputStream raw;
-      ShuffleBlockId id;
       if (!local.isEmpty()) {
-        id = local.poll();
+        var id = local.poll();
+        currentSource = sources.get(id);
         MapOutput out = runtime.node().store().retain(id.shuffleId(), id.mapId());
-        currentSource = sources.get(new dev.slipstream.core.shuffle.BlockId(id.shuffleId(), id.mapId(), id.reduceId()));
         if (out == null) {
-          throw Scala.sneaky(fetchFailed(currentSource, "local map output " + id + " is missing", null));
+          throw Scala.sneaky(fetchFailed(currentSource, "local map output " + currentSource.sparkId() + " is missing",
+              null));
         }
         try {
-          raw = out.open(id.reduceId());
+          raw = out.open(id.partition(), id.endPartition());
           metrics.incLocalBlocksFetched(1);
-          metrics.incLocalBytesRead(out.partitionLength(id.reduceId()));
+          metrics.incLocalBytesRead(out.runLength(id.partition(), id.endPartition()));
         } catch (IOException e) {
-          throw Scala.sneaky(fetchFailed(currentSource, "reading local block " + id + " failed", e));
+          throw Scala.sneaky(fetchFailed(currentSource, "reading local block " + currentSource.sparkId() + " failed", e));
         } finally {
           out.release();
         }
       } else if (fetcher.hasNext()) {
         BlockFetcher.FetchedBlock b = fetcher.next();
         currentSource = sources.get(b.id());
-        id = currentSource.sparkId();
         raw = b.stream();
       } else {
         return false;
       }
       currentStream = raw;
-      InputStream wrapped = serializerManager.wrapStream(id, raw);
+      // A batch block's partitions are streams one after another, which the checks in batchFetch
+      // let the codec and the serializer read as one.
+      InputStream wrapped = serializerManager.wrapStream(currentSource.sparkId(), raw);
       current = ser.deserializeStream(wrapped).asKeyValueIterator();
       return true;
     }

@@ -20,7 +20,9 @@ import java.util.concurrent.TimeoutException;
 /**
  * Fetches one reduce task's remote blocks by pull-driven writes: it reserves landing space,
  * asks each holder to write a batch of blocks into it, and hands out each block once the
- * holder's signal says all its bytes are there.
+ * holder's signal says all its bytes are there. A block may be a batch block (adjacent
+ * partitions of one map output, {@link BlockId#isBatch()}): it is asked for as one entry and
+ * handed out as one block, and each of its partitions is verified against its own checksum.
  *
  * <p>Limits: at most {@code maxBytesInFlight} landing bytes requested or held unconsumed; one
  * request asks for at most {@code maxRequestBytes}. Blocks larger than that arrive in chunks
@@ -33,8 +35,15 @@ import java.util.concurrent.TimeoutException;
  */
 public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, AutoCloseable {
 
-  /** A block to fetch and its size from the map status. */
-  public record RemoteBlock(BlockId id, long size) {}
+  /** A block to fetch and its size from the map status (for a batch block, its partitions' sizes added up). */
+  public record RemoteBlock(BlockId id, long size) {
+    public RemoteBlock {
+      if (id.partitions() > ShuffleMessages.MAX_TABLE_RECORDS) {
+        throw new IllegalArgumentException("block " + id + " covers " + id.partitions() + " partitions, more than the "
+            + ShuffleMessages.MAX_TABLE_RECORDS + " one write request can ask for");
+      }
+    }
+  }
 
   /** The blocks one holder has for this task. */
   public record HolderPlan(String holderId, EndpointDescriptor endpoint, List<RemoteBlock> blocks) {}
@@ -74,6 +83,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     final HolderPlan holder;
     final List<RemoteBlock> blocks;
     final long bytes;
+    /** Block-table records: one per partition of each block. */
+    final int records;
     LandingPool.Range range;
     PendingRequest pending;
     int unconsumed;
@@ -83,6 +94,11 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       this.holder = holder;
       this.blocks = blocks;
       this.bytes = bytes;
+      int n = 0;
+      for (RemoteBlock b : blocks) {
+        n += b.id().partitions();
+      }
+      this.records = n;
     }
 
     void consumedOne() {
@@ -109,7 +125,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
      * @param landed bytes of the block that landed at {@code at}
      * @param available bytes the block really has; beyond {@code landed} they are streamed
      */
-    LandedBlock(Req req, RemoteBlock block, long at, long landed, long available, Long expectedChecksum) {
+    LandedBlock(Req req, RemoteBlock block, long at, long landed, long available, PartitionCheck check) {
       this.req = req;
       this.block = block;
       this.size = available;
@@ -117,8 +133,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       this.view = available > landed ? null : bytes.asReadOnlyBuffer(); // a position of its own
       InputStream head = new ByteBuffersInputStream(List.of(bytes), req::consumedOne);
       if (available > landed) {
-        // The block is longer than its map status said: the rest streams in chunks, and the
-        // whole block's checksum is checked when the reader reaches its end.
+        // The block is longer than its map status said: the rest streams in chunks, and each
+        // partition's checksum is checked when the reader reaches that partition's end.
         InputStream whole = new java.io.SequenceInputStream(head, new StreamedBlock(req.holder, block, landed, available)) {
           @Override
           public void close() throws IOException {
@@ -126,8 +142,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
             head.close();
           }
         };
-        this.stream = expectedChecksum == null ? whole
-            : new VerifyingStream(whole, expectedChecksum, block, req.holder.holderId());
+        this.stream = check == null ? whole : new VerifyingStream(whole, check);
       } else {
         this.stream = head;
       }
@@ -177,6 +192,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       ArrayDeque<Req> reqs = new ArrayDeque<>();
       List<RemoteBlock> batch = new ArrayList<>();
       long batchBytes = 0;
+      int batchRecords = 0;
       for (RemoteBlock b : h.blocks()) {
         if (b.size() <= 0) {
           continue;
@@ -186,13 +202,17 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
           large.add(new StreamedBlock(h, b, 0, -1));
           continue;
         }
-        if (batchBytes + b.size() > maxRequestBytes || batch.size() == MAX_BLOCKS_PER_REQUEST) {
+        int records = b.id().partitions();
+        if (batchBytes + b.size() > maxRequestBytes || batch.size() == MAX_BLOCKS_PER_REQUEST
+            || batchRecords + records > ShuffleMessages.MAX_TABLE_RECORDS) {
           reqs.add(new Req(h, batch, batchBytes));
           batch = new ArrayList<>();
           batchBytes = 0;
+          batchRecords = 0;
         }
         batch.add(b);
         batchBytes += b.size();
+        batchRecords += records;
       }
       if (!batch.isEmpty()) {
         reqs.add(new Req(h, batch, batchBytes));
@@ -216,9 +236,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     return (bytes + 7) & ~7L;
   }
 
-  /** Landing bytes for a request: data capacity, then one 8-byte length per entry, then the signal. */
-  private static long landingNeed(long capacity, int entries) {
-    return align8(capacity) + (long) ShuffleMessages.TABLE_ENTRY * entries + 8;
+  /** Landing bytes for a request: data capacity, then the block table's records, then the signal. */
+  private static long landingNeed(long capacity, int records) {
+    return align8(capacity) + (long) ShuffleMessages.TABLE_ENTRY * records + 8;
   }
 
   private static long readLength(LandingPool.Range range, long at) {
@@ -228,7 +248,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
   private void issue() throws BlockFetchException {
     while (!toIssue.isEmpty()) {
       Req r = toIssue.peek();
-      long need = landingNeed(r.bytes, r.blocks.size());
+      long need = landingNeed(r.bytes, r.records);
       if (reserved > 0 && reserved + need > maxBytesInFlight) {
         return;
       }
@@ -245,12 +265,13 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       List<ShuffleMessages.Entry> entries = new ArrayList<>(r.blocks.size());
       long at = 0;
       for (RemoteBlock b : r.blocks) {
-        entries.add(new ShuffleMessages.Entry(b.id().mapId(), b.id().partition(), 0, b.size(), at));
+        entries.add(new ShuffleMessages.Entry(b.id().mapId(), b.id().partition(), b.id().endPartition(), 0, b.size(),
+            at));
         at += b.size();
       }
       long lengths = align8(r.bytes);
       r.pending = node.send(r.holder.endpoint(), shuffleId, range, entries, lengths,
-          lengths + (long) ShuffleMessages.TABLE_ENTRY * r.blocks.size());
+          lengths + (long) ShuffleMessages.TABLE_ENTRY * r.records);
       inFlight.add(r);
       requestsSent++;
       r.pending.done.whenComplete((v, e) -> completed.add(r));
@@ -395,13 +416,25 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     int n = r.blocks.size();
     long table = align8(r.bytes);
     long[] available = new long[n];
-    long[] expected = new long[n];
+    long[][] lengths = new long[n][];
+    long[][] expected = new long[n][];
+    int record = 0;
     for (int i = 0; i < n; i++) {
-      available[i] = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i);
-      expected[i] = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * i + 8);
-      if (available[i] < 0) {
-        r.release();
-        throw badTable(r.blocks.get(i), r.holder, "a length of " + available[i] + " bytes, expected >= 0");
+      RemoteBlock b = r.blocks.get(i);
+      int k = b.id().partitions();
+      lengths[i] = new long[k];
+      expected[i] = new long[k];
+      for (int j = 0; j < k; j++, record++) {
+        long len = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * record);
+        expected[i][j] = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * record + 8);
+        if (len < 0 || len > Long.MAX_VALUE - available[i]) {
+          r.release();
+          throw badTable(b, r.holder, "a length of " + len + " bytes" + (k > 1 ? " for partition "
+              + (b.id().partition() + j) : "") + ", expected >= 0" + (len < 0 ? "" : " and a block of at most "
+              + Long.MAX_VALUE + " bytes"));
+        }
+        lengths[i][j] = len;
+        available[i] += len;
       }
     }
     List<LandedBlock> out = new ArrayList<>(n);
@@ -414,21 +447,22 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       node.onBytesFetched(landed);
       boolean whole = available[i] == landed;
       if (checksum != ChecksumAlgorithm.NONE && whole) {
-        long got = checksumOf(r.range.view(at, landed));
-        if (got != expected[i]) {
+        // Landed whole from offset 0: the records are the partitions' full lengths.
+        String mismatch = mismatch(r.range, at, b.id(), lengths[i], expected[i]);
+        if (mismatch != null) {
           if (r.retry) {
             r.release();
             throw new BlockFetchException(b.id(), r.holder.holderId(), "checksum mismatch again after a refetch ("
-                + checksum + " got 0x" + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected[i]) + ")",
-                new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + b.id() + " is corrupt at its holder"));
+                + mismatch + ")", new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + b.id()
+                + " is corrupt at its holder"));
           }
           refetch.add(b); // this block's share of the range is not handed out
           at += b.size();
           continue;
         }
       }
-      out.add(new LandedBlock(r, b, at, landed, available[i],
-          checksum == ChecksumAlgorithm.NONE || whole ? null : expected[i]));
+      out.add(new LandedBlock(r, b, at, landed, available[i], checksum == ChecksumAlgorithm.NONE || whole ? null
+          : new PartitionCheck(b.id(), r.holder.holderId(), lengths[i], expected[i])));
       at += b.size();
     }
     r.unconsumed = out.size();
@@ -455,28 +489,119 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     return c.getValue();
   }
 
-  /** Counts bytes into a checksum and compares at the end of the stream. */
-  private final class VerifyingStream extends java.io.FilterInputStream {
-    private final java.util.zip.Checksum c = checksum.newChecksum();
-    private final long expected;
-    private final RemoteBlock block;
-    private final String holderId;
-    private boolean checked;
+  /**
+   * The first partition of a block landed whole at {@code at} whose bytes do not match its
+   * checksum, described as "ALGORITHM got 0x.., expected 0x.." (with the partition for a batch
+   * block); null when all match.
+   */
+  private String mismatch(LandingPool.Range range, long at, BlockId id, long[] lengths, long[] expected) {
+    long off = at;
+    for (int j = 0; j < lengths.length; j++) {
+      long got = checksumOf(range.view(off, lengths[j]));
+      if (got != expected[j]) {
+        return (id.isBatch() ? "partition " + (id.partition() + j) + ": " : "") + checksum + " got 0x"
+            + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected[j]);
+      }
+      off += lengths[j];
+    }
+    return null;
+  }
 
-    VerifyingStream(InputStream in, long expected, RemoteBlock block, String holderId) {
-      super(in);
-      this.expected = expected;
+  /**
+   * Checks a block's bytes, read in order from its start, against the checksum of each of its
+   * partitions, each when that partition's last byte has gone by; {@link #end} checks that no
+   * partition is short. One task thread.
+   */
+  private final class PartitionCheck {
+    private final BlockId block;
+    private final String holderId;
+    private final long[] lengths;
+    private final long[] expected;
+    private final java.util.zip.Checksum c = checksum.newChecksum();
+    private int index;
+    private long left;
+
+    PartitionCheck(BlockId block, String holderId, long[] lengths, long[] expected) {
       this.block = block;
       this.holderId = holderId;
+      this.lengths = lengths;
+      this.expected = expected;
+      this.left = lengths[0];
+    }
+
+    void update(int b) throws BlockFetchException {
+      update(new byte[] {(byte) b}, 0, 1);
+    }
+
+    void update(byte[] buf, int off, int len) throws BlockFetchException {
+      while (true) {
+        while (left == 0 && index < lengths.length) {
+          verify(); // also partitions with no bytes
+        }
+        if (len == 0) {
+          return;
+        }
+        if (index == lengths.length) {
+          throw new BlockFetchException(block, holderId, "more bytes than the " + total() + " its holder reported",
+              new TransportException(TransportError.MALFORMED, "block " + block + " is longer than reported"));
+        }
+        int n = (int) Math.min(len, left);
+        c.update(buf, off, n);
+        off += n;
+        len -= n;
+        left -= n;
+      }
+    }
+
+    /** At the end of the stream: every partition must have had all its bytes. */
+    void end() throws BlockFetchException {
+      update(new byte[0], 0, 0);
+      if (index < lengths.length) {
+        throw new BlockFetchException(block, holderId, "the stream ended " + left + " bytes short of partition "
+            + (block.partition() + index) + "'s " + lengths[index] + " bytes",
+            new TransportException(TransportError.MALFORMED, "block " + block + " is shorter than reported"));
+      }
+    }
+
+    private long total() {
+      long t = 0;
+      for (long l : lengths) {
+        t += l;
+      }
+      return t;
+    }
+
+    private void verify() throws BlockFetchException {
+      long got = c.getValue();
+      if (got != expected[index]) {
+        throw new BlockFetchException(block, holderId, "checksum mismatch " + (block.isBatch() ? "in partition "
+            + (block.partition() + index) + " of a streamed batch block" : "at the end of a streamed block") + " ("
+            + checksum + " got 0x" + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected[index]) + ")",
+            new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + block + " arrived corrupt"));
+      }
+      c.reset();
+      index++;
+      left = index < lengths.length ? lengths[index] : 0;
+    }
+  }
+
+  /** Passes a block's bytes through a {@link PartitionCheck}. */
+  private static final class VerifyingStream extends java.io.FilterInputStream {
+    private final PartitionCheck check;
+    private boolean ended;
+
+    VerifyingStream(InputStream in, PartitionCheck check) {
+      super(in);
+      this.check = check;
     }
 
     @Override
     public int read() throws IOException {
       int b = in.read();
       if (b < 0) {
-        verify();
+        end();
       } else {
-        c.update(b);
+        check.update(b);
       }
       return b;
     }
@@ -485,9 +610,9 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     public int read(byte[] buf, int off, int len) throws IOException {
       int n = in.read(buf, off, len);
       if (n < 0) {
-        verify();
+        end();
       } else {
-        c.update(buf, off, n);
+        check.update(buf, off, n);
       }
       return n;
     }
@@ -506,14 +631,10 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       return done;
     }
 
-    private void verify() throws IOException {
-      if (!checked) {
-        checked = true;
-        if (c.getValue() != expected) {
-          throw new BlockFetchException(block.id(), holderId, "checksum mismatch at the end of a streamed block ("
-              + checksum + " got 0x" + Long.toHexString(c.getValue()) + ", expected 0x" + Long.toHexString(expected) + ")",
-              new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + block.id() + " arrived corrupt"));
-        }
+    private void end() throws IOException {
+      if (!ended) {
+        ended = true;
+        check.end();
       }
     }
   }
@@ -562,8 +683,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     private final HolderPlan holder;
     private final RemoteBlock block;
     private final boolean fromStart;
-    private final java.util.zip.Checksum running;
-    private long expected;
+    /** From the start, with checksums on: set up from the first chunk's block table. */
+    private PartitionCheck check;
     /** The block's length from the first chunk's length report; -1 before. */
     private long total = -1;
     private long nextChunkOffset;
@@ -596,9 +717,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       this.block = block;
       this.nextChunkOffset = startOffset;
       this.total = knownTotal;
-      // A tail's head bytes were counted by the LandedBlock's own VerifyingStream.
+      // A tail's bytes are checked by the LandedBlock's own VerifyingStream, with its head's.
       this.fromStart = startOffset == 0;
-      this.running = fromStart ? checksum.newChecksum() : null;
     }
 
     @Override public BlockId id() { return block.id(); }
@@ -622,7 +742,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         return null;
       }
       long cap = maxRequestBytes;
-      long need = landingNeed(cap, 1);
+      int records = block.id().partitions();
+      long need = landingNeed(cap, records);
       LandingPool.Range range = node.landing().tryAllocate(need);
       if (range == null) {
         if (!mayWait) {
@@ -632,8 +753,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       }
       long lengths = align8(cap);
       PendingRequest p = node.send(holder.endpoint(), shuffleId, range, List.of(new ShuffleMessages.Entry(
-          block.id().mapId(), block.id().partition(), nextChunkOffset, cap, 0)), lengths,
-          lengths + ShuffleMessages.TABLE_ENTRY);
+          block.id().mapId(), block.id().partition(), block.id().endPartition(), nextChunkOffset, cap, 0)), lengths,
+          lengths + (long) ShuffleMessages.TABLE_ENTRY * records);
       requestsSent++;
       Chunk c = new Chunk(range, p, nextChunkOffset, cap);
       nextChunkOffset += cap;
@@ -658,12 +779,21 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       } finally {
         metrics.fetchWaitNanos(System.nanoTime() - t0);
       }
-      long available = readLength(c.range, align8(c.capacity));
-      expected = readLength(c.range, align8(c.capacity) + 8);
-      if (available < 0 || available > Long.MAX_VALUE - c.blockOffset) {
-        drop(c);
-        throw badTable(block, holder, "a length of " + available + " bytes from offset " + c.blockOffset
-            + ", expected between 0 and " + (Long.MAX_VALUE - c.blockOffset));
+      int k = block.id().partitions();
+      long[] lengths = new long[k];
+      long[] expected = new long[k];
+      long available = 0;
+      for (int j = 0; j < k; j++) {
+        long at = align8(c.capacity) + (long) ShuffleMessages.TABLE_ENTRY * j;
+        lengths[j] = readLength(c.range, at);
+        expected[j] = readLength(c.range, at + 8);
+        if (lengths[j] < 0 || lengths[j] > Long.MAX_VALUE - c.blockOffset - available) {
+          drop(c);
+          throw badTable(block, holder, "a length of " + lengths[j] + " bytes" + (k > 1 ? " for partition "
+              + (block.id().partition() + j) : "") + " from offset " + c.blockOffset + ", expected between 0 and "
+              + (Long.MAX_VALUE - c.blockOffset - available));
+        }
+        available += lengths[j];
       }
       if (total >= 0 && c.blockOffset + available != total) {
         drop(c);
@@ -678,7 +808,15 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       if (available <= c.capacity) {
         lastRequested = true; // this chunk holds the end of the block
       }
-      metrics.remoteBlockFetched(landed);
+      if (fromStart && c.blockOffset == 0 && checksum != ChecksumAlgorithm.NONE) {
+        check = new PartitionCheck(block.id(), holder.holderId(), lengths, expected); // full lengths at offset 0
+      }
+      // One block however many chunks it takes, as Spark counts a block fetched as a stream.
+      if (c.blockOffset == 0) {
+        metrics.remoteBlockFetched(landed);
+      } else {
+        metrics.remoteBytesFetched(landed);
+      }
       node.onBytesFetched(landed);
       c.data = new ByteBuffersInputStream(List.of(c.range.view(0, landed)), c.range::free);
     }
@@ -699,11 +837,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       prefetched = null;
       if (next == null) {
         done = true;
-        if (running != null && running.getValue() != expected) {
-          throw new BlockFetchException(block.id(), holder.holderId(), "checksum mismatch at the end of a streamed block ("
-              + checksum + " got 0x" + Long.toHexString(running.getValue()) + ", expected 0x"
-              + Long.toHexString(expected) + ")",
-              new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + block.id() + " arrived corrupt"));
+        if (check != null) {
+          check.end();
         }
         return null;
       }
@@ -723,8 +858,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         return -1;
       }
       int b = d.read();
-      if (running != null && b >= 0) {
-        running.update(b);
+      if (check != null && b >= 0) {
+        check.update(b);
       }
       return b;
     }
@@ -739,8 +874,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         return -1;
       }
       int n = d.read(b, off, len);
-      if (running != null && n > 0) {
-        running.update(b, off, n);
+      if (check != null && n > 0) {
+        check.update(b, off, n);
       }
       return n;
     }

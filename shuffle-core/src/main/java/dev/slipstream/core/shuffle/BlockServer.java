@@ -184,10 +184,10 @@ final class BlockServer implements AutoCloseable {
             + " ms; the reader has given up on it, nothing written");
       }
       RegionDescriptor landing = req.landing();
-      int n = req.entries().size();
-      checkSlot(landing, req.lengthsOffset(), (long) ShuffleMessages.TABLE_ENTRY * n, "block table");
+      int records = req.tableRecords();
+      checkSlot(landing, req.lengthsOffset(), (long) ShuffleMessages.TABLE_ENTRY * records, "block table");
       checkSlot(landing, req.signalOffset(), 8, "signal");
-      ByteBuffer lengths = ByteBuffer.allocateDirect(ShuffleMessages.TABLE_ENTRY * n).order(ByteOrder.LITTLE_ENDIAN);
+      ByteBuffer lengths = ByteBuffer.allocateDirect(ShuffleMessages.TABLE_ENTRY * records).order(ByteOrder.LITTLE_ENDIAN);
       List<ByteBuffer> slices = new ArrayList<>();
       List<Long> dsts = new ArrayList<>();
       long total = 0;
@@ -206,24 +206,32 @@ final class BlockServer implements AutoCloseable {
               + req.shuffleId() + " map " + e.mapId() + " on this executor (lost, removed or never written here)");
         }
         retained.add(out);
-        if (e.partition() >= out.numPartitions()) {
-          throw new TransportException(TransportError.OUT_OF_RANGE, "partition " + e.partition()
-              + " outside [0, " + out.numPartitions() + ") of map output " + req.shuffleId() + "/" + e.mapId());
+        if (e.endPartition() > out.numPartitions()) {
+          throw new TransportException(TransportError.OUT_OF_RANGE, (e.partitions() == 1 ? "partition " + e.partition()
+              : "partitions [" + e.partition() + ", " + e.endPartition() + ")") + " outside [0, "
+              + out.numPartitions() + ") of map output " + req.shuffleId() + "/" + e.mapId());
         }
-        long blockLength = out.partitionLength(e.partition());
+        BlockId block = new BlockId(req.shuffleId(), e.mapId(), e.partition(), e.endPartition());
+        long blockLength = out.runLength(e.partition(), e.endPartition());
         if (e.blockOffset() > blockLength) {
           throw new TransportException(TransportError.OUT_OF_RANGE, "block offset " + e.blockOffset()
-              + " outside block " + new BlockId(req.shuffleId(), e.mapId(), e.partition()) + " (length " + blockLength + ")");
+              + " outside block " + block + " (length " + blockLength + ")");
         }
         long available = blockLength - e.blockOffset();
         long len = Math.min(available, e.capacity());
         long dst = e.landingOffset();
-        for (ByteBuffer s : out.slices(e.partition(), e.blockOffset(), len)) {
+        for (ByteBuffer s : out.runSlices(e.partition(), e.endPartition(), e.blockOffset(), len)) {
           slices.add(s);
           dsts.add(dst);
           dst += s.remaining();
         }
-        lengths.putLong(available).putLong(out.checksum(e.partition()));
+        // One record per partition: its bytes from the block offset on, and its own checksum.
+        long start = 0;
+        for (int p = e.partition(); p < e.endPartition(); p++) {
+          long end = start + out.partitionLength(p);
+          lengths.putLong(Math.max(0, end - Math.max(start, e.blockOffset()))).putLong(out.checksum(p));
+          start = end;
+        }
         total += len;
       }
       lengths.flip();

@@ -98,6 +98,30 @@ public final class MapOutput implements ServedOutput {
     return layout.slices(partition, offset, length);
   }
 
+  /** In one call where the partitions lie in one file or page chain, so adjacent views stay merged. */
+  @Override
+  public List<ByteBuffer> runSlices(int partition, int endPartition, long offset, long length) throws IOException {
+    checkPartition(partition);
+    if (endPartition <= partition || endPartition > numPartitions()) {
+      throw new IndexOutOfBoundsException("partitions [" + partition + ", " + endPartition + ") outside [0, "
+          + numPartitions() + ") of map output " + shuffleId + "/" + mapId);
+    }
+    MapOutputLayout l = layout;
+    if (!(l instanceof MapOutputLayout.Contiguous) || endPartition == partition + 1) {
+      return ServedOutput.super.runSlices(partition, endPartition, offset, length);
+    }
+    long runLength = runLength(partition, endPartition);
+    if (offset < 0 || length < 0 || offset > runLength || length > runLength - offset) {
+      throw new IndexOutOfBoundsException("range offset " + offset + " + length " + length + " outside partitions ["
+          + partition + ", " + endPartition + ") of map output " + shuffleId + "/" + mapId + " (length " + runLength + ")");
+    }
+    if (length == 0) {
+      return Collections.emptyList();
+    }
+    // Contiguous partitions: the run is one range starting where its first partition starts.
+    return l.slices(partition, offset, length);
+  }
+
   /**
    * Moves this output from registered pages to a local file, when nobody but the store holds it.
    * Readers retain an output while they read it, so an output being read is never moved.
@@ -142,7 +166,15 @@ public final class MapOutput implements ServedOutput {
 
   /** A stream over one partition's block (for local reads). Retains this output until closed. */
   public InputStream open(int partition) throws IOException {
-    List<ByteBuffer> parts = slices(partition, 0, partitionLength(partition));
+    return open(partition, partition + 1);
+  }
+
+  /**
+   * A stream over the batch block of partitions {@code [partition, endPartition)}, their bytes one
+   * after another (for local reads). Retains this output until closed.
+   */
+  public InputStream open(int partition, int endPartition) throws IOException {
+    List<ByteBuffer> parts = runSlices(partition, endPartition, 0, runLength(partition, endPartition));
     retain();
     return new ByteBuffersInputStream(parts, this::release);
   }

@@ -30,6 +30,47 @@ public interface ServedOutput {
    */
   List<ByteBuffer> slices(int partition, long offset, long length) throws IOException;
 
+  /** Bytes of partitions {@code [partition, endPartition)} together: the length of that batch block. */
+  default long runLength(int partition, int endPartition) {
+    long n = 0;
+    for (int p = partition; p < endPartition; p++) {
+      n += partitionLength(p);
+    }
+    return n;
+  }
+
+  /**
+   * Views of {@code length} bytes starting {@code offset} bytes into the run of partitions
+   * {@code [partition, endPartition)} taken one after another (a batch block), in order; valid
+   * until {@link #release()}.
+   *
+   * @throws IndexOutOfBoundsException when the range lies outside the run
+   */
+  default List<ByteBuffer> runSlices(int partition, int endPartition, long offset, long length) throws IOException {
+    if (endPartition == partition + 1) {
+      return slices(partition, offset, length);
+    }
+    long runLength = runLength(partition, endPartition);
+    if (offset < 0 || length < 0 || offset > runLength || length > runLength - offset) {
+      throw new IndexOutOfBoundsException("range offset " + offset + " + length " + length + " outside partitions ["
+          + partition + ", " + endPartition + ") (length " + runLength + ")");
+    }
+    List<ByteBuffer> out = new java.util.ArrayList<>();
+    long start = 0; // of the current partition within the run
+    long from = offset;
+    long end = offset + length;
+    for (int p = partition; p < endPartition && from < end; p++) {
+      long len = partitionLength(p);
+      if (from < start + len) {
+        long n = Math.min(end, start + len) - from;
+        out.addAll(slices(p, from - start, n));
+        from += n;
+      }
+      start += len;
+    }
+    return out;
+  }
+
   /** Ends one retention: views handed out may no longer be read. */
   void release();
 

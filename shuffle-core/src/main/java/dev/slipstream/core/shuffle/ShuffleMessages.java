@@ -21,8 +21,15 @@ public final class ShuffleMessages {
   public static final int MAX_DEVICE_REQUEST = 4 << 20;
   public static final int MAX_ENTRIES = 1 << 16;
   public static final int MAX_REASON = 8 * 1024;
-  /** Bytes per entry of the block table the holder writes: available length, whole-block checksum. */
+  /** Encoded bytes of one write request entry. */
+  private static final int ENCODED_ENTRY = 40;
+  /**
+   * Bytes per record of the block table the holder writes, one record per partition of each
+   * entry: the partition's bytes from the entry's block offset on, the partition's checksum.
+   */
   public static final int TABLE_ENTRY = 16;
+  /** Most block-table records (partitions over all entries) one write request may ask for. */
+  public static final int MAX_TABLE_RECORDS = 1 << 16;
 
   private ShuffleMessages() {}
 
@@ -30,20 +37,36 @@ public final class ShuffleMessages {
   public sealed interface Message permits WriteRequest, WriteFailure, DeviceWrite, DeviceWriteResult {}
 
   /**
-   * One piece of a block to write into the landing region: the bytes of block
-   * {@code (mapId, partition)} from {@code blockOffset} on, at most {@code capacity} of them,
-   * placed at {@code landingOffset}. (Map statuses carry approximate sizes, so the reader
-   * reserves capacity and the holder reports how many bytes the block really has.)
+   * One piece of a block to write into the landing region: the bytes of partitions
+   * {@code [partition, endPartition)} of map output {@code mapId}, taken as one run (they are
+   * adjacent in the map output), from {@code blockOffset} into that run on, at most
+   * {@code capacity} of them, placed at {@code landingOffset}. One partition is a single block, more
+   * a batch block. (Map statuses carry approximate sizes, so the reader reserves capacity and the
+   * holder reports how many bytes the block really has.)
    */
-  public record Entry(long mapId, int partition, long blockOffset, long capacity, long landingOffset) {}
+  public record Entry(long mapId, int partition, int endPartition, long blockOffset, long capacity,
+                      long landingOffset) {
+    /** A piece of the single block of {@code partition}. */
+    public Entry(long mapId, int partition, long blockOffset, long capacity, long landingOffset) {
+      this(mapId, partition, partition + 1, blockOffset, capacity, landingOffset);
+    }
+
+    /** Partitions covered, which is the number of block-table records this entry gets. */
+    public int partitions() {
+      return endPartition - partition;
+    }
+  }
 
   /**
    * The reader asks the holder to write {@code entries} of shuffle {@code shuffleId} into the
    * request's own landing registration {@code landing} (offsets are relative to it); then to
-   * write, at {@code lengthsOffset}, a 16-byte record per entry: the bytes the block has from
-   * {@code blockOffset} on (the holder wrote the smaller of that and the capacity) and the checksum
-   * of the whole block, both 8-byte little-endian (see {@link #TABLE_ENTRY}); then to add the
-   * number of entries to the signal at {@code signalOffset}, after all of it.
+   * write, at {@code lengthsOffset}, a 16-byte record per partition of each entry, in order: the
+   * bytes that partition has from the entry's {@code blockOffset} on (0 for a partition wholly
+   * before it; over the entry's partitions these add up to the bytes the block has from there, of
+   * which the holder wrote at most the capacity) and the checksum of that partition's whole block,
+   * both 8-byte little-endian (see {@link #TABLE_ENTRY}); then to add the number of entries to the
+   * signal at {@code signalOffset}, after all of it. A batch entry's checksums are per partition
+   * so that the reader verifies each partition's bytes against the checksum its map task computed.
    *
    * <p>{@code reader} names the application and executor asking: the holder serves only its own
    * application and writes only to the endpoint its peer table holds for that executor.
@@ -58,6 +81,15 @@ public final class ShuffleMessages {
       entries = List.copyOf(entries);
     }
 
+    /** Block-table records the holder writes: one per partition of each entry. */
+    public int tableRecords() {
+      int n = 0;
+      for (Entry e : entries) {
+        n += e.partitions();
+      }
+      return n;
+    }
+
     public long totalCapacity() {
       long t = 0;
       for (Entry e : entries) {
@@ -68,13 +100,14 @@ public final class ShuffleMessages {
 
     public ByteBuffer encode() {
       WireWriter w = new WireWriter(80 + 3 * (reader.applicationId().length() + reader.executorId().length())
-          + RegionDescriptor.ENCODED_LENGTH + entries.size() * 36);
+          + RegionDescriptor.ENCODED_LENGTH + entries.size() * ENCODED_ENTRY);
       w.putHeader(TYPE_WRITE_REQUEST).putLong(requestId).putInt(shuffleId)
           .putString(reader.applicationId()).putString(reader.executorId()).putLong(budgetMillis);
       landing.encode(w);
       w.putLong(lengthsOffset).putLong(signalOffset).putInt(entries.size());
       for (Entry e : entries) {
-        w.putLong(e.mapId()).putInt(e.partition()).putLong(e.blockOffset()).putLong(e.capacity()).putLong(e.landingOffset());
+        w.putLong(e.mapId()).putInt(e.partition()).putInt(e.endPartition()).putLong(e.blockOffset())
+            .putLong(e.capacity()).putLong(e.landingOffset());
       }
       return w.toByteBuffer();
     }
@@ -161,23 +194,31 @@ public final class ShuffleMessages {
         long lengthsOffset = r.getLong("lengths offset");
         long signalOffset = r.getLong("signal offset");
         int n = r.getInt("entry count", 1, MAX_ENTRIES);
-        if (r.remaining() < (long) n * 36) {
-          throw new TransportException(TransportError.MALFORMED,
-              "truncated write request: " + n + " entries need " + (n * 36L) + " bytes, have " + r.remaining());
+        if (r.remaining() < (long) n * ENCODED_ENTRY) {
+          throw new TransportException(TransportError.MALFORMED, "truncated write request: " + n + " entries need "
+              + (n * (long) ENCODED_ENTRY) + " bytes, have " + r.remaining());
         }
         Entry[] entries = new Entry[n];
+        long records = 0;
         for (int i = 0; i < n; i++) {
           long mapId = r.getLong("map id");
           int partition = r.getInt("partition");
+          int endPartition = r.getInt("end partition");
           long blockOffset = r.getLong("block offset");
           long capacity = r.getLong("capacity");
           long landingOffset = r.getLong("landing offset");
-          if (partition < 0 || blockOffset < 0 || capacity <= 0 || landingOffset < 0) {
-            throw new TransportException(TransportError.MALFORMED, "write request entry " + i + ": partition "
-                + partition + ", block offset " + blockOffset + ", capacity " + capacity + ", landing offset "
-                + landingOffset + "; expected partition >= 0, offsets >= 0 and capacity > 0");
+          if (partition < 0 || endPartition <= partition || blockOffset < 0 || capacity <= 0 || landingOffset < 0) {
+            throw new TransportException(TransportError.MALFORMED, "write request entry " + i + ": partitions ["
+                + partition + ", " + endPartition + "), block offset " + blockOffset + ", capacity " + capacity
+                + ", landing offset " + landingOffset + "; expected 0 <= partition < end partition, offsets >= 0"
+                + " and capacity > 0");
           }
-          entries[i] = new Entry(mapId, partition, blockOffset, capacity, landingOffset);
+          records += (long) endPartition - partition;
+          if (records > MAX_TABLE_RECORDS) {
+            throw new TransportException(TransportError.MALFORMED, "write request " + id + ": entries up to " + i
+                + " cover " + records + " partitions, expected at most " + MAX_TABLE_RECORDS + " in one request");
+          }
+          entries[i] = new Entry(mapId, partition, endPartition, blockOffset, capacity, landingOffset);
         }
         r.expectEnd("write request");
         return new WriteRequest(id, shuffleId, new NodeIdentity(app, executor), budget, landing, lengthsOffset,
