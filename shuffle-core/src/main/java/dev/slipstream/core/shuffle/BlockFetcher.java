@@ -135,14 +135,14 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       if (available > landed) {
         // The block is longer than its map status said: the rest streams in chunks, and each
         // partition's checksum is checked when the reader reaches that partition's end.
-        InputStream whole = new java.io.SequenceInputStream(head, new StreamedBlock(req.holder, block, landed, available)) {
+        InputStream whole = new java.io.SequenceInputStream(head, new StreamedBlock(BlockFetcher.this, req.holder, block, landed, available)) {
           @Override
           public void close() throws IOException {
             super.close(); // closes every remaining stream of the sequence
             head.close();
           }
         };
-        this.stream = check == null ? whole : new VerifyingStream(whole, check);
+        this.stream = check == null ? whole : new PartitionCheck.VerifyingStream(whole, check);
       } else {
         this.stream = head;
       }
@@ -199,7 +199,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         }
         remaining++;
         if (b.size() > maxRequestBytes) {
-          large.add(new StreamedBlock(h, b, 0, -1));
+          large.add(new StreamedBlock(this, h, b, 0, -1));
           continue;
         }
         int records = b.id().partitions();
@@ -232,16 +232,28 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     }
   }
 
-  private static long align8(long bytes) {
+  ShuffleNode node() { return node; }
+  int shuffleId() { return shuffleId; }
+  long maxRequestBytes() { return maxRequestBytes; }
+  long timeoutNanos() { return timeoutNanos; }
+  FetchMetrics metrics() { return metrics; }
+  ChecksumAlgorithm checksum() { return checksum; }
+
+  /** Counts a request a streamed block sent. */
+  void requestSent() {
+    requestsSent++;
+  }
+
+  static long align8(long bytes) {
     return (bytes + 7) & ~7L;
   }
 
   /** Landing bytes for a request: data capacity, then the block table's records, then the signal. */
-  private static long landingNeed(long capacity, int records) {
+  static long landingNeed(long capacity, int records) {
     return align8(capacity) + (long) ShuffleMessages.TABLE_ENTRY * records + 8;
   }
 
-  private static long readLength(LandingPool.Range range, long at) {
+  static long readLength(LandingPool.Range range, long at) {
     return range.view(at, 8).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong(0);
   }
 
@@ -278,7 +290,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     }
   }
 
-  private LandingPool.Range allocateWaiting(long need, BlockId block, String holderId) throws BlockFetchException {
+  LandingPool.Range allocateWaiting(long need, BlockId block, String holderId) throws BlockFetchException {
     long t0 = System.nanoTime();
     try {
       LandingPool.Range range = node.landing().allocate(need, timeoutNanos);
@@ -414,29 +426,16 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       throw new BlockFetchException(r.blocks.get(0).id(), r.holder.holderId(), cause.getMessage(), cause);
     }
     int n = r.blocks.size();
-    long table = align8(r.bytes);
-    long[] available = new long[n];
-    long[][] lengths = new long[n][];
-    long[][] expected = new long[n][];
-    int record = 0;
-    for (int i = 0; i < n; i++) {
-      RemoteBlock b = r.blocks.get(i);
-      int k = b.id().partitions();
-      lengths[i] = new long[k];
-      expected[i] = new long[k];
-      for (int j = 0; j < k; j++, record++) {
-        long len = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * record);
-        expected[i][j] = readLength(r.range, table + (long) ShuffleMessages.TABLE_ENTRY * record + 8);
-        if (len < 0 || len > Long.MAX_VALUE - available[i]) {
-          r.release();
-          throw badTable(b, r.holder, "a length of " + len + " bytes" + (k > 1 ? " for partition "
-              + (b.id().partition() + j) : "") + ", expected >= 0" + (len < 0 ? "" : " and a block of at most "
-              + Long.MAX_VALUE + " bytes"));
-        }
-        lengths[i][j] = len;
-        available[i] += len;
-      }
+    BlockTableRecords t;
+    try {
+      t = BlockTableRecords.read(r.range, align8(r.bytes), r.blocks, r.holder);
+    } catch (BlockFetchException e) {
+      r.release();
+      throw e;
     }
+    long[] available = t.available();
+    long[][] lengths = t.lengths();
+    long[][] expected = t.expected();
     List<LandedBlock> out = new ArrayList<>(n);
     List<RemoteBlock> refetch = new ArrayList<>(0);
     long at = 0;
@@ -448,7 +447,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       boolean whole = available[i] == landed;
       if (checksum != ChecksumAlgorithm.NONE && whole) {
         // Landed whole from offset 0: the records are the partitions' full lengths.
-        String mismatch = mismatch(r.range, at, b.id(), lengths[i], expected[i]);
+        String mismatch = BlockTableRecords.mismatch(checksum, r.range, at, b.id(), lengths[i], expected[i]);
         if (mismatch != null) {
           if (r.retry) {
             r.release();
@@ -462,7 +461,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
         }
       }
       out.add(new LandedBlock(r, b, at, landed, available[i], checksum == ChecksumAlgorithm.NONE || whole ? null
-          : new PartitionCheck(b.id(), r.holder.holderId(), lengths[i], expected[i])));
+          : new PartitionCheck(checksum, b.id(), r.holder.holderId(), lengths[i], expected[i])));
       at += b.size();
     }
     r.unconsumed = out.size();
@@ -475,167 +474,6 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       Req again = new Req(r.holder, List.of(b), b.size());
       again.retry = true;
       toIssue.addFirst(again);
-    }
-  }
-
-  private static BlockFetchException badTable(RemoteBlock b, HolderPlan holder, String what) {
-    return new BlockFetchException(b.id(), holder.holderId(), "its block table is wrong: it reported " + what,
-        new TransportException(TransportError.MALFORMED, "bad block table from holder " + holder.holderId()));
-  }
-
-  private long checksumOf(java.nio.ByteBuffer data) {
-    java.util.zip.Checksum c = checksum.newChecksum();
-    c.update(data);
-    return c.getValue();
-  }
-
-  /**
-   * The first partition of a block landed whole at {@code at} whose bytes do not match its
-   * checksum, described as "ALGORITHM got 0x.., expected 0x.." (with the partition for a batch
-   * block); null when all match.
-   */
-  private String mismatch(LandingPool.Range range, long at, BlockId id, long[] lengths, long[] expected) {
-    long off = at;
-    for (int j = 0; j < lengths.length; j++) {
-      long got = checksumOf(range.view(off, lengths[j]));
-      if (got != expected[j]) {
-        return (id.isBatch() ? "partition " + (id.partition() + j) + ": " : "") + checksum + " got 0x"
-            + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected[j]);
-      }
-      off += lengths[j];
-    }
-    return null;
-  }
-
-  /**
-   * Checks a block's bytes, read in order from its start, against the checksum of each of its
-   * partitions, each when that partition's last byte has gone by; {@link #end} checks that no
-   * partition is short. One task thread.
-   */
-  private final class PartitionCheck {
-    private final BlockId block;
-    private final String holderId;
-    private final long[] lengths;
-    private final long[] expected;
-    private final java.util.zip.Checksum c = checksum.newChecksum();
-    private int index;
-    private long left;
-
-    PartitionCheck(BlockId block, String holderId, long[] lengths, long[] expected) {
-      this.block = block;
-      this.holderId = holderId;
-      this.lengths = lengths;
-      this.expected = expected;
-      this.left = lengths[0];
-    }
-
-    void update(int b) throws BlockFetchException {
-      update(new byte[] {(byte) b}, 0, 1);
-    }
-
-    void update(byte[] buf, int off, int len) throws BlockFetchException {
-      while (true) {
-        while (left == 0 && index < lengths.length) {
-          verify(); // also partitions with no bytes
-        }
-        if (len == 0) {
-          return;
-        }
-        if (index == lengths.length) {
-          throw new BlockFetchException(block, holderId, "more bytes than the " + total() + " its holder reported",
-              new TransportException(TransportError.MALFORMED, "block " + block + " is longer than reported"));
-        }
-        int n = (int) Math.min(len, left);
-        c.update(buf, off, n);
-        off += n;
-        len -= n;
-        left -= n;
-      }
-    }
-
-    /** At the end of the stream: every partition must have had all its bytes. */
-    void end() throws BlockFetchException {
-      update(new byte[0], 0, 0);
-      if (index < lengths.length) {
-        throw new BlockFetchException(block, holderId, "the stream ended " + left + " bytes short of partition "
-            + (block.partition() + index) + "'s " + lengths[index] + " bytes",
-            new TransportException(TransportError.MALFORMED, "block " + block + " is shorter than reported"));
-      }
-    }
-
-    private long total() {
-      long t = 0;
-      for (long l : lengths) {
-        t += l;
-      }
-      return t;
-    }
-
-    private void verify() throws BlockFetchException {
-      long got = c.getValue();
-      if (got != expected[index]) {
-        throw new BlockFetchException(block, holderId, "checksum mismatch " + (block.isBatch() ? "in partition "
-            + (block.partition() + index) + " of a streamed batch block" : "at the end of a streamed block") + " ("
-            + checksum + " got 0x" + Long.toHexString(got) + ", expected 0x" + Long.toHexString(expected[index]) + ")",
-            new TransportException(TransportError.CHECKSUM_MISMATCH, "block " + block + " arrived corrupt"));
-      }
-      c.reset();
-      index++;
-      left = index < lengths.length ? lengths[index] : 0;
-    }
-  }
-
-  /** Passes a block's bytes through a {@link PartitionCheck}. */
-  private static final class VerifyingStream extends java.io.FilterInputStream {
-    private final PartitionCheck check;
-    private boolean ended;
-
-    VerifyingStream(InputStream in, PartitionCheck check) {
-      super(in);
-      this.check = check;
-    }
-
-    @Override
-    public int read() throws IOException {
-      int b = in.read();
-      if (b < 0) {
-        end();
-      } else {
-        check.update(b);
-      }
-      return b;
-    }
-
-    @Override
-    public int read(byte[] buf, int off, int len) throws IOException {
-      int n = in.read(buf, off, len);
-      if (n < 0) {
-        end();
-      } else {
-        check.update(buf, off, n);
-      }
-      return n;
-    }
-
-    @Override
-    public long skip(long n) throws IOException {
-      byte[] tmp = new byte[(int) Math.min(n, 8192)];
-      long done = 0;
-      while (done < n) {
-        int k = read(tmp, 0, (int) Math.min(tmp.length, n - done));
-        if (k < 0) {
-          break;
-        }
-        done += k;
-      }
-      return done;
-    }
-
-    private void end() throws IOException {
-      if (!ended) {
-        ended = true;
-        check.end();
-      }
     }
   }
 
@@ -673,234 +511,5 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     completed.clear();
     toIssue.clear();
     large.clear();
-  }
-
-  /**
-   * A block, or the rest of one, fetched chunk by chunk while it is read; the holder's length
-   * reports tell where it ends.
-   */
-  private final class StreamedBlock extends InputStream implements FetchedBlock {
-    private final HolderPlan holder;
-    private final RemoteBlock block;
-    private final boolean fromStart;
-    /** From the start, with checksums on: set up from the first chunk's block table. */
-    private PartitionCheck check;
-    /** The block's length from the first chunk's length report; -1 before. */
-    private long total = -1;
-    private long nextChunkOffset;
-    private boolean lastRequested;
-    private Chunk reading;
-    private Chunk prefetched;
-    private boolean done;
-
-    private final class Chunk {
-      final LandingPool.Range range;
-      final PendingRequest pending;
-      final long blockOffset;
-      final long capacity;
-      InputStream data;
-
-      Chunk(LandingPool.Range range, PendingRequest pending, long blockOffset, long capacity) {
-        this.range = range;
-        this.pending = pending;
-        this.blockOffset = blockOffset;
-        this.capacity = capacity;
-      }
-    }
-
-    /**
-     * @param startOffset where in the block the first chunk starts
-     * @param knownTotal the block's length as its holder already reported it, or -1
-     */
-    StreamedBlock(HolderPlan holder, RemoteBlock block, long startOffset, long knownTotal) {
-      this.holder = holder;
-      this.block = block;
-      this.nextChunkOffset = startOffset;
-      this.total = knownTotal;
-      // A tail's bytes are checked by the LandedBlock's own VerifyingStream, with its head's.
-      this.fromStart = startOffset == 0;
-    }
-
-    @Override public BlockId id() { return block.id(); }
-    @Override public String holderId() { return holder.holderId(); }
-    @Override public long size() { return block.size(); }
-    @Override public InputStream stream() { return this; }
-
-    @Override
-    public long exactSize() throws IOException {
-      if (total < 0 && !done) {
-        data(); // lands the first chunk (nothing is read from it)
-      }
-      if (total < 0) {
-        throw new IllegalStateException("block " + block.id() + " was closed before its first chunk landed");
-      }
-      return total;
-    }
-
-    private Chunk request(boolean mayWait) throws BlockFetchException {
-      if (lastRequested) {
-        return null;
-      }
-      long cap = maxRequestBytes;
-      int records = block.id().partitions();
-      long need = landingNeed(cap, records);
-      LandingPool.Range range = node.landing().tryAllocate(need);
-      if (range == null) {
-        if (!mayWait) {
-          return null;
-        }
-        range = allocateWaiting(need, block.id(), holder.holderId());
-      }
-      long lengths = align8(cap);
-      PendingRequest p = node.send(holder.endpoint(), shuffleId, range, List.of(new ShuffleMessages.Entry(
-          block.id().mapId(), block.id().partition(), block.id().endPartition(), nextChunkOffset, cap, 0)), lengths,
-          lengths + (long) ShuffleMessages.TABLE_ENTRY * records);
-      requestsSent++;
-      Chunk c = new Chunk(range, p, nextChunkOffset, cap);
-      nextChunkOffset += cap;
-      return c;
-    }
-
-    private void await(Chunk c) throws BlockFetchException {
-      long t0 = System.nanoTime();
-      try {
-        c.pending.done.get(timeoutNanos + TimeUnit.SECONDS.toNanos(1), TimeUnit.NANOSECONDS);
-      } catch (ExecutionException e) {
-        drop(c);
-        throw new BlockFetchException(block.id(), holder.holderId(), e.getCause().getMessage(), e.getCause());
-      } catch (TimeoutException e) {
-        drop(c);
-        throw new BlockFetchException(block.id(), holder.holderId(), "chunk not written within the deadline",
-            new TransportException(TransportError.TIMEOUT, "fetch deadline passed"));
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        drop(c);
-        throw new BlockFetchException(block.id(), holder.holderId(), "interrupted", e);
-      } finally {
-        metrics.fetchWaitNanos(System.nanoTime() - t0);
-      }
-      int k = block.id().partitions();
-      long[] lengths = new long[k];
-      long[] expected = new long[k];
-      long available = 0;
-      for (int j = 0; j < k; j++) {
-        long at = align8(c.capacity) + (long) ShuffleMessages.TABLE_ENTRY * j;
-        lengths[j] = readLength(c.range, at);
-        expected[j] = readLength(c.range, at + 8);
-        if (lengths[j] < 0 || lengths[j] > Long.MAX_VALUE - c.blockOffset - available) {
-          drop(c);
-          throw badTable(block, holder, "a length of " + lengths[j] + " bytes" + (k > 1 ? " for partition "
-              + (block.id().partition() + j) : "") + " from offset " + c.blockOffset + ", expected between 0 and "
-              + (Long.MAX_VALUE - c.blockOffset - available));
-        }
-        available += lengths[j];
-      }
-      if (total >= 0 && c.blockOffset + available != total) {
-        drop(c);
-        throw badTable(block, holder, available + " bytes from offset " + c.blockOffset + " (a length of "
-            + (c.blockOffset + available) + "), expected " + (total - c.blockOffset) + " (it reported a length of "
-            + total + " before)");
-      }
-      long landed = Math.min(available, c.capacity);
-      if (total < 0) {
-        total = c.blockOffset + available;
-      }
-      if (available <= c.capacity) {
-        lastRequested = true; // this chunk holds the end of the block
-      }
-      if (fromStart && c.blockOffset == 0 && checksum != ChecksumAlgorithm.NONE) {
-        check = new PartitionCheck(block.id(), holder.holderId(), lengths, expected); // full lengths at offset 0
-      }
-      // One block however many chunks it takes, as Spark counts a block fetched as a stream.
-      if (c.blockOffset == 0) {
-        metrics.remoteBlockFetched(landed);
-      } else {
-        metrics.remoteBytesFetched(landed);
-      }
-      node.onBytesFetched(landed);
-      c.data = new ByteBuffersInputStream(List.of(c.range.view(0, landed)), c.range::free);
-    }
-
-    /** The chunk to read from, fetching and prefetching as needed; null at the end. */
-    private InputStream data() throws IOException {
-      if (done) {
-        return null;
-      }
-      if (reading != null && reading.data.available() > 0) {
-        return reading.data;
-      }
-      if (reading != null) {
-        reading.data.close();
-        reading = null;
-      }
-      Chunk next = prefetched != null ? prefetched : request(true);
-      prefetched = null;
-      if (next == null) {
-        done = true;
-        if (check != null) {
-          check.end();
-        }
-        return null;
-      }
-      await(next);
-      reading = next;
-      if (lastRequested && next.data.available() == 0) {
-        return data();
-      }
-      prefetched = request(false);
-      return reading.data;
-    }
-
-    @Override
-    public int read() throws IOException {
-      InputStream d = data();
-      if (d == null) {
-        return -1;
-      }
-      int b = d.read();
-      if (check != null && b >= 0) {
-        check.update(b);
-      }
-      return b;
-    }
-
-    @Override
-    public int read(byte[] b, int off, int len) throws IOException {
-      if (len == 0) {
-        return 0;
-      }
-      InputStream d = data();
-      if (d == null) {
-        return -1;
-      }
-      int n = d.read(b, off, len);
-      if (check != null && n > 0) {
-        check.update(b, off, n);
-      }
-      return n;
-    }
-
-    @Override
-    public void close() {
-      done = true;
-      if (reading != null) {
-        try {
-          reading.data.close();
-        } catch (IOException e) {
-          // cannot happen
-        }
-        reading = null;
-      }
-      if (prefetched != null) {
-        drop(prefetched);
-        prefetched = null;
-      }
-    }
-
-    /** Ends a chunk's request (revoking its registration) and frees its range. */
-    private void drop(Chunk c) {
-      node.cancel(c.pending, "its reduce task stopped reading block " + block.id());
-      c.range.free();
-    }
   }
 }
