@@ -48,8 +48,6 @@ final class PushLane implements AutoCloseable {
   private int queues;
   private GpuRegion table;
   private boolean tableSet;
-  private long pushes;
-  private long rebuilds;
   private long ready;
 
   /**
@@ -118,7 +116,6 @@ final class PushLane implements AutoCloseable {
     cfg.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
     perQueue.add(List.of(new PushKernel.Item(PushKernel.PREFIX_AT, tableOffset, tableBytes.length)));
     int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
-    pushes++;
     ready = System.nanoTime();
     launcher.start(qs, cfg, perQueue, batch, threads, tableBytes, table.devicePointer(), table.length());
   }
@@ -186,26 +183,12 @@ final class PushLane implements AutoCloseable {
       QueueSet fresh = QueueSet.create(ctx, Backend.NVLINK, nq, 0, locals, List.of(landing));
       if (qs != null) {
         qs.close();
-        rebuilds++;
       }
       qs = fresh;
       sources = k;
       queues = nq;
       tableSet = true;
     }
-  }
-
-  /** Pushes served, and how often the queue set had to grow. */
-  long pushes() {
-    return pushes;
-  }
-
-  long rebuilds() {
-    return rebuilds;
-  }
-
-  int sources() {
-    return sources;
   }
 
   @Override
