@@ -25,7 +25,7 @@ import scala.Tuple2;
  * device map-output store (pinned until the task completes); remote blocks of holders on this
  * machine come over the nvlink path ({@link NvlinkFetch}: pushed by the holder's GPU into this
  * executor's device landing region), those of other holders (another machine, or
- * {@code spark.slipstream.gpu.path=proxy}) over the proxy path ({@link ProxyFetch}): started first,
+ * {@code spark.slipstream.gpu.path=staged}) over the staging path ({@link StagedFetch}): started first,
  * drained after the nvlink requests. Returns one device batch per block (key {@code 0}), valid until
  * the task completes, when the pins and landing ranges are released (also when the task fails). What
  * the read moved and the span of its remote data path go to {@link GpuExecutor#recordRead}
@@ -98,28 +98,28 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
     }
     List<NvlinkFetch.Holder> holders = new ArrayList<>();
-    List<ProxyFetch.From> proxied = new ArrayList<>();
+    List<StagedFetch.From> stagedFrom = new ArrayList<>();
     for (Map.Entry<String, List<MapBlock>> e : remote.entrySet()) {
       PeerInfo peer = peerWithGpu(e.getKey(), e.getValue().get(0));
       if (direct(gpu, peer)) {
         holders.add(nvlink.holder(e.getKey(), e.getValue()));
       } else {
-        proxied.add(new ProxyFetch.From(peer, e.getValue()));
+        stagedFrom.add(new StagedFetch.From(peer, e.getValue()));
       }
     }
-    ProxyFetch proxy = null;
+    StagedFetch staged = null;
     long firstSent = 0;
-    if (!proxied.isEmpty()) {
+    if (!stagedFrom.isEmpty()) {
       // Its holders copy and write while this task's nvlink requests push; drained after them.
-      ProxyFetch p = new ProxyFetch(runtime, shuffleId, proxied, metrics);
+      StagedFetch p = new StagedFetch(runtime, shuffleId, stagedFrom, metrics);
       context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> p.close());
       firstSent = System.nanoTime();
       try {
         p.start();
-      } catch (ProxyFetch.Failure f) {
+      } catch (StagedFetch.Failure f) {
         throw Scala.sneaky(f.block.fetchFailed(f.getMessage(), f));
       }
-      proxy = p;
+      staged = p;
     }
     nvlink.fetch(holders, widths, out);
     long remoteBlocks = nvlink.landed();
@@ -129,16 +129,16 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     if (firstSent == 0) {
       firstSent = nvlink.firstSent();
     }
-    if (proxy != null) {
+    if (staged != null) {
       try {
-        proxy.drain(gpu, widths, metrics, out);
-      } catch (ProxyFetch.Failure f) {
+        staged.drain(gpu, widths, metrics, out);
+      } catch (StagedFetch.Failure f) {
         throw Scala.sneaky(f.block.fetchFailed(f.getMessage(), f));
       }
       lastLanded = System.nanoTime();
-      remoteBlocks += proxy.landed();
-      remoteBytes += proxy.bytes();
-      requests += proxy.requests();
+      remoteBlocks += staged.landed();
+      remoteBytes += staged.bytes();
+      requests += staged.requests();
     }
     long task = context.taskAttemptId();
     gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, nvlink.copied(),
@@ -172,10 +172,11 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
 
   /**
    * Whether the holder's GPU pushes into this one's landing region (nvlink: one machine, and
-   * {@code spark.slipstream.gpu.path} is not {@code proxy}); otherwise its blocks come over the
-   * proxy path. GPUNetIO pairs use the proxy path too until the NIC path is wired into executors.
+   * {@code spark.slipstream.gpu.path} is not {@code staged}); otherwise its blocks come over the
+   * staging path. A {@link GpuPath#GPUNETIO} pair would use the staging path too: the shuffle has no
+   * GPUNetIO data path (executors register no GPUNetIO NIC).
    */
   private boolean direct(GpuExecutor gpu, PeerInfo peer) {
-    return GpuPath.between(gpu.endpoint(), peer.gpu().get()) == GpuPath.NVLINK && !runtime.conf().proxyOnly();
+    return GpuPath.between(gpu.endpoint(), peer.gpu().get()) == GpuPath.NVLINK && !runtime.conf().stagedOnly();
   }
 }
