@@ -32,7 +32,9 @@ import scala.Tuple2;
  * ({@link GpuReadStats}) until the task completes.
  *
  * <p>A holder that is not in the peer table, has no GPU endpoint, refuses, or misses the deadline
- * becomes a {@link FetchFailedException}. Threading: one task thread.
+ * becomes a {@link FetchFailedException}. Threading: one task thread. Ownership: the task's
+ * completion listeners close the returned batches and release the pins, the landed ranges and the
+ * staged fetch's host landing space; the caller closes nothing.
  */
 public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final GpuShuffleHandle<K, ?, C> handle;
