@@ -4,7 +4,6 @@ import java.nio.ByteBuffer;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUresult;
-import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 
 /**
@@ -62,23 +61,6 @@ final class CudaDriver {
       int n = Math.min(STAGING_BYTES, len - done);
       staging.put(0, src, off + done, n);
       check(JCudaDriver.cuMemcpyHtoD(at(address + done), Pointer.to(staging), n), "cuMemcpyHtoD(" + n + " bytes)");
-      done += n;
-    }
-  }
-
-  /**
-   * Stream-ordered copy from a Java array: staged at once (the array may change after the call),
-   * reaching the device before any later work of {@code stream}. The staging buffer is pageable
-   * memory, which the driver copies out before the call returns, so it can be reused at once.
-   */
-  static void copyToDeviceAsync(long address, byte[] src, int off, int len, CUstream stream) {
-    checkArray(src, off, len);
-    ByteBuffer staging = STAGING.get();
-    for (int done = 0; done < len; ) {
-      int n = Math.min(STAGING_BYTES, len - done);
-      staging.put(0, src, off + done, n);
-      check(JCudaDriver.cuMemcpyHtoDAsync(at(address + done), Pointer.to(staging), n, stream),
-          "cuMemcpyHtoDAsync(" + n + " bytes)");
       done += n;
     }
   }

@@ -88,12 +88,6 @@ public final class GpuContext implements AutoCloseable {
     CudaDriver.copyFromDevice(src, dst, off, len);
   }
 
-  /** Waits for all work on this device (cuCtxSynchronize). */
-  public void synchronize() {
-    makeCurrent();
-    CudaDriver.check(JCudaDriver.cuCtxSynchronize(), "cuCtxSynchronize(device " + device + ")");
-  }
-
   long handle() {
     ensureOpen();
     return handle;

@@ -54,23 +54,23 @@ class AbiLayoutTest {
 
   @Test
   void pushArgumentEncodingMatchesKernelsH() {
-    assertEquals(PushKernel.QUEUE_CFG_BYTES, field("slip_push_queue_cfg", "-")[1]);
-    assertEquals(PushKernel.CFG_SRC_REGION, field("slip_push_queue_cfg", "src_region")[0]);
-    assertEquals(PushKernel.CFG_DST_REGION, field("slip_push_queue_cfg", "dst_region")[0]);
-    assertEquals(PushKernel.CFG_SIG_REGION, field("slip_push_queue_cfg", "sig_region")[0]);
-    assertEquals(PushKernel.CFG_SIG_OFFSET, field("slip_push_queue_cfg", "sig_offset")[0]);
+    assertEquals(PushArguments.QUEUE_CFG_BYTES, field("slip_push_queue_cfg", "-")[1]);
+    assertEquals(PushArguments.CFG_SRC_REGION, field("slip_push_queue_cfg", "src_region")[0]);
+    assertEquals(PushArguments.CFG_DST_REGION, field("slip_push_queue_cfg", "dst_region")[0]);
+    assertEquals(PushArguments.CFG_SIG_REGION, field("slip_push_queue_cfg", "sig_region")[0]);
+    assertEquals(PushArguments.CFG_SIG_OFFSET, field("slip_push_queue_cfg", "sig_offset")[0]);
     assertEquals(8, field("slip_push_queue_cfg", "sig_offset")[1]);
-    assertEquals(PushKernel.ITEM_BYTES, field("slip_push_item", "-")[1]);
-    assertEquals(PushKernel.ITEM_SRC_OFFSET, field("slip_push_item", "src_offset")[0]);
-    assertEquals(PushKernel.ITEM_DST_OFFSET, field("slip_push_item", "dst_offset")[0]);
-    assertEquals(PushKernel.ITEM_LENGTH, field("slip_push_item", "length")[0]);
-    assertEquals(PushKernel.LAUNCH_BYTES, field("slip_push_launch", "-")[1]);
-    assertEquals(PushKernel.LAUNCH_QUEUES, field("slip_push_launch", "queues")[0]);
-    assertEquals(PushKernel.LAUNCH_CFGS, field("slip_push_launch", "cfgs")[0]);
-    assertEquals(PushKernel.LAUNCH_ITEMS, field("slip_push_launch", "items")[0]);
-    assertEquals(PushKernel.LAUNCH_ITEM_START, field("slip_push_launch", "item_start")[0]);
-    assertEquals(PushKernel.LAUNCH_STATUS, field("slip_push_launch", "status")[0]);
-    assertEquals(PushKernel.LAUNCH_BATCH, field("slip_push_launch", "batch")[0]);
+    assertEquals(PushArguments.ITEM_BYTES, field("slip_push_item", "-")[1]);
+    assertEquals(PushArguments.ITEM_SRC_OFFSET, field("slip_push_item", "src_offset")[0]);
+    assertEquals(PushArguments.ITEM_DST_OFFSET, field("slip_push_item", "dst_offset")[0]);
+    assertEquals(PushArguments.ITEM_LENGTH, field("slip_push_item", "length")[0]);
+    assertEquals(PushArguments.LAUNCH_BYTES, field("slip_push_launch", "-")[1]);
+    assertEquals(PushArguments.LAUNCH_QUEUES, field("slip_push_launch", "queues")[0]);
+    assertEquals(PushArguments.LAUNCH_CFGS, field("slip_push_launch", "cfgs")[0]);
+    assertEquals(PushArguments.LAUNCH_ITEMS, field("slip_push_launch", "items")[0]);
+    assertEquals(PushArguments.LAUNCH_ITEM_START, field("slip_push_launch", "item_start")[0]);
+    assertEquals(PushArguments.LAUNCH_STATUS, field("slip_push_launch", "status")[0]);
+    assertEquals(PushArguments.LAUNCH_BATCH, field("slip_push_launch", "batch")[0]);
     assertEquals(4, field("slip_push_launch", "batch")[1]);
   }
 

@@ -3,6 +3,7 @@ package dev.slipstream.spark;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.shuffle.FetchFailedException;
 import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.ShuffleBlockId;
@@ -42,5 +43,10 @@ public record MapBlock(BlockManagerId location, int mapIndex, ShuffleBlockId id,
       }
     }
     return out;
+  }
+
+  /** This block's fetch failure for Spark's scheduler, which then reruns the map that wrote it. */
+  public FetchFailedException fetchFailed(String message, Throwable cause) {
+    return new FetchFailedException(location, id.shuffleId(), id.mapId(), mapIndex, id.reduceId(), message, cause);
   }
 }

@@ -161,10 +161,10 @@ public final class GpuShuffleJob {
           + p.gpu().get().device() + " " + p.gpu().get().pciBusId() + " " + p.gpu().get().uuid()));
       List<String> ids = new ArrayList<>(driver.peers().keySet());
       if (ids.size() >= 2) {
-        boolean proxyOnly = new dev.slipstream.spark.gpu.GpuConf(dev.slipstream.spark.SlipstreamConf.source(conf))
-            .proxyOnly();
+        boolean stagedOnly = new dev.slipstream.spark.gpu.GpuConf(dev.slipstream.spark.SlipstreamConf.source(conf))
+            .stagedOnly();
         System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1))
-            + (proxyOnly ? " (read over the proxy path: " + dev.slipstream.spark.gpu.GpuConf.PATH.key() + "=proxy)" : ""));
+            + (stagedOnly ? " (read over the staging path: " + dev.slipstream.spark.gpu.GpuConf.PATH.key() + "=staged)" : ""));
       }
       long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
       System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors, %d task(s) at once"

@@ -8,7 +8,7 @@ import java.util.List;
  * A committed map output as the block server reads it to serve a write request: its blocks'
  * lengths and checksums and views of their bytes. {@link MapOutput} (the host path's map-output
  * store) is one; a {@link Source} registered with {@link ShuffleNode#serveAlso} provides others,
- * such as GPU map outputs served over the host transport (the GPU shuffle's proxy path).
+ * such as GPU map outputs served over the host transport (the GPU shuffle's staging path).
  *
  * <p>Threading: the server retains an output on one of its threads, reads it there, and releases
  * it once the writes that read its views have completed (possibly on a transport thread).

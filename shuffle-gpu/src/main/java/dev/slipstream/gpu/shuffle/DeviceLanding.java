@@ -139,13 +139,9 @@ public final class DeviceLanding implements AutoCloseable {
     return ranges.peakRetainedBytes();
   }
 
-  /** Retained ranges released because the holder answered, was lost, or the bound passed, since start. */
+  /** Retained ranges released because the holder answered, or because the bound passed, since start. */
   public long releasedAnswered() {
     return ranges.released(LandingRanges.Release.ANSWERED);
-  }
-
-  public long releasedHolderLost() {
-    return ranges.released(LandingRanges.Release.HOLDER_LOST);
   }
 
   public long releasedByBound() {

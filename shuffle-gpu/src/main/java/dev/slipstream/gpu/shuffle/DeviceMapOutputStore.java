@@ -42,7 +42,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     byte[] host;
     int pins;
     boolean removed;
-    /** Per-partition checksums a reader of the host transport was served (ProxyBlocks); null until the first. */
+    /** Per-partition checksums a reader of the host transport was served (StagedBlocks); null until the first. */
     long[] checksums;
     boolean[] summed;
 
@@ -226,7 +226,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
     /**
      * The checksum remembered for partition {@code p} with {@link #rememberChecksum}, or null: the
-     * proxy path computes a block's checksum over its served form once and keeps it with the output.
+     * staging path computes a block's checksum over its served form once and keeps it with the output.
      */
     public Long checksum(int p) {
       synchronized (DeviceMapOutputStore.this) {

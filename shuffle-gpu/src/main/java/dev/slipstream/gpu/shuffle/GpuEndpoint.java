@@ -19,7 +19,7 @@ import java.util.Optional;
  *
  * <p>The landing descriptor (its CUDA IPC handle and key) and the ring path are for executors of
  * the same machine only: the driver hands other executors {@link #sharedWith the endpoint without
- * them} ({@code landing} empty, no ring), which is all they need to choose the proxy path.
+ * them} ({@code landing} empty, no ring), which is all they need to choose the staging path.
  *
  * <p>Wire form: a version byte ({@link #VERSION}), then the fields (the landing after a presence
  * byte); {@link #decode} checks each and names what was got and what was expected. Immutable.

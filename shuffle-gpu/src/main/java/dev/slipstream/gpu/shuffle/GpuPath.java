@@ -2,23 +2,37 @@ package dev.slipstream.gpu.shuffle;
 
 /**
  * How blocks of a GPU shuffle move from one executor to another, decided per pair from the peer
- * table ({@link #between}).
+ * table ({@link #between}). A reduce task reads {@link #NVLINK} pairs over the nvlink path and
+ * every other pair with GPUs on both sides over the staging path (and every pair over it with
+ * {@code spark.slipstream.gpu.path=staged}).
  */
 public enum GpuPath {
-  /** Both executors on one machine with a GPU each: kernel stores into the peer's GPU memory (CUDA IPC). */
+  /**
+   * Both executors on one machine with a GPU each: the holder's push kernel stores the blocks into
+   * the reader's device landing region, imported through CUDA IPC.
+   */
   NVLINK,
-  /** Different machines, both with a GPUNetIO NIC: GPU-initiated RDMA. Not built here (no NIC); the hook stays. */
+  /**
+   * Different machines, both with a GPUNetIO NIC: GPU-initiated RDMA. No executor registers such a
+   * NIC yet, and the shuffle has no data path of its own for it: a reader would read the pair over
+   * the staging path.
+   */
   GPUNETIO,
-  /** Both have GPUs but no direct path: the GPU posts descriptors to a host ring and a CPU thread moves the bytes. */
-  PROXY,
-  /** At least one side has no GPU: host rows over the executor's transport (tcp). */
+  /**
+   * Both have GPUs but no direct device path (different machines): device-to-host staging. The
+   * holder copies the requested blocks from device memory into host memory and writes them over
+   * the executor's transport into the reader's host landing region; the reader copies each one to
+   * its GPU ({@link StagedBlocks}).
+   */
+  STAGED,
+  /** At least one side has no GPU (or is unknown): no GPU path; a GPU shuffle's fetch from such a holder fails. */
   HOST;
 
   /**
    * The path from {@code a} to {@code b}; {@code null} means the executor has no GPU. Same machine
    * (same {@link GpuEndpoint#hostId()}) and different devices or processes: {@link #NVLINK} (CUDA
    * IPC needs one machine; the driver routes over NVLink or PCIe itself); different machines with
-   * GPUNetIO on both: {@link #GPUNETIO}; other GPU pairs: {@link #PROXY}.
+   * GPUNetIO on both: {@link #GPUNETIO}; other GPU pairs: {@link #STAGED}.
    */
   public static GpuPath between(GpuEndpoint a, GpuEndpoint b) {
     if (a == null || b == null) {
@@ -30,6 +44,6 @@ public enum GpuPath {
     if (a.gpunetio() && b.gpunetio()) {
       return GPUNETIO;
     }
-    return PROXY;
+    return STAGED;
   }
 }

@@ -5,6 +5,7 @@ import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.PushKernel;
+import dev.slipstream.gpu.PushLauncher;
 import dev.slipstream.gpu.QueueSet;
 import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.SlipStatus;
@@ -18,7 +19,7 @@ import java.util.function.IntSupplier;
  * nvlink queue set (up to its data queues + 1, grown by doubling) over
  * {@code sources} source slots, the block-table slot and the landing region,
  * the table region (the block table and the push's arguments, copied together before each push),
- * and a {@link PushKernel.Launcher} (its own stream). A request rewrites the source slots with its map outputs' regions
+ * and a {@link PushLauncher} (its own stream). A request rewrites the source slots with its map outputs' regions
  * ({@link QueueSet#setLocals}); the set is rebuilt only when a request has more map outputs than
  * slots or needs more queues (doubling), the table region only when a request's table and
  * arguments outgrow it.
@@ -40,7 +41,7 @@ final class PushLane implements AutoCloseable {
   private final GpuContext ctx;
   private final RemoteRegion landing;
   private final IntSupplier regionIds;
-  private final PushKernel.Launcher launcher;
+  private final PushLauncher launcher;
   private final int maxDataQueues;
   private final int threads;
   private QueueSet qs;
@@ -48,8 +49,6 @@ final class PushLane implements AutoCloseable {
   private int queues;
   private GpuRegion table;
   private boolean tableSet;
-  private long pushes;
-  private long rebuilds;
   private long ready;
 
   /**
@@ -88,7 +87,7 @@ final class PushLane implements AutoCloseable {
     }
     // The table region holds the push's arguments with the block table among them (one copy, on
     // the lane's stream, before the push); the table's item reads it from there.
-    long areaBytes = PushKernel.Launcher.areaBytes(tableBytes.length, dataQueues + 1, Math.toIntExact(total + 1));
+    long areaBytes = PushLauncher.areaBytes(tableBytes.length, dataQueues + 1, Math.toIntExact(total + 1));
     ensureCapacity(m, dataQueues + 1, areaBytes);
     if (m > 0) {
       // The lane's set is used by this lane's stream only, so the new source slots are copied there,
@@ -116,9 +115,8 @@ final class PushLane implements AutoCloseable {
       perQueue.addAll(mine);
     }
     cfg.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
-    perQueue.add(List.of(new PushKernel.Item(PushKernel.PREFIX_AT, tableOffset, tableBytes.length)));
+    perQueue.add(List.of(new PushKernel.Item(PushLauncher.PREFIX_AT, tableOffset, tableBytes.length)));
     int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
-    pushes++;
     ready = System.nanoTime();
     launcher.start(qs, cfg, perQueue, batch, threads, tableBytes, table.devicePointer(), table.length());
   }
@@ -186,26 +184,12 @@ final class PushLane implements AutoCloseable {
       QueueSet fresh = QueueSet.create(ctx, Backend.NVLINK, nq, 0, locals, List.of(landing));
       if (qs != null) {
         qs.close();
-        rebuilds++;
       }
       qs = fresh;
       sources = k;
       queues = nq;
       tableSet = true;
     }
-  }
-
-  /** Pushes served, and how often the queue set had to grow. */
-  long pushes() {
-    return pushes;
-  }
-
-  long rebuilds() {
-    return rebuilds;
-  }
-
-  int sources() {
-    return sources;
   }
 
   @Override

@@ -614,19 +614,19 @@ class DeviceShuffleGpuTest {
   }
 
   @Test
-  void mapOutputsServedOverTheProxyPathLandInDeviceMemoryByteExact() throws Exception {
+  void mapOutputsServedOverTheStagingPathLandInDeviceMemoryByteExact() throws Exception {
     assumeGpu();
     Map<String, String> conf = Map.of("spark.slipstream.landing.bytes", "8m", "spark.slipstream.reader.maxRequestBytes",
         "256k", "spark.slipstream.reader.maxBytesInFlight", "2m", "spark.slipstream.reader.fetchTimeout", "30s");
-    java.nio.file.Path tmp = java.nio.file.Files.createTempDirectory("slipstream-proxy-test-");
+    java.nio.file.Path tmp = java.nio.file.Files.createTempDirectory("slipstream-staging-test-");
     dev.slipstream.core.transport.loopback.LoopbackFabric fabric = new dev.slipstream.core.transport.loopback.LoopbackFabric();
     try (GpuContext ctx = GpuContext.open(0);
         DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 64L << 20, 0);
-        dev.slipstream.core.shuffle.ShuffleNode holder = ProxyBlocksTest.node(fabric, conf, tmp, "holder");
-        dev.slipstream.core.shuffle.ShuffleNode reader = ProxyBlocksTest.node(fabric, conf, tmp, "reader")) {
+        dev.slipstream.core.shuffle.ShuffleNode holder = StagedBlocksTest.node(fabric, conf, tmp, "holder");
+        dev.slipstream.core.shuffle.ShuffleNode reader = StagedBlocksTest.node(fabric, conf, tmp, "reader")) {
       writeMaps(ctx, store, 2, 100_000);
       // The holder's block server copies device blocks to the host on its own threads.
-      holder.serveAlso(ProxyBlocks.source(store, holder.config().checksum()));
+      holder.serveAlso(StagedBlocks.source(store, holder.config().checksum()));
       List<DeviceLanding.Want> wants = new ArrayList<>();
       List<byte[]> sections = expect(store, wants, 1, 2);
       Map<dev.slipstream.core.shuffle.BlockId, byte[]> want = new HashMap<>();
@@ -636,7 +636,7 @@ class DeviceShuffleGpuTest {
         var id = new dev.slipstream.core.shuffle.BlockId(3, w.mapAttemptId(), w.partition());
         want.put(id, sections.get(i));
         // Half of them understated, as a highly compressed map status may (their rest is streamed).
-        long asked = i % 2 == 0 ? ProxyBlocks.servedLength(w.capacity()) : w.capacity() / 2;
+        long asked = i % 2 == 0 ? StagedBlocks.servedLength(w.capacity()) : w.capacity() / 2;
         blocks.add(new dev.slipstream.core.shuffle.BlockFetcher.RemoteBlock(id, asked));
       }
       int landed = 0;
@@ -647,12 +647,12 @@ class DeviceShuffleGpuTest {
           var b = f.next();
           byte[] section = want.get(b.id());
           long served = b.exactSize();
-          assertEquals(ProxyBlocks.servedLength(section.length), served, "block " + b.id());
-          try (DeviceBuffer d = ctx.allocate(Math.max(16, served - ProxyBlocks.TRAILER))) {
+          assertEquals(StagedBlocks.servedLength(section.length), served, "block " + b.id());
+          try (DeviceBuffer d = ctx.allocate(Math.max(16, served - StagedBlocks.TRAILER))) {
             // Whole blocks go to the device straight from the landing region, streamed ones piece by piece.
             ByteBuffer view = b.landedView();
-            long rows = view != null ? ProxyBlocks.land(view, W, d::write, "block " + b.id())
-                : ProxyBlocks.land(b.stream(), served, W, d::write, "block " + b.id());
+            long rows = view != null ? StagedBlocks.land(view, W, d::write, "block " + b.id())
+                : StagedBlocks.land(b.stream(), served, W, d::write, "block " + b.id());
             b.stream().close();
             views += view != null ? 1 : 0;
             assertEquals(BatchLayout.packedBytes(rows, W), section.length);

@@ -192,7 +192,7 @@ class GpuShuffleCodecTest {
       assertEquals(seen, GpuEndpoint.decode(new WireReader(wire)));
       assertTrue(wire.length < RegionDescriptor.BYTES, "the wire form carries no descriptor: " + wire.length + " bytes");
     }
-    assertEquals(GpuPath.PROXY, GpuPath.between(otherHost, g.sharedWith(otherHost)), "enough to choose the path");
+    assertEquals(GpuPath.STAGED, GpuPath.between(otherHost, g.sharedWith(otherHost)), "enough to choose the path");
   }
 
   @Test
@@ -203,9 +203,9 @@ class GpuShuffleCodecTest {
     GpuEndpoint aNic = new GpuEndpoint("host-a/c", 0, "p0", "u3", true, deviceLanding(0, 4096));
     GpuEndpoint bNic = new GpuEndpoint("host-b/c", 0, "p0", "u4", true, deviceLanding(0, 4096));
     assertEquals(GpuPath.NVLINK, GpuPath.between(a0, a1));
-    assertEquals(GpuPath.PROXY, GpuPath.between(a0, b0));
+    assertEquals(GpuPath.STAGED, GpuPath.between(a0, b0));
     assertEquals(GpuPath.GPUNETIO, GpuPath.between(aNic, bNic));
-    assertEquals(GpuPath.PROXY, GpuPath.between(aNic, b0));
+    assertEquals(GpuPath.STAGED, GpuPath.between(aNic, b0));
     assertEquals(GpuPath.HOST, GpuPath.between(a0, null));
     assertEquals(GpuPath.HOST, GpuPath.between(null, null));
   }

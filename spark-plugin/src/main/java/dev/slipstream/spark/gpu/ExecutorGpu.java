@@ -9,7 +9,7 @@ import dev.slipstream.gpu.shuffle.DeviceBlockServer;
 import dev.slipstream.gpu.shuffle.DeviceWriteRequest;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.PeerLandings;
-import dev.slipstream.gpu.shuffle.ProxyBlocks;
+import dev.slipstream.gpu.shuffle.StagedBlocks;
 import dev.slipstream.spark.ExecutorContext;
 import dev.slipstream.spark.rpc.PeerInfo;
 import java.io.IOException;
@@ -106,8 +106,8 @@ public final class ExecutorGpu implements AutoCloseable {
       GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
           .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory());
       gpu = g;
-      // Readers without a direct device path to this GPU fetch its map outputs over the proxy path.
-      executor.node().serveAlso(ProxyBlocks.source(g.store(), executor.node().config().checksum()));
+      // Readers without a direct device path to this GPU fetch its map outputs over the staging path.
+      executor.node().serveAlso(StagedBlocks.source(g.store(), executor.node().config().checksum()));
       executor.publishGpu(withRequestRing(g.endpoint()));
     } catch (RuntimeException e) {
       noGpu = "executor " + id + " could not open GPU " + ordinal + ": " + e.getMessage();

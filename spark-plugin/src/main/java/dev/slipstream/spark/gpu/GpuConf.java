@@ -75,11 +75,11 @@ public final class GpuConf {
   public static final ConfigEntry<Integer> PUSH_THREADS = ConfigEntry.integer("spark.slipstream.gpu.push.threads",
       "256", 32, 1024, "Threads per CUDA block of the push kernel: a multiple of 32.");
   public static final ConfigEntry<String> PATH = ConfigEntry.choice("spark.slipstream.gpu.path", "auto",
-      List.of("auto", "proxy"),
+      List.of("auto", "staged"),
       "How a reduce task reads GPU shuffle blocks from other executors: auto = pushed by the holder's GPU into this"
-          + " GPU's landing region when both share a machine (nvlink: CUDA IPC), else the proxy path (the holder"
+          + " GPU's landing region when both share a machine (nvlink: CUDA IPC), else the staging path (the holder"
           + " copies the blocks to host memory and writes them into this executor's host landing region over the"
-          + " transport; this executor copies them to its GPU); proxy = the proxy path for every holder (where"
+          + " transport; this executor copies them to its GPU); staged = the staging path for every holder (where"
           + " executors of one machine cannot share CUDA IPC handles, e.g. separate containers).");
 
   public static final ConfigEntry<java.time.Duration> RETAIN_GRACE = ConfigEntry.duration(
@@ -108,7 +108,7 @@ public final class GpuConf {
   private final long requestMinBytes;
   private final int pushBlocks;
   private final int pushThreads;
-  private final boolean proxyOnly;
+  private final boolean stagedOnly;
   private final java.time.Duration retainGrace;
 
   public GpuConf(ConfigSource source) {
@@ -137,7 +137,7 @@ public final class GpuConf {
       throw new IllegalArgumentException(PUSH_THREADS.key() + ": got " + pushThreads
           + ", expected a multiple of 32 (whole warps) in 32..1024");
     }
-    this.proxyOnly = "proxy".equals(PATH.get(source));
+    this.stagedOnly = "staged".equals(PATH.get(source));
     this.retainGrace = RETAIN_GRACE.get(source);
     if (retainGrace.isNegative() || retainGrace.toMillis() > 3_600_000L) {
       throw new IllegalArgumentException(RETAIN_GRACE.key() + ": got " + retainGrace.toMillis()
@@ -178,8 +178,8 @@ public final class GpuConf {
   public long requestMinBytes() { return requestMinBytes; }
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }
-  /** True when every remote GPU block is read over the proxy path, also from holders of this machine. */
-  public boolean proxyOnly() { return proxyOnly; }
+  /** True when every remote GPU block is read over the staging path, also from holders of this machine. */
+  public boolean stagedOnly() { return stagedOnly; }
   /** How long past the fetch deadline a request's landing range waits for its holder's answer. */
   public java.time.Duration retainGrace() { return retainGrace; }
 

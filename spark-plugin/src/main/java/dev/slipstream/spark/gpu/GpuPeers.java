@@ -7,7 +7,7 @@ import dev.slipstream.spark.rpc.PeerInfo;
  * What the driver's peer table tells one executor about another's GPU: CUDA IPC handles and device
  * landing keys (the landing descriptor) and request-ring paths go only to executors of the same
  * machine ({@link GpuEndpoint#sharedWith}), which are the only ones that can push into that GPU's
- * landing region; others get the GPU's identity, enough to read over the proxy path. Stateless.
+ * landing region; others get the GPU's identity, enough to read over the staging path. Stateless.
  */
 public final class GpuPeers {
   private GpuPeers() {}

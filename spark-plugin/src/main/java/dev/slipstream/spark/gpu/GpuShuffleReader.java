@@ -1,27 +1,17 @@
 package dev.slipstream.spark.gpu;
 
-import dev.slipstream.core.shuffle.ShuffleMessages.DeviceWriteResult;
-import dev.slipstream.spark.MapBlock;
-import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.shuffle.BatchLayout;
 import dev.slipstream.gpu.shuffle.DeviceBatch;
-import dev.slipstream.gpu.shuffle.DeviceLanding;
 import dev.slipstream.gpu.shuffle.DeviceMapOutputStore;
 import dev.slipstream.gpu.shuffle.GpuPath;
-import dev.slipstream.core.transport.TransportError;
-import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.spark.MapBlock;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.rpc.PeerInfo;
-import dev.slipstream.spark.rpc.RpcMessages;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.FetchFailedException;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
@@ -31,33 +21,22 @@ import scala.Tuple2;
 
 /**
  * Reduce side of a GPU shuffle: for partitions {@code [startPartition, endPartition)} of map outputs
- * {@code [startMapIndex, endMapIndex)}, local blocks are copied on the device out of this
- * executor's device map-output store; for the remote blocks it reserves device landing space per
- * request (whole blocks; a holder's blocks spread over up to {@code spark.slipstream.gpu.serve.inFlight}
- * requests of at least {@code spark.slipstream.gpu.request.minBytes}, each at most
- * landing / (2 x inFlight); holders interleaved), keeps up to {@code serve.inFlight} requests in flight
- * (executor to executor over the transport, or through the driver), and waits for each one's signal
- * with the fetch deadline (a refusing or failed answer fails it earlier); {@link RequestPhases}
- * records where each request's time went. Returns one device batch per
- * block (key {@code 0}): views into the pinned local map outputs and into the landed ranges of the
- * landing region (copies where the task would hold more than a quarter of the region), valid until
- * the task completes, when the pins and ranges are released (also when the task fails: a landed
- * range takes no more writes). A request that ends before its holder finished it (its deadline
- * passed, the holder refused, the task failed or was killed) has its range retained
- * ({@link DeviceLanding.Fetch#retain}): handed out again only once the holder answered that request,
- * was lost, or the fetch deadline plus {@code spark.slipstream.gpu.landing.retainGrace} passed
- * (docs/gpu.md, "Landing ranges belong to one request"). What the read moved and the span of its
- * remote data path go to {@link GpuExecutor#recordRead} ({@link GpuReadStats}) until the task completes.
- *
- * <p>Holders without a direct device path (another machine, or {@code spark.slipstream.gpu.path=proxy})
- * are read over the proxy path ({@link ProxyFetch}): started first, drained after the nvlink requests.
+ * {@code [startMapIndex, endMapIndex)}, local blocks are handed out as views into this executor's
+ * device map-output store (pinned until the task completes); remote blocks of holders on this
+ * machine come over the nvlink path ({@link NvlinkFetch}: pushed by the holder's GPU into this
+ * executor's device landing region), those of other holders (another machine, or
+ * {@code spark.slipstream.gpu.path=staged}) over the staging path ({@link StagedFetch}): started first,
+ * drained after the nvlink requests. Returns one device batch per block (key {@code 0}), valid until
+ * the task completes, when the pins and landing ranges are released (also when the task fails). What
+ * the read moved and the span of its remote data path go to {@link GpuExecutor#recordRead}
+ * ({@link GpuReadStats}) until the task completes.
  *
  * <p>A holder that is not in the peer table, has no GPU endpoint, refuses, or misses the deadline
- * becomes a {@link FetchFailedException}. Threading: one task thread.
+ * becomes a {@link FetchFailedException}. Threading: one task thread. Ownership: the task's
+ * completion listeners close the returned batches and release the pins, the landed ranges and the
+ * staged fetch's host landing space; the caller closes nothing.
  */
 public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
-  /** How long after sending a request its signal is polled back to back before polls pause. */
-  private static final long SPIN_NANOS = 5_000_000;
   private final GpuShuffleHandle<K, ?, C> handle;
   private final int startMapIndex;
   private final int endMapIndex;
@@ -67,17 +46,6 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final ShuffleReadMetricsReporter metrics;
   private final ExecutorGpu runtime;
   private long localBytes;
-  private long remoteBlocks;
-  private long remoteBytes;
-  private int requests;
-  private int peakInFlight;
-  private long firstSent;
-  private long lastLanded;
-  private final RequestPhases phases = new RequestPhases();
-  /** Landed requests whose blocks are handed out as views into the landing region. */
-  private final List<Held> held = new ArrayList<>();
-  private long heldBytes;
-  private long copiedBlocks;
   /** Local map outputs, pinned while their blocks are handed out as views. */
   private final Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
 
@@ -100,11 +68,12 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     int shuffleId = handle.shuffleId();
     int[] widths = handle.partitioner().widths();
     List<DeviceBatch> out = new ArrayList<>();
+    NvlinkFetch nvlink = new NvlinkFetch(runtime, gpu, shuffleId, context, metrics);
     // Views go with their ranges and pins when the task ends (failed or not): a held range has
     // landed completely (its signal counted every block), so no holder writes into it any more.
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> {
       out.forEach(DeviceBatch::close);
-      held.forEach(h -> h.fetch().close());
+      nvlink.close();
       pins.values().forEach(DeviceMapOutputStore.Pinned::close);
     });
     List<MapBlock> local = new ArrayList<>();
@@ -127,47 +96,55 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         localBytes += p.bytes(b.id().reduceId());
         metrics.incRecordsRead(p.rows(b.id().reduceId()));
       } catch (IllegalStateException e) {
-        throw Scala.sneaky(fetchFailed(b, "local device map output: " + e.getMessage(), e));
+        throw Scala.sneaky(b.fetchFailed("local device map output: " + e.getMessage(), e));
       }
     }
-    List<Holder> holders = new ArrayList<>();
-    List<ProxyFetch.From> proxied = new ArrayList<>();
+    List<NvlinkFetch.Holder> holders = new ArrayList<>();
+    List<StagedFetch.From> stagedFrom = new ArrayList<>();
     for (Map.Entry<String, List<MapBlock>> e : remote.entrySet()) {
       PeerInfo peer = peerWithGpu(e.getKey(), e.getValue().get(0));
       if (direct(gpu, peer)) {
-        holders.add(check(gpu, e.getKey(), e.getValue()));
+        holders.add(nvlink.holder(e.getKey(), e.getValue()));
       } else {
-        proxied.add(new ProxyFetch.From(peer, e.getValue()));
+        stagedFrom.add(new StagedFetch.From(peer, e.getValue()));
       }
     }
-    ProxyFetch proxy = null;
-    if (!proxied.isEmpty()) {
+    StagedFetch staged = null;
+    long firstSent = 0;
+    if (!stagedFrom.isEmpty()) {
       // Its holders copy and write while this task's nvlink requests push; drained after them.
-      ProxyFetch p = new ProxyFetch(runtime, shuffleId, proxied, metrics);
+      StagedFetch p = new StagedFetch(runtime, shuffleId, stagedFrom, metrics);
       context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> p.close());
       firstSent = System.nanoTime();
       try {
         p.start();
-      } catch (ProxyFetch.Failure f) {
-        throw Scala.sneaky(fetchFailed(f.block, f.getMessage(), f));
+      } catch (StagedFetch.Failure f) {
+        throw Scala.sneaky(f.block.fetchFailed(f.getMessage(), f));
       }
-      proxy = p;
+      staged = p;
     }
-    fetchRemote(gpu, holders, widths, out);
-    if (proxy != null) {
+    nvlink.fetch(holders, widths, out);
+    long remoteBlocks = nvlink.landed();
+    long remoteBytes = nvlink.bytes();
+    int requests = nvlink.requests();
+    long lastLanded = nvlink.lastLanded();
+    if (firstSent == 0) {
+      firstSent = nvlink.firstSent();
+    }
+    if (staged != null) {
       try {
-        proxy.drain(gpu, widths, metrics, out);
-      } catch (ProxyFetch.Failure f) {
-        throw Scala.sneaky(fetchFailed(f.block, f.getMessage(), f));
+        staged.drain(gpu, widths, metrics, out);
+      } catch (StagedFetch.Failure f) {
+        throw Scala.sneaky(f.block.fetchFailed(f.getMessage(), f));
       }
       lastLanded = System.nanoTime();
-      remoteBlocks += proxy.landed();
-      remoteBytes += proxy.bytes();
-      requests += proxy.requests();
+      remoteBlocks += staged.landed();
+      remoteBytes += staged.bytes();
+      requests += staged.requests();
     }
     long task = context.taskAttemptId();
-    gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, copiedBlocks, requests,
-        peakInFlight, firstSent, lastLanded, phases));
+    gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, nvlink.copied(),
+        requests, nvlink.peakInFlight(), firstSent, lastLanded, nvlink.phases()));
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> gpu.forgetRead(task));
     List<Product2<K, C>> records = new ArrayList<>(out.size());
     for (DeviceBatch b : out) {
@@ -176,24 +153,11 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     return Scala.toScala(records.iterator());
   }
 
-  /** The remote blocks of one holder on the nvlink path, checked: each fits half the landing region. */
-  record Holder(String executorId, List<MapBlock> blocks) {}
-
-  /** One request: blocks of one holder. */
-  record Chunk(String holder, List<MapBlock> blocks) {}
-
-  /** A landed request and where its views stand in the task's output. */
-  private record Held(DeviceLanding.Fetch fetch, int from, int to) {}
-
-  /** A request sent and not yet landed: when its preparation began and when it was sent. */
-  private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<DeviceWriteResult> answer,
-                          long startNanos, long sentNanos) {}
-
   /** The holder's peer entry with its GPU endpoint (asked of the driver once when the entry has none yet). */
   private PeerInfo peerWithGpu(String holder, MapBlock first) {
     Optional<PeerInfo> peer = runtime.executor().peer(holder);
     if (peer.isEmpty()) {
-      throw Scala.sneaky(fetchFailed(first, "executor " + holder
+      throw Scala.sneaky(first.fetchFailed("executor " + holder
           + " is not in Slipstream's peer table (lost or never registered)", null));
     }
     if (peer.get().gpu().isEmpty()) {
@@ -203,302 +167,18 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
     }
     if (peer.get().gpu().isEmpty()) {
-      throw Scala.sneaky(fetchFailed(first, "executor " + holder + " registered no GPU endpoint", null));
+      throw Scala.sneaky(first.fetchFailed("executor " + holder + " registered no GPU endpoint", null));
     }
     return peer.get();
   }
 
   /**
    * Whether the holder's GPU pushes into this one's landing region (nvlink: one machine, and
-   * {@code spark.slipstream.gpu.path} is not {@code proxy}); otherwise its blocks come over the
-   * proxy path. GPUNetIO pairs use the proxy path too until the NIC path is wired into executors.
+   * {@code spark.slipstream.gpu.path} is not {@code staged}); otherwise its blocks come over the
+   * staging path. A {@link GpuPath#GPUNETIO} pair would use the staging path too: the shuffle has no
+   * GPUNetIO data path (executors register no GPUNetIO NIC).
    */
   private boolean direct(GpuExecutor gpu, PeerInfo peer) {
-    return GpuPath.between(gpu.endpoint(), peer.gpu().get()) == GpuPath.NVLINK && !runtime.conf().proxyOnly();
-  }
-
-  private Holder check(GpuExecutor gpu, String holder, List<MapBlock> blocks) {
-    long budget = gpu.landing().capacity() / 2;
-    for (MapBlock b : blocks) {
-      if (b.size() > budget) {
-        throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": block " + b.id() + " of " + b.size()
-            + " bytes does not fit half the device landing region (" + gpu.landing().capacity()
-            + " bytes, spark.slipstream.gpu.landing.bytes); use more partitions or a larger landing region");
-      }
-    }
-    return new Holder(holder, blocks);
-  }
-
-  /**
-   * Splits each holder's blocks into requests, holders interleaved: of at most {@code maxBytes}, and
-   * into up to {@code spread} requests of at least {@code minBytes} each (whole blocks; a larger
-   * block goes alone), so a holder's requests push side by side.
-   */
-  static List<Chunk> chunks(List<Holder> holders, long maxBytes, long minBytes, int spread) {
-    List<List<Chunk>> per = new ArrayList<>();
-    for (Holder h : holders) {
-      long all = h.blocks().stream().mapToLong(MapBlock::size).sum();
-      long budget = Math.min(maxBytes, Math.max(minBytes, (all + spread - 1) / spread));
-      List<Chunk> cs = new ArrayList<>();
-      List<MapBlock> cur = new ArrayList<>();
-      long bytes = 0;
-      for (MapBlock b : h.blocks()) {
-        if (!cur.isEmpty() && bytes + b.size() > budget) {
-          cs.add(new Chunk(h.executorId(), cur));
-          cur = new ArrayList<>();
-          bytes = 0;
-        }
-        cur.add(b);
-        bytes += b.size();
-      }
-      cs.add(new Chunk(h.executorId(), cur));
-      per.add(cs);
-    }
-    List<Chunk> out = new ArrayList<>();
-    for (int i = 0; out.size() < per.stream().mapToInt(List::size).sum(); i++) {
-      for (List<Chunk> cs : per) {
-        if (i < cs.size()) {
-          out.add(cs.get(i));
-        }
-      }
-    }
-    return out;
-  }
-
-  /**
-   * Fetches every remote block: up to {@code spark.slipstream.gpu.serve.inFlight} requests in flight
-   * (holders interleaved, so different holders push at once), a new one sent while landing space is
-   * free, else the oldest awaited first. A request that failed, or is still in flight when the task
-   * fails, has its range retained until its holder answers ({@link #retain}); a landed one is kept
-   * for its views ({@link #keep}). Before waiting for other tasks' landing space, the task copies its own
-   * views out and releases their ranges, so tasks waiting for space hold none.
-   */
-  private void fetchRemote(GpuExecutor gpu, List<Holder> holders, int[] widths, List<DeviceBatch> out) {
-    int maxInFlight = runtime.conf().serveInFlight();
-    Deque<Chunk> pending = new ArrayDeque<>(chunks(holders, gpu.landing().capacity() / (2L * maxInFlight),
-        runtime.conf().requestMinBytes(), maxInFlight));
-    Deque<InFlight> flying = new ArrayDeque<>();
-    long timeoutMs = runtime.executor().node().config().fetchTimeout().toMillis();
-    java.time.Duration answerWithin = java.time.Duration.ofMillis(timeoutMs).plus(runtime.conf().retainGrace());
-    boolean done = false;
-    try {
-      while (!pending.isEmpty() || !flying.isEmpty()) {
-        long start = System.nanoTime();
-        List<Chunk> next = new ArrayList<>();
-        List<DeviceLanding.Fetch> fs = List.of();
-        if (!pending.isEmpty() && flying.size() < maxInFlight) {
-          // Every request that may go now is laid out first (in zeroed ranges: no signal reset), then
-          // they are sent back to back.
-          for (Chunk c : pending) {
-            if (next.size() == maxInFlight - flying.size()) {
-              break;
-            }
-            next.add(c);
-          }
-          fs = prepareAll(gpu, next, widths);
-          if (fs.isEmpty() && flying.isEmpty()) {
-            copyOutHeld(gpu, widths, out); // free this task's own ranges before waiting for other tasks'
-            fs = List.of(prepare(gpu, next.get(0), widths));
-          }
-        }
-        if (!fs.isEmpty()) {
-          int handed = 0; // fetches in `flying` (sent; the finally below retains them on a failure)
-          try {
-            for (DeviceLanding.Fetch f : fs) {
-              Chunk c = pending.pollFirst();
-              long now = System.nanoTime();
-              if (firstSent == 0) {
-                firstSent = now;
-              }
-              // The budget is the time left until this reader gives the request up (its deadline below).
-              CompletableFuture<DeviceWriteResult> answer = runtime.send(c.holder(),
-                  f.request().from(runtime.executor().executorId(), timeoutMs).encode(), answerWithin);
-              flying.addLast(new InFlight(c, f, answer, start, now));
-              handed++;
-              f.begin(); // its signal is watched from now on
-            }
-          } catch (RuntimeException e) {
-            fs.subList(handed, fs.size()).forEach(DeviceLanding.Fetch::close); // not sent: nothing can land there
-            throw e;
-          }
-          peakInFlight = Math.max(peakInFlight, flying.size());
-        } else {
-          List<DeviceBatch> views = land(flying.peekFirst());
-          keep(gpu, flying.pollFirst().fetch(), views, widths, out);
-        }
-      }
-      done = true;
-    } finally {
-      if (!done) {
-        flying.forEach(x -> retain(gpu.landing(), x, answerWithin)); // their holders may still write
-      }
-    }
-  }
-
-  /** Keeps a request's range out of reach until its holder answered it, was lost, or {@code answerWithin} passed. */
-  private static void retain(DeviceLanding landing, InFlight x, java.time.Duration answerWithin) {
-    LandingRetention.retain(landing, x.fetch(), x.chunk().holder(), x.sentNanos() + answerWithin.toNanos(),
-        x.answer());
-  }
-
-  /** Landing space (zeroed) for the first of {@code chunks} that fit now; possibly none. */
-  private List<DeviceLanding.Fetch> prepareAll(GpuExecutor gpu, List<Chunk> chunks, int[] widths) {
-    List<List<DeviceLanding.Want>> all = new ArrayList<>(chunks.size());
-    for (Chunk c : chunks) {
-      all.add(wants(c));
-    }
-    try {
-      return gpu.landing().tryPrepareAll(handle.shuffleId(), widths, all);
-    } catch (TransportException e) {
-      throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": device write request to executor "
-          + chunks.get(0).holder() + ": " + e.getMessage(), e);
-    }
-  }
-
-  /** Landing space for chunk {@code c}, waiting for other tasks to release some up to the fetch deadline. */
-  private DeviceLanding.Fetch prepare(GpuExecutor gpu, Chunk c, int[] widths) {
-    try {
-      long deadline = System.nanoTime() + runtime.executor().node().config().fetchTimeout().toNanos();
-      return gpu.landing().prepare(handle.shuffleId(), widths, wants(c), deadline);
-    } catch (TransportException e) {
-      throw new IllegalStateException("GPU shuffle " + handle.shuffleId() + ": device write request to executor "
-          + c.holder() + ": " + e.getMessage(), e);
-    }
-  }
-
-  private static List<DeviceLanding.Want> wants(Chunk c) {
-    List<DeviceLanding.Want> wants = new ArrayList<>(c.blocks().size());
-    for (MapBlock b : c.blocks()) {
-      wants.add(new DeviceLanding.Want(b.id().mapId(), b.id().reduceId(), b.size()));
-    }
-    return wants;
-  }
-
-  /**
-   * Waits for the request's signal (fetch deadline from the send) and returns the landed blocks'
-   * views. The data path does not wait for the holder's answer (the signal alone says everything
-   * landed, and it is watched from the moment the request was sent); an answer that comes
-   * first matters when it is a refusal or a failed send, which fail the fetch at once.
-   */
-  private List<DeviceBatch> land(InFlight x) {
-    long deadline = x.sentNanos() + runtime.executor().node().config().fetchTimeout().toNanos();
-    String holder = x.chunk().holder();
-    long id = x.fetch().request().requestId();
-    try {
-      List<DeviceBatch> batches;
-      long pause = 1;
-      for (;;) {
-        batches = x.fetch().poll();
-        if (batches != null) {
-          break;
-        }
-        if (x.answer().isDone()) {
-          DeviceWriteResult r;
-          try {
-            r = x.answer().getNow(null);
-          } catch (java.util.concurrent.CompletionException | java.util.concurrent.CancellationException e) {
-            Throwable c = e.getCause() != null ? e.getCause() : e;
-            throw new TransportException(TransportError.UNAVAILABLE, String.valueOf(c.getMessage()), c);
-          }
-          if (!r.ok()) {
-            throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "executor " + holder
-                + " refused device write request " + id + ": " + r.reason(), null));
-          }
-          // Pushed: the signal is due.
-        }
-        if (context.isInterrupted()) {
-          throw new org.apache.spark.TaskKilledException("killed while waiting for device write request " + id
-              + " to executor " + holder);
-        }
-        if (System.nanoTime() - deadline > 0) {
-          long sig = x.fetch().abandon();
-          throw new TransportException(TransportError.TIMEOUT, "device write request " + id + ": "
-              + (x.answer().isDone() ? "answered, but" : "no answer, and") + " the signal at " + (sig >>> 40) + " of "
-              + x.fetch().expectedBlocks() + " blocks by the fetch deadline");
-        }
-        // Each poll reads the signal once (a copy of microseconds): the first few milliseconds are
-        // polled back to back, a push that takes longer is looked at every 50 us.
-        if (System.nanoTime() - x.sentNanos() > SPIN_NANOS) {
-          java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
-          pause = Math.min(50, pause * 2);
-        }
-      }
-      long landed = System.nanoTime();
-      lastLanded = landed;
-      // The holder's timeline comes with its answer, which may follow the data.
-      x.answer().thenAccept(r -> phases.add(x.startNanos(), x.sentNanos(), r.timeline(), landed));
-      metrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(lastLanded - x.sentNanos()));
-      for (DeviceBatch b : batches) {
-        remoteBlocks++;
-        remoteBytes += b.layout().bufferBytes();
-        metrics.incRemoteBlocksFetched(1);
-        metrics.incRemoteBytesRead(b.layout().bufferBytes());
-        metrics.incRecordsRead(b.rows());
-      }
-      requests++;
-      return batches;
-    } catch (org.apache.spark.TaskKilledException e) {
-      throw e; // the finally of fetchRemote retains the range; a killed task is no fetch failure
-    } catch (TransportException | RuntimeException e) {
-      // A FetchFailedException thrown above is checked (sneaky-thrown) and passes through here.
-      throw Scala.sneaky(fetchFailed(x.chunk().blocks().get(0), "device fetch from executor " + holder + ": "
-          + e.getMessage(), e));
-    }
-  }
-
-  /**
-   * Hands a landed request's blocks out as views into its range while this task holds at most a
-   * quarter of the landing region in views (other tasks' requests need room too); beyond that the
-   * blocks are copied into buffers of their own and the range is released at once.
-   */
-  private void keep(GpuExecutor gpu, DeviceLanding.Fetch f, List<DeviceBatch> views, int[] widths,
-      List<DeviceBatch> out) {
-    if (heldBytes + f.length() <= gpu.landing().capacity() / 4) {
-      held.add(new Held(f, out.size(), out.size() + views.size()));
-      heldBytes += f.length();
-      out.addAll(views);
-      return;
-    }
-    try {
-      for (DeviceBatch v : views) {
-        out.add(copy(gpu, v.address(), v.rows(), widths));
-        copiedBlocks++;
-      }
-    } finally {
-      f.close(); // landed: no holder writes into it any more
-    }
-  }
-
-  /** Replaces this task's views into the landing region by copies and releases their ranges. */
-  private void copyOutHeld(GpuExecutor gpu, int[] widths, List<DeviceBatch> out) {
-    while (!held.isEmpty()) {
-      Held h = held.get(held.size() - 1);
-      for (int i = h.from(); i < h.to(); i++) {
-        DeviceBatch v = out.get(i);
-        out.set(i, copy(gpu, v.address(), v.rows(), widths));
-      }
-      held.remove(held.size() - 1);
-      heldBytes -= h.fetch().length();
-      h.fetch().close();
-      copiedBlocks += h.to() - h.from();
-    }
-  }
-
-  /** A device copy of a packed block, owned by the returned batch. */
-  private static DeviceBatch copy(GpuExecutor gpu, long src, long rows, int[] widths) {
-    BatchLayout l = BatchLayout.packed(rows, widths);
-    DeviceBuffer buf = gpu.context().allocate(Math.max(16, l.bufferBytes()));
-    try {
-      buf.copyFromDevice(0, src, l.bufferBytes());
-      return DeviceBatch.owning(gpu.context().device(), buf.address(), l, buf);
-    } catch (RuntimeException e) {
-      buf.close();
-      throw e;
-    }
-  }
-
-  private FetchFailedException fetchFailed(MapBlock b, String message, Throwable cause) {
-    return new FetchFailedException(b.location(), handle.shuffleId(), b.id().mapId(), b.mapIndex(), b.id().reduceId(),
-        message, cause);
+    return GpuPath.between(gpu.endpoint(), peer.gpu().get()) == GpuPath.NVLINK && !runtime.conf().stagedOnly();
   }
 }

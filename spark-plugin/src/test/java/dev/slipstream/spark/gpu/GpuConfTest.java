@@ -30,8 +30,8 @@ class GpuConfTest {
     assertEquals(java.time.Duration.ofMillis(50), c.requestRingPoll());
     assertFalse(conf(Map.of("spark.slipstream.gpu.requestRing", "false")).requestRing());
     assertEquals(java.time.Duration.ZERO, conf(Map.of("spark.slipstream.gpu.serve.spin", "0")).serveSpin());
-    assertFalse(c.proxyOnly());
-    assertTrue(conf(Map.of("spark.slipstream.gpu.path", "proxy")).proxyOnly());
+    assertFalse(c.stagedOnly());
+    assertTrue(conf(Map.of("spark.slipstream.gpu.path", "staged")).stagedOnly());
     assertEquals(16, conf(Map.of("spark.slipstream.gpu.serve.inFlight", "16")).serveInFlight());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "REQUIRE")).required());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "off")).off());
@@ -46,9 +46,12 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.landing.bytes: got 4096 bytes, expected at least 1048576",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.landing.bytes", "4k"))).getMessage());
-    assertEquals("spark.slipstream.gpu.path: got 'nvlink', expected one of [auto, proxy]",
+    assertEquals("spark.slipstream.gpu.path: got 'nvlink', expected one of [auto, staged]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.path", "nvlink"))).getMessage());
+    assertEquals("spark.slipstream.gpu.path: got 'proxy', expected one of [auto, staged]",
+        assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.path", "proxy"))).getMessage(), "the staging path's old name");
     assertEquals("spark.slipstream.gpu.serve.inFlight: got '0', expected an integer in [1, 64]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.serve.inFlight", "0"))).getMessage());

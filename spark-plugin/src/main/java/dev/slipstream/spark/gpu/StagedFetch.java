@@ -4,7 +4,7 @@ import dev.slipstream.spark.MapBlock;
 import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.shuffle.BatchLayout;
 import dev.slipstream.gpu.shuffle.DeviceBatch;
-import dev.slipstream.gpu.shuffle.ProxyBlocks;
+import dev.slipstream.gpu.shuffle.StagedBlocks;
 import dev.slipstream.core.shuffle.BlockFetchException;
 import dev.slipstream.core.shuffle.BlockFetcher;
 import dev.slipstream.core.shuffle.BlockId;
@@ -20,7 +20,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 
 /**
- * The reduce side of a GPU shuffle's proxy path ({@link ProxyBlocks}): the blocks of holders that
+ * The reduce side of a GPU shuffle's staging path ({@link StagedBlocks}): the blocks of holders that
  * this executor has no direct device path to are fetched by the host path's {@link BlockFetcher}
  * (pull-driven writes into this executor's host landing region, within
  * {@code spark.slipstream.reader.maxBytesInFlight}), and each is then copied into a device buffer of
@@ -29,7 +29,7 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
  * <p>Threading: the task thread. Ownership: {@link #close} releases the fetcher's landing space;
  * the batches handed out own their device memory.
  */
-final class ProxyFetch implements AutoCloseable {
+final class StagedFetch implements AutoCloseable {
   /** A failed fetch of {@code block} (the first block when a whole request failed). */
   static final class Failure extends Exception {
     private static final long serialVersionUID = 1L;
@@ -49,14 +49,14 @@ final class ProxyFetch implements AutoCloseable {
   private long bytes;
   private int landed;
 
-  ProxyFetch(ExecutorGpu runtime, int shuffleId, List<From> holders, ShuffleReadMetricsReporter metrics) {
+  StagedFetch(ExecutorGpu runtime, int shuffleId, List<From> holders, ShuffleReadMetricsReporter metrics) {
     List<BlockFetcher.HolderPlan> plan = new ArrayList<>();
     for (From h : holders) {
       List<BlockFetcher.RemoteBlock> rbs = new ArrayList<>(h.blocks().size());
       for (MapBlock b : h.blocks()) {
         BlockId id = new BlockId(shuffleId, b.id().mapId(), b.id().reduceId());
         blocks.put(id, b);
-        rbs.add(new BlockFetcher.RemoteBlock(id, ProxyBlocks.servedLength(b.size())));
+        rbs.add(new BlockFetcher.RemoteBlock(id, StagedBlocks.servedLength(b.size())));
       }
       plan.add(new BlockFetcher.HolderPlan(h.peer().executorId(), h.peer().endpoint(), rbs));
     }
@@ -107,11 +107,11 @@ final class ProxyFetch implements AutoCloseable {
         // one (larger than a request, or than its map status said) through the stream.
         java.nio.ByteBuffer view = b.landedView();
         long served = b.exactSize();
-        buf = gpu.context().allocate(Math.max(16, served - ProxyBlocks.TRAILER));
-        String what = "GPU block " + b.id() + " from executor " + b.holderId() + " (proxy path)";
+        buf = gpu.context().allocate(Math.max(16, served - StagedBlocks.TRAILER));
+        String what = "GPU block " + b.id() + " from executor " + b.holderId() + " (staging path)";
         DeviceBuffer d = buf;
-        long n = view != null ? ProxyBlocks.land(view, widths, d::write, what)
-            : ProxyBlocks.land(in, served, widths, d::write, what);
+        long n = view != null ? StagedBlocks.land(view, widths, d::write, what)
+            : StagedBlocks.land(in, served, widths, d::write, what);
         BatchLayout layout = BatchLayout.packed(n, widths);
         out.add(DeviceBatch.owning(gpu.context().device(), buf.address(), layout, buf));
         buf = null;
@@ -145,7 +145,7 @@ final class ProxyFetch implements AutoCloseable {
     if (b == null) {
       b = blocks.values().iterator().next();
     }
-    return new Failure(b, "proxy fetch from executor " + e.holderId() + ": " + e.getMessage(), e);
+    return new Failure(b, "staged fetch from executor " + e.holderId() + ": " + e.getMessage(), e);
   }
 
   /** Blocks copied to the device so far, their packed bytes, and the requests sent. */

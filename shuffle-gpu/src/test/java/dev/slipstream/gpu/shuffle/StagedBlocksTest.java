@@ -35,11 +35,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The GPU shuffle's proxy path without a GPU: a device map-output store over host memory served by
+ * The GPU shuffle's staging path without a GPU: a device map-output store over host memory served by
  * one shuffle node's block server to another's block fetcher over the loopback transport, each block
  * in its served form (packed bytes and a rows trailer) landed and checked as a reduce task does.
  */
-class ProxyBlocksTest {
+class StagedBlocksTest {
   private static final int[] W = {8, 4};
   @TempDir Path tmp;
 
@@ -62,8 +62,8 @@ class ProxyBlocksTest {
   }
 
   private static byte[] served(byte[] block, long rows) {
-    ByteBuffer b = ByteBuffer.allocate(block.length + ProxyBlocks.TRAILER).order(ByteOrder.LITTLE_ENDIAN);
-    b.put(block).putLong(rows).putLong(ProxyBlocks.MAGIC);
+    ByteBuffer b = ByteBuffer.allocate(block.length + StagedBlocks.TRAILER).order(ByteOrder.LITTLE_ENDIAN);
+    b.put(block).putLong(rows).putLong(StagedBlocks.MAGIC);
     return b.array();
   }
 
@@ -84,7 +84,7 @@ class ProxyBlocksTest {
     try (DeviceMapOutputStore store = new DeviceMapOutputStore(space, 1 << 20, 0)) {
       long[] rows = {3, 0, 1001};
       byte[][] blocks = put(store, 4, 9, rows, 1);
-      ServedOutput.Source source = ProxyBlocks.source(store, ChecksumAlgorithm.CRC32C);
+      ServedOutput.Source source = StagedBlocks.source(store, ChecksumAlgorithm.CRC32C);
       assertNull(source.retain(4, 10), "a map output the store does not have");
       assertNull(source.retain(5, 9));
       ServedOutput out = source.retain(4, 9);
@@ -104,7 +104,7 @@ class ProxyBlocksTest {
               concat(out.slices(p, r[0], r[1])), "partition " + p + " range " + r[0] + "+" + r[1]);
         }
       }
-      long len0 = BatchLayout.packedBytes(3, W) + ProxyBlocks.TRAILER; // 32 + 32 + 16 + 16
+      long len0 = BatchLayout.packedBytes(3, W) + StagedBlocks.TRAILER; // 32 + 32 + 16 + 16
       assertEquals(96, len0);
       assertEquals("range offset 0 + length 97 outside the served GPU block of partition 0 (length 96)",
           assertThrows(IndexOutOfBoundsException.class, () -> out.slices(0, 0, len0 + 1)).getMessage());
@@ -151,7 +151,7 @@ class ProxyBlocksTest {
     try (DeviceMapOutputStore store = new DeviceMapOutputStore(space, 1 << 20, 0)) {
       long[] rows = {500, 700};
       byte[][] blocks = put(store, 1, 1, rows, 5);
-      ServedOutput.Source source = ProxyBlocks.source(store, ChecksumAlgorithm.CRC32C);
+      ServedOutput.Source source = StagedBlocks.source(store, ChecksumAlgorithm.CRC32C);
       ServedOutput a = source.retain(1, 1);
       long sum0 = a.checksum(0);
       assertEquals(blocks[0].length, space.read.get(), "the block read once to sum it");
@@ -174,10 +174,10 @@ class ProxyBlocksTest {
   @Test
   void stagingBuffersGoBackOnceEachAtTheRelease() throws Exception {
     try (DeviceMapOutputStore store = new DeviceMapOutputStore(new HostOutputSpace(), 16 << 20, 0)) {
-      long rows = (ProxyBlocks.PIECE + ProxyBlocks.PIECE / 2) / 20; // 1.5 pieces of 8 + 8 + 4 bytes per row
+      long rows = (StagedBlocks.PIECE + StagedBlocks.PIECE / 2) / 20; // 1.5 pieces of 8 + 8 + 4 bytes per row
       byte[][] blocks = put(store, 1, 1, new long[] {rows}, 9);
-      ProxyBlocks.Staging staging = new ProxyBlocks.Staging();
-      ServedOutput out = ProxyBlocks.source(store, ChecksumAlgorithm.CRC32C, staging).retain(1, 1);
+      StagedBlocks.Staging staging = new StagedBlocks.Staging();
+      ServedOutput out = StagedBlocks.source(store, ChecksumAlgorithm.CRC32C, staging).retain(1, 1);
       out.checksum(0); // stages piece by piece, giving each back at once
       assertEquals(1, staging.idle());
       List<ByteBuffer> parts = out.slices(0, 0, out.partitionLength(0));
@@ -187,7 +187,7 @@ class ProxyBlocksTest {
       assertEquals(0, staging.idle(), "both pieces held until the release");
       out.release();
       assertEquals(2, staging.idle(), "each piece given back once");
-      ServedOutput again = ProxyBlocks.source(store, ChecksumAlgorithm.CRC32C, staging).retain(1, 1);
+      ServedOutput again = StagedBlocks.source(store, ChecksumAlgorithm.CRC32C, staging).retain(1, 1);
       assertArrayEquals(served(blocks[0], rows), concat(again.slices(0, 0, again.partitionLength(0))));
       assertEquals(0, staging.idle(), "the idle pieces reused");
       again.release();
@@ -201,7 +201,7 @@ class ProxyBlocksTest {
     new Random(3).nextBytes(block);
     byte[] ok = served(block, 5);
     byte[] sink = new byte[block.length];
-    long rows = ProxyBlocks.land(new ByteArrayInputStream(ok), ok.length, W,
+    long rows = StagedBlocks.land(new ByteArrayInputStream(ok), ok.length, W,
         (at, src, off, len) -> System.arraycopy(src, off, sink, (int) at, len), "block b");
     assertEquals(5, rows);
     assertArrayEquals(block, sink);
@@ -209,39 +209,39 @@ class ProxyBlocksTest {
     ByteBuffer direct = ByteBuffer.allocateDirect(ok.length + 7).position(7);
     direct.put(ok).position(7);
     byte[] fromView = new byte[block.length];
-    assertEquals(5, ProxyBlocks.land(direct.slice().asReadOnlyBuffer(), W, (at, src) -> src.duplicate().get(fromView),
+    assertEquals(5, StagedBlocks.land(direct.slice().asReadOnlyBuffer(), W, (at, src) -> src.duplicate().get(fromView),
         "block b"));
     assertArrayEquals(block, fromView);
-    ProxyBlocks.ViewSink never = (at, src) -> {
+    StagedBlocks.ViewSink never = (at, src) -> {
       throw new AssertionError("a damaged block wrote " + src.remaining() + " bytes");
     };
     assertEquals("block b: trailer says 9 rows, which pack into 208 bytes with column widths [8, 4], but 128 bytes came",
-        assertThrows(IOException.class, () -> ProxyBlocks.land(ByteBuffer.wrap(served(block, 9)), W, never, "block b"))
+        assertThrows(IOException.class, () -> StagedBlocks.land(ByteBuffer.wrap(served(block, 9)), W, never, "block b"))
             .getMessage());
     assertEquals("block b: 12 bytes served, expected at least the 16-byte trailer", assertThrows(IOException.class,
-        () -> ProxyBlocks.land(ByteBuffer.allocate(12), W, never, "block b")).getMessage());
+        () -> StagedBlocks.land(ByteBuffer.allocate(12), W, never, "block b")).getMessage());
 
-    ProxyBlocks.Sink none = (at, src, off, len) -> {};
+    StagedBlocks.Sink none = (at, src, off, len) -> {};
     assertEquals("block b: the stream ended after " + (ok.length - 1) + " of " + ok.length + " bytes",
-        assertThrows(EOFException.class, () -> ProxyBlocks.land(new ByteArrayInputStream(ok, 0, ok.length - 1),
+        assertThrows(EOFException.class, () -> StagedBlocks.land(new ByteArrayInputStream(ok, 0, ok.length - 1),
             ok.length, W, none, "block b")).getMessage());
     byte[] badMagic = ok.clone();
     badMagic[badMagic.length - 1] ^= 1;
-    assertTrue(assertThrows(IOException.class, () -> ProxyBlocks.land(new ByteArrayInputStream(badMagic),
+    assertTrue(assertThrows(IOException.class, () -> StagedBlocks.land(new ByteArrayInputStream(badMagic),
         badMagic.length, W, none, "block b")).getMessage().startsWith("block b: trailer magic 0x3059584f52504c53,"
             + " expected 0x3159584f52504c53"));
     // 5 rows of 8 + 8 + 4 bytes pack into 48 + 48 + 32 = 128 bytes; 6 rows into 48 + 48 + 32 too (padding),
     // so 6 is a size match; 9 rows is not.
     byte[] nine = served(block, 9);
     assertEquals("block b: trailer says 9 rows, which pack into 208 bytes with column widths [8, 4], but 128 bytes came",
-        assertThrows(IOException.class, () -> ProxyBlocks.land(new ByteArrayInputStream(nine), nine.length, W, none,
+        assertThrows(IOException.class, () -> StagedBlocks.land(new ByteArrayInputStream(nine), nine.length, W, none,
             "block b")).getMessage());
     byte[] huge = served(block, Long.MAX_VALUE);
     assertEquals("block b: trailer says " + Long.MAX_VALUE + " rows, which pack into a different size with column"
-        + " widths [8, 4], but 128 bytes came", assertThrows(IOException.class, () -> ProxyBlocks.land(
+        + " widths [8, 4], but 128 bytes came", assertThrows(IOException.class, () -> StagedBlocks.land(
             new ByteArrayInputStream(huge), huge.length, W, none, "block b")).getMessage());
     assertEquals("block b: 15 bytes served, expected at least the 16-byte trailer", assertThrows(IOException.class,
-        () -> ProxyBlocks.land(new ByteArrayInputStream(ok), 15, W, none, "block b")).getMessage());
+        () -> StagedBlocks.land(new ByteArrayInputStream(ok), 15, W, none, "block b")).getMessage());
   }
 
   /** A shuffle node on {@code fabric} with {@code conf}, spilling under {@code dir/name} (also DeviceShuffleGpuTest's). */
@@ -278,7 +278,7 @@ class ProxyBlocksTest {
         ShuffleNode reader = node(fabric, conf, tmp, "reader");
         DeviceMapOutputStore store = new DeviceMapOutputStore(space, 16 << 20, 0)) {
       assertEquals(ChecksumAlgorithm.CRC32C, holder.config().checksum());
-      holder.serveAlso(ProxyBlocks.source(store, holder.config().checksum()));
+      holder.serveAlso(StagedBlocks.source(store, holder.config().checksum()));
       long[] rows = {1, 0, 2_000, 30_000, 7};
       Map<Long, byte[][]> maps = new HashMap<>();
       for (long m = 1; m <= 3; m++) {
@@ -290,7 +290,7 @@ class ProxyBlocksTest {
           long bytes = maps.get(m)[p].length;
           if (bytes > 0) {
             // Map 3's sizes are understated, as a highly compressed map status may: the rest streams.
-            long asked = m == 3 ? Math.max(1, bytes / 3) : ProxyBlocks.servedLength(bytes);
+            long asked = m == 3 ? Math.max(1, bytes / 3) : StagedBlocks.servedLength(bytes);
             want.add(new BlockFetcher.RemoteBlock(new BlockId(2, m, p), asked));
           }
         }
@@ -301,14 +301,14 @@ class ProxyBlocksTest {
         while (f.hasNext()) {
           BlockFetcher.FetchedBlock b = f.next();
           byte[] block = maps.get(b.id().mapId())[b.id().partition()];
-          assertEquals(ProxyBlocks.servedLength(block.length), b.exactSize(), "block " + b.id());
+          assertEquals(StagedBlocks.servedLength(block.length), b.exactSize(), "block " + b.id());
           byte[] got = new byte[block.length];
           ByteBuffer view = b.landedView();
           // Whole in one request unless its map status understated it or it is larger than a request.
           boolean whole = b.id().mapId() != 3 && block.length + 16 <= 64 * 1024;
           assertEquals(whole, view != null, "a view of " + b.id());
-          long n = whole ? ProxyBlocks.land(view, W, (at, src) -> src.duplicate().get(got), "block " + b.id())
-              : ProxyBlocks.land(b.stream(), b.exactSize(), W,
+          long n = whole ? StagedBlocks.land(view, W, (at, src) -> src.duplicate().get(got), "block " + b.id())
+              : StagedBlocks.land(b.stream(), b.exactSize(), W,
                   (at, src, off, len) -> System.arraycopy(src, off, got, (int) at, len), "block " + b.id());
           b.stream().close();
           assertEquals(rows[b.id().partition()], n, "rows of " + b.id());

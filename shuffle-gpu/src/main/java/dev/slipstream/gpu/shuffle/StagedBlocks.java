@@ -13,9 +13,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.zip.Checksum;
 
 /**
- * The GPU shuffle's proxy path ({@code GpuPath.PROXY}): GPU map outputs served to reduce
+ * The GPU shuffle's staging path ({@link GpuPath#STAGED}): GPU map outputs served to reduce
  * tasks that have no direct device path to their holder (another machine without GPUNetIO, or
- * {@code spark.slipstream.gpu.path=proxy}) through the host path's pull-driven writes. The holder's
+ * {@code spark.slipstream.gpu.path=staged}) through the host path's pull-driven writes. The holder's
  * block server copies the requested blocks from its device map-output store into host memory and
  * writes them one-sided into the reader's registered host landing region; the reader copies each
  * one into device memory.
@@ -26,15 +26,15 @@ import java.util.zip.Checksum;
  * {@link #servedLength} of the map status's size and checks the trailer against the bytes that came
  * and the column widths it expects ({@link #land}).
  */
-public final class ProxyBlocks {
+public final class StagedBlocks {
   /** Bytes after a block's packed bytes in its served form: rows, then {@link #MAGIC}. */
   public static final int TRAILER = 16;
-  /** "SLPROXY1" read as a little-endian long. */
+  /** The served form's trailer magic: "SLPROXY1" read as a little-endian long. */
   static final long MAGIC = 0x3159584f52504c53L;
   /** Largest host copy of device bytes made at once, and the reader's pieces. */
   static final int PIECE = 4 << 20;
 
-  private ProxyBlocks() {}
+  private StagedBlocks() {}
 
   /** Bytes of the served form of a block of {@code bytes} packed bytes: an empty block stays empty. */
   public static long servedLength(long bytes) {

@@ -1,0 +1,184 @@
+package dev.slipstream.gpu.shuffle;
+
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.PushKernel;
+import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RemoteRegion;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+
+/**
+ * The {@link PushLane}s of a {@link DeviceBlockServer}, per reader landing region: idle ones kept
+ * for the next request into the same region (made on the first, reused after), busy ones, and those
+ * set aside after a failed or timed-out push ({@link AsideLanes}) until their stream is idle. The
+ * landing regions of lost readers are revoked: never pushed into again (a new reader process has
+ * another descriptor); their lanes close, idle ones at once and busy ones when their push ends.
+ *
+ * <p>Threading: thread-safe; lanes are closed outside its lock. Ownership: owns every lane it made
+ * and closes them ({@link #close}); closes nothing it was given.
+ */
+final class PushLanes {
+  private final GpuContext ctx;
+  private final PushKernel kernel;
+  private final Function<RegionDescriptor, RemoteRegion> landings;
+  private final AtomicInteger tableIds;
+  private final int pushQueues;
+  private final int pushThreads;
+  private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
+  private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
+  /** Revoked landing regions with a lane busy when they were: that lane closes once its push ends. */
+  private final Set<RegionDescriptor> forgotten = new HashSet<>();
+  private final Set<RegionDescriptor> revoked = new HashSet<>();
+  /** Lanes set aside after a failed or timed-out push, closed once their stream is idle (their requests answered then). */
+  private final AsideLanes<PushLane> aside = new AsideLanes<>(new AsideLanes.Lanes<>() {
+    @Override
+    public boolean idle(PushLane lane) {
+      return lane.idle();
+    }
+
+    @Override
+    public void close(PushLane lane) {
+      lane.close();
+    }
+  });
+  private int made;
+  private int peakBusy;
+  private boolean closed;
+
+  /**
+   * @param landings maps a reader's landing descriptor to the imported region (cached by the caller)
+   * @param firstTableId region ids for the lanes' block-table staging regions
+   * @param pushQueues data queues (CUDA blocks) a lane's push spreads over, at most
+   * @param pushThreads threads per CUDA block
+   */
+  PushLanes(GpuContext ctx, PushKernel kernel, Function<RegionDescriptor, RemoteRegion> landings, int firstTableId,
+      int pushQueues, int pushThreads) {
+    this.ctx = ctx;
+    this.kernel = kernel;
+    this.landings = landings;
+    this.tableIds = new AtomicInteger(firstTableId);
+    this.pushQueues = pushQueues;
+    this.pushThreads = pushThreads;
+  }
+
+  /** An idle lane into the request's landing region, or a new one; busy until {@link #giveBack}. */
+  synchronized PushLane take(DeviceWriteRequest req) throws TransportException {
+    if (closed) {
+      throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
+    }
+    if (revoked.contains(req.landing())) {
+      throw new TransportException(TransportError.UNAVAILABLE, "device write request " + req.requestId()
+          + ": its reader's landing region was revoked (the reader was lost); nothing written");
+    }
+    Deque<PushLane> q = idle.get(req.landing());
+    PushLane lane = q == null ? null : q.pollFirst();
+    if (lane == null) {
+      lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, pushQueues,
+          pushThreads);
+      made++;
+    }
+    busy.put(lane, req.landing());
+    peakBusy = Math.max(peakBusy, busy.size());
+    return lane;
+  }
+
+  /**
+   * Ends {@code lane}'s push into {@code landing}. {@code keep}: back to the idle lanes, or, when the
+   * region was revoked or the lanes are closed, returned for the caller to close (outside its
+   * locks). Otherwise (the push failed or passed its deadline: its kernel may still run) the lane is
+   * set aside and {@code whenIdle} runs once its stream is idle, or when the lanes close; null is
+   * returned then.
+   */
+  PushLane giveBack(PushLane lane, RegionDescriptor landing, boolean keep, Runnable whenIdle) {
+    synchronized (this) {
+      busy.remove(lane);
+      if (!keep) {
+        aside.add(lane, whenIdle);
+        return null;
+      }
+      if (closed || forgotten.contains(landing)) {
+        return lane;
+      }
+      idle.computeIfAbsent(landing, k -> new ArrayDeque<>()).addFirst(lane);
+      return null;
+    }
+  }
+
+  /**
+   * Revokes {@code landing} (a lost reader's region): its idle lanes close now, busy ones when their
+   * push ends, and no lane into it is made again. Call before the imported region is closed.
+   */
+  void forget(RegionDescriptor landing) {
+    Deque<PushLane> q;
+    synchronized (this) {
+      revoked.add(landing);
+      q = idle.remove(landing);
+      if (busy.containsValue(landing)) {
+        forgotten.add(landing);
+      }
+    }
+    if (q != null) {
+      q.forEach(PushLane::close);
+    }
+  }
+
+  /**
+   * Closes the lanes set aside whose stream has become idle (a push that passed its deadline and
+   * ended later, or a launch that failed after queuing copies) and runs what waited for them. A lane
+   * whose stream reports a CUDA error stays aside (until {@link #close}).
+   */
+  void reclaim() {
+    aside.reclaim();
+  }
+
+  /** Lanes made since start (one per reader landing region while requests come one at a time). */
+  synchronized int made() {
+    return made;
+  }
+
+  /** Idle lanes kept now, over all reader landing regions. */
+  synchronized int idle() {
+    return idle.values().stream().mapToInt(Deque::size).sum();
+  }
+
+  /** The most lanes busy at once since start. */
+  synchronized int peakBusy() {
+    return peakBusy;
+  }
+
+  /** Lanes set aside now, and those closed since start once their stream was idle. */
+  int aside() {
+    return aside.size();
+  }
+
+  long reclaimed() {
+    return aside.reclaimed();
+  }
+
+  /**
+   * Closes every idle lane and those set aside (running what waited for them); a busy lane is
+   * returned to the caller by {@link #giveBack} to close when its push ends, and no lane is taken
+   * any more.
+   */
+  void close() {
+    List<PushLane> all = new ArrayList<>();
+    synchronized (this) {
+      closed = true;
+      idle.values().forEach(all::addAll);
+      idle.clear();
+    }
+    all.forEach(PushLane::close);
+    aside.closeAll();
+  }
+}
