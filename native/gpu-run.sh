@@ -3,7 +3,7 @@
 # run the baselines and the benchmark, and write everything under $OUT (or ./gpu-out).
 #   native/gpu-run.sh [stages...]   stages: env build test sanitize baselines bench ncu gpunetio a2a
 #                                   (default: all but a2a)
-# a2a (issue 7): slip_a2a with SLIP_A2A_RANKS processes (default "2 4 8"), and NCCL all-to-all at
+# a2a: slip_a2a with SLIP_A2A_RANKS processes (default "2 4 8"), and NCCL all-to-all at
 # the same ranks where there are that many GPUs; more ranks than GPUs share GPUs (a check of the
 # exchange, not a figure).
 # The baselines are read from .baselines/ (a copy of shared/baselines: ../shared does not travel).
@@ -97,7 +97,7 @@ if want a2a; then
   grep -h '^csv,' "$out/a2a.log" >"$out/a2a.csv" || true
 fi
 if want gpunetio; then
-  # gpunetio backend (issue 4): DOCA GPUNetIO device code against the software NIC. The build finds
+  # gpunetio backend: DOCA GPUNetIO device code against the software NIC. The build finds
   # the device headers in the nvidia-nccl Python package (see the build log's "GPUNetIO" line).
   grep -h 'GPUNetIO device headers' "$out/build_test.log" 2>/dev/null | tail -1 | tee -a "$out/gpunetio.log"
   step gpunetio.log 60 ctest --test-dir "$build" -R 'cpu_test|softnic_test' --output-on-failure
