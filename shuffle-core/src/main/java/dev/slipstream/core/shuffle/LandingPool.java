@@ -54,7 +54,6 @@ public final class LandingPool {
   }
 
   private final ByteBuffer memory;
-  private final long capacity;
   private final RangeAllocator ranges;
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition freed = lock.newCondition();
@@ -65,16 +64,11 @@ public final class LandingPool {
       throw new IllegalArgumentException("landing memory must be a direct buffer, got a heap buffer");
     }
     this.memory = memory.slice();
-    this.capacity = this.memory.capacity() / UNIT * UNIT;
-    if (capacity == 0) {
-      throw new IllegalArgumentException("landing memory of " + this.memory.capacity() + " bytes holds no "
-          + UNIT + "-byte unit");
-    }
-    this.ranges = new RangeAllocator(capacity, UNIT);
+    this.ranges = new RangeAllocator(this.memory.capacity(), UNIT); // refuses memory without one whole unit
   }
 
   public long capacity() {
-    return capacity;
+    return ranges.capacity();
   }
 
   /** A range of at least {@code bytes}, or null when none is free now. */
@@ -92,9 +86,9 @@ public final class LandingPool {
    */
   public Range allocate(long bytes, long timeoutNanos) throws InterruptedException {
     long want = ranges.rounded(bytes);
-    if (want > capacity) {
+    if (want > ranges.capacity()) {
       throw new IllegalArgumentException("landing request of " + bytes + " bytes exceeds the landing pool ("
-          + capacity + " bytes)");
+          + ranges.capacity() + " bytes)");
     }
     long remaining = timeoutNanos;
     lock.lock();

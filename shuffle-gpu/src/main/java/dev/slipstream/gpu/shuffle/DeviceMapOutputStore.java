@@ -85,11 +85,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     this.ownedPools = pools.owned();
   }
 
+  /** Pools of {@code deviceBudget} and {@code hostBudget} bytes; the constructor checks the budgets. */
   private static Pools ownPools(long deviceBudget, long hostBudget) {
-    if (deviceBudget <= 0 || hostBudget < 0) {
-      throw new IllegalArgumentException("device map-output store: device budget " + deviceBudget + ", host budget "
-          + hostBudget + "; expected a device budget > 0 and a host budget >= 0");
-    }
     MemoryPool root = MemoryPool.root("device-map-output", deviceBudget + hostBudget);
     return new Pools(root, root.child("device", deviceBudget), root.child("host", hostBudget));
   }
