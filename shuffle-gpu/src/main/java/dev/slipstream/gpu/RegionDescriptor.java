@@ -246,6 +246,15 @@ public final class RegionDescriptor {
     return Objects.hash(kind, id, device, key, length, ownerPid, Arrays.hashCode(ipcHandle), shmName);
   }
 
+  /**
+   * This region as a write request names it ({@link dev.slipstream.core.transport.RegionDescriptor}):
+   * its id, length, key, kind and device; no address, since a peer on this machine maps it through
+   * its CUDA IPC handle, taken from the owner's registration in the peer table, never from a request.
+   */
+  public dev.slipstream.core.transport.RegionDescriptor toTransport() {
+    return new dev.slipstream.core.transport.RegionDescriptor(Integer.toUnsignedLong(id), 0L, length, key, kind, device);
+  }
+
   /** Never prints the key: it is the region owner's secret. */
   @Override
   public String toString() {

@@ -2,8 +2,8 @@ package dev.slipstream.core.shuffle;
 
 import dev.slipstream.core.config.CoreConfig;
 import dev.slipstream.core.memory.MemoryPool;
-import dev.slipstream.core.shuffle.ShuffleMessages.WriteFailure;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.PeerQueue;
 import dev.slipstream.core.transport.RegisteredRegion;
@@ -28,11 +28,13 @@ import org.slf4j.LoggerFactory;
  * alone under a fresh region id and key, and sends the holder a {@link WriteRequest} naming that
  * registration; the holder writes the block ranges one-sided into it and adds the entry count to
  * the request's signal slot; the reader consumes after the signal. A holder that cannot serve
- * answers with a {@link WriteFailure}. However a request ends (signalled, refused, holder lost,
+ * answers with a {@link WriteResult} naming the error. However a request ends (signalled, refused, holder lost,
  * deadline, cancelled by its fetcher, shuffle removed), its registration is revoked before the
  * request completes, so no write for it lands afterwards and a reused range is reachable only by
- * its new request. GPU shuffles' device write requests travel the same message path
- * ({@link #deviceWrites()}).
+ * its new request. The holder's {@link BlockServer} serves every request alike and hands it to
+ * the {@link BlockWriter} of its landing region's memory (host memory here; a GPU registers its
+ * own, {@link #setWriter}); a GPU reader's requests, answered when served too, are sent through
+ * {@link #writeExchange()}.
  *
  * <p>Threading: thread-safe. Ownership: the node owns everything it creates; {@link #close()}
  * fails pending requests, stops the server, closes the store, deregisters landing memory and
@@ -57,7 +59,7 @@ public final class ShuffleNode implements AutoCloseable {
   private final AtomicLong bytesFetched = new AtomicLong();
   private final AtomicLong malformedMessages = new AtomicLong();
   private final AtomicLong checksumRetries = new AtomicLong();
-  private final DeviceWriteExchange deviceWrites;
+  private final WriteExchange writeExchange;
   private volatile boolean closed;
 
   /**
@@ -88,7 +90,7 @@ public final class ShuffleNode implements AutoCloseable {
     this.timer = t0;
     this.server = new BlockServer(transport, store, identity, peers, timer, config.fetchTimeout(),
         config.serverThreads());
-    this.deviceWrites = new DeviceWriteExchange(transport, timer, config.fetchTimeout(), name);
+    this.writeExchange = new WriteExchange(transport, timer, config.fetchTimeout(), name, server::submit);
     transport.setMessageHandler(dev.slipstream.core.transport.MessageHandler.identified(this::onMessage));
   }
 
@@ -103,8 +105,24 @@ public final class ShuffleNode implements AutoCloseable {
    */
   public MemoryPool memory() { return rootPool; }
   public EndpointDescriptor localEndpoint() { return transport.localEndpoint(); }
-  /** GPU device write requests to and from peers, over this node's transport. */
-  public DeviceWriteExchange deviceWrites() { return deviceWrites; }
+  /** This node's application and executor, as its requests name them. */
+  public NodeIdentity identity() { return identity; }
+  /**
+   * Write requests whose sender waits for the holder's answer (GPU readers), sent from this node,
+   * and the request ring this node may serve.
+   */
+  public WriteExchange writeExchange() { return writeExchange; }
+
+  /** A fresh id for a write request of this node's (host and device requests draw from one sequence). */
+  public long nextRequestId() { return nextRequestId.getAndIncrement(); }
+
+  /**
+   * Serves write requests into landing regions of memory {@code kind} (not host memory, which the
+   * node writes itself) with {@code writer} from now on.
+   */
+  public void setWriter(dev.slipstream.core.transport.MemoryKind kind, BlockWriter writer) {
+    server.setWriter(kind, writer);
+  }
 
   /**
    * Serves write requests for map outputs that {@code source} has and the map-output store has
@@ -126,15 +144,15 @@ public final class ShuffleNode implements AutoCloseable {
     }
     if (m instanceof WriteRequest req) {
       server.submit(sender, req);
-    } else if (m instanceof ShuffleMessages.DeviceWrite d) {
-      deviceWrites.onRequest(from, d);
-    } else if (m instanceof ShuffleMessages.DeviceWriteResult r) {
-      deviceWrites.onResult(from, r);
-    } else if (m instanceof WriteFailure f) {
-      PendingRequest p = pending.get(f.requestId());
+    } else if (m instanceof WriteResult r) {
+      PendingRequest p = pending.get(r.requestId());
       if (p != null && p.holder.equals(from)) {
-        fail(p, new TransportException(f.error(), "holder " + from + " could not serve request "
-            + f.requestId() + ": " + f.reason()));
+        if (!r.served()) { // a served host request ends with its signal
+          fail(p, new TransportException(r.error(), "holder " + from + " could not serve request "
+              + r.requestId() + ": " + r.reason()));
+        }
+      } else if (!writeExchange.onResult(from, r)) {
+        LOG.debug("Dropped an answer to write request {} from {}: not waiting for it from there", r.requestId(), from);
       }
     }
   }
@@ -178,7 +196,7 @@ public final class ShuffleNode implements AutoCloseable {
    * completes; the caller frees the range after that (or after {@link #cancel}).
    */
   PendingRequest send(EndpointDescriptor holder, int shuffleId, LandingPool.Range range,
-                      List<ShuffleMessages.Entry> entries, long lengthsOffset, long signalOffset) {
+                      List<ShuffleMessages.Entry> entries, long tableOffset, long signalOffset) {
     long id = nextRequestId.getAndIncrement();
     if (closed) {
       PendingRequest p = new PendingRequest(id, shuffleId, holder, null, signalOffset, entries.size());
@@ -214,7 +232,7 @@ public final class ShuffleNode implements AutoCloseable {
     }
     p.done.whenComplete((v, e) -> deadlineTask.cancel(false));
     requestsSent.incrementAndGet();
-    sendRequest(p, shuffleId, entries, lengthsOffset, deadline, true);
+    sendRequest(p, shuffleId, entries, tableOffset, deadline, true);
     return p;
   }
 
@@ -224,10 +242,10 @@ public final class ShuffleNode implements AutoCloseable {
    * it broke), it is sent once more on a fresh connection: a holder that got both serves the same
    * bytes twice, and the second copy is rejected once the first ended the request.
    */
-  private void sendRequest(PendingRequest p, int shuffleId, List<ShuffleMessages.Entry> entries, long lengthsOffset,
+  private void sendRequest(PendingRequest p, int shuffleId, List<ShuffleMessages.Entry> entries, long tableOffset,
                            long deadline, boolean mayRetry) {
     long budget = Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
-    WriteRequest req = new WriteRequest(p.requestId, shuffleId, identity, budget, p.region.descriptor(), lengthsOffset,
+    WriteRequest req = new WriteRequest(p.requestId, shuffleId, identity, budget, p.region.descriptor(), tableOffset,
         p.signalOffset, entries);
     try {
       PeerQueue q = transport.connect(p.holder);
@@ -238,7 +256,7 @@ public final class ShuffleNode implements AutoCloseable {
         Throwable cause = err.getCause() != null ? err.getCause() : err;
         TransportError code = cause instanceof TransportException te ? te.error() : TransportError.INTERNAL;
         if (mayRetry && !p.done.isDone() && (code == TransportError.PEER_LOST || code == TransportError.TIMEOUT)) {
-          sendRequest(p, shuffleId, entries, lengthsOffset, deadline, false);
+          sendRequest(p, shuffleId, entries, tableOffset, deadline, false);
         } else {
           fail(p, cause);
         }
@@ -270,7 +288,7 @@ public final class ShuffleNode implements AutoCloseable {
 
   /** Fails every request waiting on {@code holder} (it left the cluster). */
   public void peerLost(EndpointDescriptor holder, String why) {
-    deviceWrites.peerLost(holder, why);
+    writeExchange.peerLost(holder, why);
     for (PendingRequest p : pending.values()) {
       if (p.holder.equals(holder)) {
         fail(p, new TransportException(TransportError.PEER_LOST, "holder " + holder + " was lost: " + why));
@@ -325,7 +343,7 @@ public final class ShuffleNode implements AutoCloseable {
     for (PendingRequest p : pending.values()) {
       fail(p, new TransportException(TransportError.CLOSED, "shuffle node is closing"));
     }
-    deviceWrites.close();
+    writeExchange.close();
     timer.shutdownNow();
     server.close();
     store.close();

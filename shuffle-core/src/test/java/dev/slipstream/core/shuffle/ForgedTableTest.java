@@ -103,7 +103,7 @@ class ForgedTableTest {
   void aNegativeLengthFailsTheFetchNamingIt() {
     answer = (q, req, n) -> {
       RegionDescriptor d = req.landing();
-      q.writeAndSignal(table(-5, 0), d.at(req.lengthsOffset()), d.at(req.signalOffset()), 1);
+      q.writeAndSignal(table(-5, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 1);
     };
     BlockFetchException e = fetchFails(100);
     assertEquals("fetching shuffle_3_1_0 from rogue failed: its block table is wrong: it reported a length of -5 bytes,"
@@ -115,7 +115,7 @@ class ForgedTableTest {
   void aSignalLargerThanTheEntryCountFailsTheFetch() {
     answer = (q, req, n) -> {
       RegionDescriptor d = req.landing();
-      q.writeAndSignal(table(100, 0), d.at(req.lengthsOffset()), d.at(req.signalOffset()), 5);
+      q.writeAndSignal(table(100, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 5);
     };
     BlockFetchException e = fetchFails(100);
     assertTrue(e.getMessage().matches("fetching shuffle_3_1_0 from rogue failed: MALFORMED: holder loopback://rogue#\\d+ signalled 5"
@@ -140,7 +140,7 @@ class ForgedTableTest {
       long total = n == 0 ? 40_000 : 50_000;
       long available = total - e.blockOffset();
       write(q, d, 0, (int) Math.min(available, e.capacity()));
-      q.writeAndSignal(table(available, 0), d.at(req.lengthsOffset()), d.at(req.signalOffset()), 1);
+      q.writeAndSignal(table(available, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 1);
     };
     BlockFetchException e = fetchFails(40_000);
     assertEquals("fetching shuffle_3_1_0 from rogue failed: its block table is wrong: it reported 33616 bytes from offset"
@@ -181,7 +181,7 @@ class ForgedTableTest {
   void aFailedRequestLeaksNoLandingSpaceOverManyAttempts() throws IOException {
     answer = (q, req, n) -> {
       RegionDescriptor d = req.landing();
-      q.writeAndSignal(table(-1, 0), d.at(req.lengthsOffset()), d.at(req.signalOffset()), 1);
+      q.writeAndSignal(table(-1, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 1);
     };
     for (int i = 0; i < 200; i++) {
       fetchFails(1000 + i);

@@ -6,7 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.loopback.LoopbackFabric;
@@ -20,6 +24,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -342,67 +347,108 @@ class ShuffleNodeTest {
     holder = node("holder3", small());
   }
 
-  @Test
-  void deviceWriteRequestsGoExecutorToExecutorAndEachAnswerMeetsItsRequest() throws Exception {
-    holder.deviceWrites().setHandler((from, request, reply) -> {
-      assertEquals(reader.localEndpoint(), from);
-      new Thread(() -> reply.answer(request[0] != 7, request.length * 10L, request[0] == 7 ? "no such output" : "",
-          ServeTimeline.NONE))
-          .start(); // answered off the transport thread, out of order
-    });
-    List<java.util.concurrent.CompletableFuture<ShuffleMessages.DeviceWriteResult>> sent = new ArrayList<>();
-    for (int i = 1; i <= 20; i++) {
-      byte[] req = new byte[i * 3];
-      req[0] = (byte) i;
-      sent.add(reader.deviceWrites().send(holder.localEndpoint(), req));
+  /**
+   * A request of {@code from}'s into a device landing region (id 77, 1 MiB) for {@code blocks}
+   * blocks of map {@code mapId}, asking for an answer when served.
+   */
+  static WriteRequest deviceRequest(ShuffleNode from, long mapId, int blocks) {
+    RegionDescriptor landing = new RegionDescriptor(77, 0, 1 << 20, 0x5eed, MemoryKind.DEVICE, 0);
+    List<ShuffleMessages.Entry> entries = new ArrayList<>();
+    for (int i = 0; i < blocks; i++) {
+      entries.add(new ShuffleMessages.Entry(mapId, i, 0, 256, 256L * i));
     }
-    for (int i = 1; i <= 20; i++) {
-      ShuffleMessages.DeviceWriteResult r = sent.get(i - 1).get(10, java.util.concurrent.TimeUnit.SECONDS);
-      assertEquals(i != 7, r.ok(), "request " + i);
-      assertEquals(i * 30L, r.bytes());
-      assertEquals(i == 7 ? "no such output" : "", r.reason());
-    }
-    assertEquals(20, reader.deviceWrites().sent());
-    assertEquals(20, holder.deviceWrites().answered());
-    assertEquals(0, reader.deviceWrites().waiting());
+    long table = 256L * blocks;
+    return new WriteRequest(from.nextRequestId(), 3, from.identity(), 10_000, landing, table,
+        table + WriteRequest.DEVICE_TABLE_HEADER + 16L * blocks, entries, new int[] {8}, WriteRequest.ANSWER_SERVED);
   }
 
   @Test
-  void deviceWriteRequestsThroughTheHoldersRingAreAnsweredOverTheTransportAndStrangersAreDropped() throws Exception {
-    List<EndpointDescriptor> froms = new java.util.concurrent.CopyOnWriteArrayList<>();
-    holder.deviceWrites().setHandler((from, request, reply) -> {
-      froms.add(from);
-      reply.answer(true, request.length, "", ServeTimeline.NONE);
+  void answeredWriteRequestsGoExecutorToExecutorToTheWriterOfTheirMemoryAndEachAnswerMeetsItsRequest()
+      throws Exception {
+    holder.setWriter(MemoryKind.DEVICE, (to, request, received, deadline, outcome) -> {
+      assertEquals(reader.localEndpoint(), to);
+      long map = request.entries().get(0).mapId();
+      new Thread(() -> outcome.done(map == 7 ? 0 : request.entries().size() * 10L, map == 7
+          ? new TransportException(TransportError.UNKNOWN_REGION, "no such output") : null, ServeTimeline.NONE))
+          .start(); // answered off the transport thread, out of order
     });
-    RequestRing ring = RequestRing.create(tmp, 4, 256, java.util.concurrent.TimeUnit.SECONDS.toNanos(1));
+    List<java.util.concurrent.CompletableFuture<WriteResult>> sent = new ArrayList<>();
+    for (int i = 1; i <= 20; i++) {
+      sent.add(reader.writeExchange().send(holder.localEndpoint(), deviceRequest(reader, i, i)));
+    }
+    for (int i = 1; i <= 20; i++) {
+      WriteResult r = sent.get(i - 1).get(10, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals(i != 7, r.served(), "request " + i);
+      assertEquals(i == 7 ? 0 : i * 10L, r.bytes());
+      assertEquals(i == 7 ? "UNKNOWN_REGION: no such output" : "", r.reason());
+    }
+    assertEquals(20, reader.writeExchange().sent());
+    assertEquals(19, holder.requestsServed());
+    assertEquals(1, holder.serveFailures());
+    assertEquals(0, reader.writeExchange().waiting());
+  }
+
+  @Test
+  void aRequestThatFailsItsChecksNeverReachesTheWriterAndIsAnsweredWithTheReason() throws Exception {
+    AtomicInteger reached = new AtomicInteger();
+    holder.setWriter(MemoryKind.DEVICE, (to, request, received, deadline, outcome) -> {
+      reached.incrementAndGet();
+      outcome.done(0, null, ServeTimeline.NONE);
+    });
+    WriteRequest good = deviceRequest(reader, 1, 2);
+    WriteRequest overlapping = new WriteRequest(reader.nextRequestId(), 3, reader.identity(), 10_000, good.landing(),
+        256, good.signalOffset(), good.entries(), new int[] {8}, WriteRequest.ANSWER_SERVED);
+    WriteResult r = reader.writeExchange().send(holder.localEndpoint(), overlapping)
+        .get(10, java.util.concurrent.TimeUnit.SECONDS);
+    assertFalse(r.served());
+    assertEquals(TransportError.OUT_OF_RANGE, r.error());
+    assertEquals("OUT_OF_RANGE: write request " + overlapping.requestId() + " (shuffle 3): landing ranges overlap: [256,"
+        + " 512) and [256, 304), expected disjoint ranges inside region 77 (device 0, length 1048576)", r.reason());
+    assertEquals(0, reached.get(), "nothing reached the writer");
+    assertTrue(reader.writeExchange().send(holder.localEndpoint(), good).get(10, java.util.concurrent.TimeUnit.SECONDS)
+        .served());
+    assertEquals(1, reached.get());
+  }
+
+  @Test
+  void answeredRequestsThroughTheHoldersRingAreAnsweredOverTheTransportAndStrangersAreDropped() throws Exception {
+    List<EndpointDescriptor> froms = new java.util.concurrent.CopyOnWriteArrayList<>();
+    holder.setWriter(MemoryKind.DEVICE, (to, request, received, deadline, outcome) -> {
+      froms.add(to);
+      outcome.done(request.entries().size(), null, ServeTimeline.NONE);
+    });
+    RequestRing ring = RequestRing.create(tmp, 4, 512, java.util.concurrent.TimeUnit.SECONDS.toNanos(1));
     java.nio.file.Path path = ring.path();
-    holder.deviceWrites().serveRing(ring, 1_000_000, reader.localEndpoint()::equals);
+    holder.writeExchange().serveRing(ring, 1_000_000, reader.localEndpoint()::equals);
     RequestRing.Producer producer = RequestRing.open(path);
-    List<java.util.concurrent.CompletableFuture<ShuffleMessages.DeviceWriteResult>> sent = new ArrayList<>();
+    List<java.util.concurrent.CompletableFuture<WriteResult>> sent = new ArrayList<>();
     for (int i = 1; i <= 30; i++) {
-      sent.add(reader.deviceWrites().send(holder.localEndpoint(), new byte[i], producer));
+      sent.add(reader.writeExchange().send(holder.localEndpoint(), deviceRequest(reader, i, 1), producer,
+          java.time.Duration.ofSeconds(10)));
     }
-    sent.add(reader.deviceWrites().send(holder.localEndpoint(), new byte[600], producer)); // larger than a slot
+    // larger than a slot: over the transport
+    sent.add(reader.writeExchange().send(holder.localEndpoint(), deviceRequest(reader, 31, 40), producer,
+        java.time.Duration.ofSeconds(10)));
     for (int i = 0; i < sent.size(); i++) {
-      ShuffleMessages.DeviceWriteResult r = sent.get(i).get(10, java.util.concurrent.TimeUnit.SECONDS);
-      assertTrue(r.ok());
-      assertEquals(i < 30 ? i + 1 : 600, r.bytes(), "request " + i);
+      WriteResult r = sent.get(i).get(10, java.util.concurrent.TimeUnit.SECONDS);
+      assertTrue(r.served(), r.reason());
+      assertEquals(i < 30 ? 1 : 40, r.bytes(), "request " + i);
     }
-    assertEquals(31, reader.deviceWrites().sent());
-    long byRing = reader.deviceWrites().sentByRing();
+    assertEquals(31, reader.writeExchange().sent());
+    long byRing = reader.writeExchange().sentByRing();
     assertTrue(byRing >= 4 && byRing <= 30, "by the ring: " + byRing + " (a full ring of 4 sends the rest by tcp)");
     assertEquals(List.of(reader.localEndpoint()), froms.stream().distinct().toList());
 
     // A message that claims a sender the holder does not know, and bytes that do not decode, are dropped.
     EndpointDescriptor stranger = new EndpointDescriptor("loopback", "elsewhere:1", new byte[0]);
-    assertTrue(producer.offer(DeviceWriteExchange.ringMessage(stranger, 99, new byte[] {1})));
+    assertTrue(producer.offer(WriteExchange.ringMessage(stranger, deviceRequest(reader, 99, 1).toBytes())));
     assertTrue(producer.offer(new byte[] {1, 2, 3}));
     long deadline = System.nanoTime() + 10_000_000_000L;
-    while (holder.deviceWrites().ringDropped() < 2 && System.nanoTime() < deadline) {
+    while (holder.writeExchange().ringDropped() < 2 && System.nanoTime() < deadline) {
       Thread.sleep(5);
     }
-    assertEquals(2, holder.deviceWrites().ringDropped());
-    assertEquals(31, froms.size(), "the dropped ones reached no handler");
+    assertEquals(2, holder.writeExchange().ringDropped());
+    assertEquals(31, froms.size(), "the dropped ones reached no writer");
     holder.close();
     deadline = System.nanoTime() + 10_000_000_000L;
     while (java.nio.file.Files.exists(path) && System.nanoTime() < deadline) {
@@ -413,13 +459,16 @@ class ShuffleNodeTest {
   }
 
   @Test
-  void deviceWritesToAnExecutorWithoutAGpuPathAreRefusedAndUnansweredOnesFailOnce() throws Exception {
-    ShuffleMessages.DeviceWriteResult r = reader.deviceWrites().send(holder.localEndpoint(), new byte[] {1})
+  void requestsIntoMemoryWithoutAWriterAreRefusedAndUnansweredOnesFailOnce() throws Exception {
+    WriteRequest first = deviceRequest(reader, 1, 1);
+    WriteResult r = reader.writeExchange().send(holder.localEndpoint(), first)
         .get(10, java.util.concurrent.TimeUnit.SECONDS);
-    assertFalse(r.ok());
-    assertEquals("executor holder serves no device write requests (no GPU path)", r.reason());
-    holder.deviceWrites().setHandler((from, request, reply) -> { }); // never answers
-    var lost = reader.deviceWrites().send(holder.localEndpoint(), new byte[] {2});
+    assertFalse(r.served());
+    assertEquals(TransportError.UNAVAILABLE, r.error());
+    assertEquals("UNAVAILABLE: executor holder writes into no DEVICE landing regions (no block writer for that"
+        + " memory here)", r.reason());
+    holder.setWriter(MemoryKind.DEVICE, (to, request, received, deadline, outcome) -> { }); // never answers
+    var lost = reader.writeExchange().send(holder.localEndpoint(), deviceRequest(reader, 2, 1));
     reader.peerLost(holder.localEndpoint(), "executor lost");
     var e = assertThrows(java.util.concurrent.ExecutionException.class, () -> lost.get(10,
         java.util.concurrent.TimeUnit.SECONDS));
@@ -427,39 +476,58 @@ class ShuffleNodeTest {
     Map<String, String> quick = small();
     quick.put("spark.slipstream.reader.fetchTimeout", "200ms");
     try (ShuffleNode impatient = node("impatient", quick)) {
-      var late = impatient.deviceWrites().send(holder.localEndpoint(), new byte[] {3});
+      WriteRequest slow = deviceRequest(impatient, 3, 1);
+      var late = impatient.writeExchange().send(holder.localEndpoint(), slow);
       e = assertThrows(java.util.concurrent.ExecutionException.class, () -> late.get(10,
           java.util.concurrent.TimeUnit.SECONDS));
       assertEquals(TransportError.TIMEOUT, ((TransportException) e.getCause()).error());
-      assertTrue(e.getCause().getMessage().contains("did not answer device write 1 within 200 ms"),
-          e.getCause().getMessage());
-      var closing = impatient.deviceWrites().send(holder.localEndpoint(), new byte[] {4});
+      assertTrue(e.getCause().getMessage().contains("did not answer write request " + slow.requestId()
+          + " within 200 ms"), e.getCause().getMessage());
+      var closing = impatient.writeExchange().send(holder.localEndpoint(), deviceRequest(impatient, 4, 1));
       impatient.close();
       e = assertThrows(java.util.concurrent.ExecutionException.class, () -> closing.get(10,
           java.util.concurrent.TimeUnit.SECONDS));
       assertEquals(TransportError.CLOSED, ((TransportException) e.getCause()).error());
     }
+    assertThrows(IllegalArgumentException.class, () -> reader.writeExchange().send(holder.localEndpoint(),
+        new WriteRequest(reader.nextRequestId(), 3, reader.identity(), 1000, first.landing(), first.tableOffset(),
+            first.signalOffset(), first.entries())), "a request that is not answered when served has no answer to wait for");
   }
 
   @Test
-  void deviceWriteMessagesRoundTripAndForgedOutcomesAreRejected() throws Exception {
-    var w = new ShuffleMessages.DeviceWrite(9, new byte[] {1, 2, 3});
-    assertEquals(w, ShuffleMessages.decode(w.encode()));
-    var r = new ShuffleMessages.DeviceWriteResult(9, false, 0, "refused: widths");
+  void writeMessagesRoundTripAndForgedOnesAreRejected() throws Exception {
+    WriteRequest q = deviceRequest(reader, 5, 3);
+    assertEquals(q, ShuffleMessages.decode(q.encode()));
+    assertEquals(q, ShuffleMessages.decodeRequest(q.toBytes()));
+    var r = WriteResult.failed(9, TransportError.OUT_OF_RANGE, "refused: widths");
     assertEquals(r, ShuffleMessages.decode(r.encode()));
-    java.nio.ByteBuffer forged = new ShuffleMessages.DeviceWriteResult(9, true, 5, "").encode();
-    forged.put(forged.position() + 4 + 8, (byte) 2); // after the header (magic, version, type) and the id
+    java.nio.ByteBuffer forged = new WriteResult(9, null, 5, "", ServeTimeline.NONE).encode();
+    forged.putInt(forged.position() + 4 + 8, TransportError.BAD_KEY.code()); // an error, with bytes written
     var e = assertThrows(TransportException.class, () -> ShuffleMessages.decode(forged));
-    assertEquals("MALFORMED: device write result: outcome byte 2, expected 0 (refused) or 1 (pushed)", e.getMessage());
+    assertEquals("MALFORMED: write result of request 9: 5 bytes written with error code 2, expected >= 0, and 0 with"
+        + " an error", e.getMessage());
+    java.nio.ByteBuffer flagged = q.encode();
+    int flagsAt = flagged.position() + 4 + 8 + 4 + 4 + q.reader().applicationId().length() + 4
+        + q.reader().executorId().length() + 8;
+    flagged.putInt(flagsAt, 6);
+    e = assertThrows(TransportException.class, () -> ShuffleMessages.decode(flagged));
+    assertEquals("MALFORMED: write request " + q.requestId() + ": flags 0x6, expected only 0x1 (answer when served)",
+        e.getMessage());
+    for (byte retired : new byte[] {18, 19}) { // the separate device write request and its answer
+      java.nio.ByteBuffer old = r.encode();
+      old.put(old.position() + 3, retired);
+      e = assertThrows(TransportException.class, () -> ShuffleMessages.decode(old));
+      assertEquals(TransportError.UNKNOWN_TYPE, e.error(), e.getMessage());
+    }
   }
 
   @Test
-  void deviceWriteResultsCarryTheServeTimelineAndRejectOneOutOfOrder() throws Exception {
+  void writeResultsCarryTheServeTimelineAndRejectOneOutOfOrder() throws Exception {
     var t = new ServeTimeline(10, 20, 30, 40, 0, 0, 70); // refused after the lane: launch and end not reached
-    var r = new ShuffleMessages.DeviceWriteResult(4, false, 0, "refused", t);
+    var r = new WriteResult(4, TransportError.UNAVAILABLE, 0, "refused", t);
     assertEquals(r, ShuffleMessages.decode(r.encode()));
-    java.nio.ByteBuffer forged = new ShuffleMessages.DeviceWriteResult(4, true, 8, "",
-        new ServeTimeline(10, 20, 30, 40, 50, 60, 70)).encode();
+    java.nio.ByteBuffer forged = new WriteResult(4, null, 8, "", new ServeTimeline(10, 20, 30, 40, 50, 60, 70))
+        .encode();
     forged.putLong(forged.limit() - 8 * 2, 5); // "ended" before "launched"
     var e = assertThrows(TransportException.class, () -> ShuffleMessages.decode(forged));
     assertEquals("MALFORMED: serve timeline: ended at 5 ns, before launched at 50 ns; expected instants in order"

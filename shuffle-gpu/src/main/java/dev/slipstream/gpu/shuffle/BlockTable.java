@@ -1,5 +1,7 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
@@ -52,13 +54,13 @@ public final class BlockTable {
    * blocks overlap each other, the table or the signal. Returns the blocks in request order; throws
    * {@link TransportException} (MALFORMED) naming what was got and what was expected.
    */
-  public static List<Landed> check(DeviceWriteRequest req, long signal, ByteBuffer table) throws TransportException {
+  public static List<Landed> check(WriteRequest req, long signal, ByteBuffer table) throws TransportException {
     long id = req.requestId();
     long pieces = signal >>> 40;
-    if (pieces != req.expectedBlocks()) {
-      throw malformed(id, "signal counted " + pieces + " pieces, expected " + req.expectedBlocks());
+    if (pieces != req.expectedPieces()) {
+      throw malformed(id, "signal counted " + pieces + " pieces, expected " + req.expectedPieces());
     }
-    List<DeviceWriteRequest.Entry> entries = req.entries();
+    List<ShuffleMessages.Entry> entries = req.entries();
     ByteBuffer t = table.duplicate().order(ByteOrder.LITTLE_ENDIAN);
     if (t.remaining() < bytes(entries.size())) {
       throw malformed(id, "block table of " + t.remaining() + " bytes, expected " + bytes(entries.size()));
@@ -76,10 +78,10 @@ public final class BlockTable {
     long total = 0;
     long[][] ranges = new long[entries.size() + 2][];
     int i = 0;
-    for (DeviceWriteRequest.Entry e : entries) {
+    for (ShuffleMessages.Entry e : entries) {
       long bytes = t.getLong();
       long rows = t.getLong();
-      String block = "block (" + e.mapAttemptId() + ", " + e.partition() + ")";
+      String block = "block (" + e.mapId() + ", " + e.partition() + ")";
       if (bytes < 0 || bytes > e.capacity()) {
         throw malformed(id, block + " reported " + bytes + " bytes, expected 0.." + e.capacity() + " (its capacity)");
       }

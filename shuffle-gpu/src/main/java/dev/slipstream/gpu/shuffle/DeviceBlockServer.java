@@ -1,10 +1,11 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.PushKernel;
-import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.gpu.RemoteRegion;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -26,13 +27,13 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The holder's side of the GPU path: serves a {@link DeviceWriteRequest} by launching the push
+ * The holder's side of the GPU path: serves a {@link WriteRequest} by launching the push
  * kernel from the map outputs in the {@link DeviceMapOutputStore} into the reader's device landing
  * region (imported through CUDA IPC by {@code landings}), over an nvlink queue set: each block in
- * pieces of {@link DeviceWriteRequest#CHUNK_BYTES}, the pieces of a map output spread over several
+ * pieces of {@link WriteRequest#CHUNK_BYTES}, the pieces of a map output spread over several
  * queues (a queue has one source region; {@link PushLane}), and one queue for the block table;
  * every queue adds its (pieces, bytes) to the request's signal word after its data, so the reader,
- * once the count reaches {@link DeviceWriteRequest#expectedBlocks()}, has every byte.
+ * once the count reaches {@link WriteRequest#expectedPieces()}, has every byte.
  *
  * <p>Serving a request, in the classes that do it: {@link PushAdmission} checks it and pins its map
  * outputs; this class gives it one of {@code maxInFlight} permits, or keeps it waiting, checked and
@@ -46,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * {@link #forget} closes a lost reader's lanes, {@link #close} all of them.
  *
  * <p>A request's deadline is the earlier of the server's timeout and the reader's budget
- * ({@link DeviceWriteRequest#budgetMillis()}) from when it was received; a request not launched by
+ * ({@link WriteRequest#budgetMillis()}) from when it was received; a request not launched by
  * then is dropped, writing nothing. A push still running at its deadline cannot be stopped: its lane
  * is set aside ({@link AsideLanes}) and its answer and pins wait until the lane's stream is idle,
  * so every answer means the push stores nothing more (the reader's landing range depends on it).
@@ -66,7 +67,7 @@ public final class DeviceBlockServer implements AutoCloseable {
 
   /**
    * Instants ({@link System#nanoTime()}) of serving one request, filled in by
-   * {@link #serve(DeviceWriteRequest, long, long[])} as it gets there (0: not reached): checks and
+   * {@link #serve(WriteRequest, long, long[])} as it gets there (0: not reached): checks and
    * pins done, lane ready (table copied, source slots rewritten), kernel launched, kernel end seen.
    */
   public static final int MARK_CHECKED = 0;
@@ -144,12 +145,12 @@ public final class DeviceBlockServer implements AutoCloseable {
   }
 
   /** Serves {@code req} and returns the block bytes pushed; throws with the reason, writing nothing, if it is refused. */
-  public long serve(DeviceWriteRequest req, long timeoutMs) throws TransportException {
+  public long serve(WriteRequest req, long timeoutMs) throws TransportException {
     return serve(req, timeoutMs, new long[MARKS]);
   }
 
-  /** As {@link #serve(DeviceWriteRequest, long)}, filling {@code marks} ({@link #MARKS} long) as it goes. */
-  public long serve(DeviceWriteRequest req, long timeoutMs, long[] marks) throws TransportException {
+  /** As {@link #serve(WriteRequest, long)}, filling {@code marks} ({@link #MARKS} long) as it goes. */
+  public long serve(WriteRequest req, long timeoutMs, long[] marks) throws TransportException {
     CompletableFuture<Long> done = new CompletableFuture<>();
     start(req, timeoutMs, marks, (bytes, error) -> {
       if (error == null) {
@@ -187,16 +188,16 @@ public final class DeviceBlockServer implements AutoCloseable {
    * {@code done} is called exactly once. {@code marks} ({@link #MARKS} long) fills in as it goes and
    * is complete when {@code done} runs.
    */
-  public void start(DeviceWriteRequest req, long timeoutMs, long[] marks, Served done) throws TransportException {
+  public void start(WriteRequest req, long timeoutMs, long[] marks, Served done) throws TransportException {
     start(req, System.nanoTime(), timeoutMs, marks, done);
   }
 
   /**
-   * As {@link #start(DeviceWriteRequest, long, long[], Served)} for a request received at
+   * As {@link #start(WriteRequest, long, long[], Served)} for a request received at
    * {@code receivedNanos} (System.nanoTime()): its deadline is the earlier of {@code timeoutMs} and
    * its budget from then, and a request already past it is refused, launching nothing.
    */
-  public void start(DeviceWriteRequest req, long receivedNanos, long timeoutMs, long[] marks, Served done)
+  public void start(WriteRequest req, long receivedNanos, long timeoutMs, long[] marks, Served done)
       throws TransportException {
     if (marks.length < MARKS) {
       throw new IllegalArgumentException("serve marks: " + marks.length + " slots, expected >= " + MARKS);

@@ -1,13 +1,15 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.DeviceZeroer;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
-import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.gpu.SignalWatcher;
-import dev.slipstream.core.transport.TransportError;
-import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
@@ -46,11 +48,24 @@ public final class DeviceLanding implements AutoCloseable {
   private final RegionDescriptor descriptor;
   private final DeviceZeroer zeroer;
   private final LandingRanges ranges;
-  private final java.util.concurrent.atomic.AtomicLong nextRequestId = new java.util.concurrent.atomic.AtomicLong(1);
+  /** Request ids: the node's sequence, so that an answer finds its request among all the node sent. */
+  private final java.util.function.LongSupplier requestIds;
   private final Deque<SignalWatcher> watchers = new ArrayDeque<>();
   private boolean closed;
 
+  /** The reader a request names until its sender says who it is ({@link WriteRequest#from}). */
+  static final dev.slipstream.core.shuffle.NodeIdentity NO_READER = new dev.slipstream.core.shuffle.NodeIdentity("", "");
+  /** The budget a request carries until its sender sets its own (a day). */
+  static final long MAX_BUDGET_MILLIS = 24L * 3600 * 1000;
+
+  /** A landing region whose requests take ids of their own (one process, no shuffle node). */
   public DeviceLanding(GpuContext ctx, long bytes, int regionId) {
+    this(ctx, bytes, regionId, new java.util.concurrent.atomic.AtomicLong(1)::getAndIncrement);
+  }
+
+  /** @param requestIds the ids of this region's write requests ({@code ShuffleNode#nextRequestId}) */
+  public DeviceLanding(GpuContext ctx, long bytes, int regionId, java.util.function.LongSupplier requestIds) {
+    this.requestIds = requestIds;
     if (bytes < 64) {
       throw new IllegalArgumentException("device landing region of " + bytes + " bytes, expected at least 64");
     }
@@ -232,7 +247,7 @@ public final class DeviceLanding implements AutoCloseable {
         throw new IllegalArgumentException("capacity " + w.capacity() + " of block (" + w.mapAttemptId() + ", "
             + w.partition() + "), expected >= 0");
       }
-      need += BatchLayout.align16(w.capacity());
+      need += Math.max(WriteRequest.DEVICE_ALIGN, BatchLayout.align16(w.capacity()));
     }
     long tableAt = need;
     need += BatchLayout.align16(BlockTable.bytes(wants.size()));
@@ -244,17 +259,18 @@ public final class DeviceLanding implements AutoCloseable {
     } else if ((base = ranges.tryReserve(need)) < 0) {
       return null;
     }
-    long id = nextRequestId.getAndIncrement();
-    List<DeviceWriteRequest.Entry> entries = new ArrayList<>(wants.size());
+    long id = requestIds.getAsLong();
+    List<ShuffleMessages.Entry> entries = new ArrayList<>(wants.size());
     long at = base;
     for (Want w : wants) {
-      entries.add(new DeviceWriteRequest.Entry(w.mapAttemptId(), w.partition(), at, BatchLayout.align16(w.capacity())));
-      at += BatchLayout.align16(w.capacity());
+      long capacity = Math.max(WriteRequest.DEVICE_ALIGN, BatchLayout.align16(w.capacity()));
+      entries.add(new ShuffleMessages.Entry(w.mapAttemptId(), w.partition(), 0, capacity, at));
+      at += capacity;
     }
     Fetch f = new Fetch(base, need);
     try {
-      f.request = new DeviceWriteRequest(id, shuffleId, descriptor(), base + tableAt, base + signalAt, widths, entries)
-          .check();
+      f.request = new WriteRequest(id, shuffleId, NO_READER, MAX_BUDGET_MILLIS, descriptor.toTransport(), base + tableAt,
+          base + signalAt, entries, widths, WriteRequest.ANSWER_SERVED).check();
       return f;
     } catch (RuntimeException | TransportException e) {
       f.close();
@@ -271,7 +287,7 @@ public final class DeviceLanding implements AutoCloseable {
   public final class Fetch implements AutoCloseable {
     private final long base;
     private final long length;
-    private DeviceWriteRequest request;
+    private WriteRequest request;
     private boolean open = true;
     /** Held from {@link #begin} until the signal was seen or the wait abandoned. */
     private SignalWatcher watcher;
@@ -281,7 +297,7 @@ public final class DeviceLanding implements AutoCloseable {
       this.length = length;
     }
 
-    public DeviceWriteRequest request() {
+    public WriteRequest request() {
       return request;
     }
 
@@ -290,9 +306,9 @@ public final class DeviceLanding implements AutoCloseable {
       return length;
     }
 
-    /** The block count the signal reaches when everything has landed ({@link DeviceWriteRequest#expectedBlocks()}). */
-    public long expectedBlocks() {
-      return request.expectedBlocks();
+    /** The block count the signal reaches when everything has landed ({@link WriteRequest#expectedPieces()}). */
+    public long expectedPieces() {
+      return request.expectedPieces();
     }
 
     /**
@@ -311,7 +327,7 @@ public final class DeviceLanding implements AutoCloseable {
       SignalWatcher w = takeWatcher();
       try {
         w.begin(region.devicePointer() + from, len, region.devicePointer() + request.signalOffset(),
-            expectedBlocks() << 40);
+            expectedPieces() << 40);
       } catch (RuntimeException e) {
         giveBack(w);
         throw e;
@@ -392,7 +408,7 @@ public final class DeviceLanding implements AutoCloseable {
 
     private TransportException timedOut(long sig) {
       return new TransportException(TransportError.TIMEOUT, "device write request " + request.requestId()
-          + ": signal at " + (sig >>> 40) + " of " + expectedBlocks() + " blocks by the deadline");
+          + ": signal at " + (sig >>> 40) + " of " + expectedPieces() + " blocks by the deadline");
     }
 
     @Override

@@ -1,17 +1,19 @@
 package dev.slipstream.gpu.shuffle;
 
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.RegionDescriptor;
 import java.util.Optional;
 
 /**
  * The holder's check of whom a device write request would write to: the landing region it names
  * must be the one its reader registered in the driver's peer table, never one the request merely
- * carries. A request names its reader ({@link DeviceWriteRequest#reader()}); that executor must be
- * in the peer table, on this machine, with a GPU endpoint whose landing descriptor equals the
- * request's (region id, key, length, owner process and CUDA IPC handle: the whole descriptor).
+ * carries. A request names its reader ({@link WriteRequest#reader()}); that executor must be
+ * in the peer table, on this machine, with a GPU endpoint whose landing region is the one the
+ * request names (region id, key, length, memory kind and device); the CUDA IPC handle the holder
+ * maps is the registered one.
  * This executor's own landing region is accepted for its own reads without the table.
  *
  * <p>Threading: thread-safe when the peer table is. Stateless otherwise.
@@ -46,18 +48,18 @@ public final class PeerLandings {
    * UNKNOWN_REGION when the reader is not in the peer table with a landing region this executor may
    * see, BAD_KEY when the request names another descriptor than the registered one.
    */
-  public RegionDescriptor check(DeviceWriteRequest req) throws TransportException {
+  public RegionDescriptor check(WriteRequest req) throws TransportException {
     return check(req, null);
   }
 
   /**
-   * As {@link #check(DeviceWriteRequest)} for a request that came over the transport from
+   * As {@link #check(WriteRequest)} for a request that came over the transport from
    * {@code from} (null: a request made in this process, with no connection to check): {@code from} must also be the reader's registered
    * transport endpoint (UNKNOWN_REGION otherwise), so a connection cannot speak for another reader.
    */
-  public RegionDescriptor check(DeviceWriteRequest req, EndpointDescriptor from) throws TransportException {
-    String reader = req.reader();
-    RegionDescriptor claimed = req.landing();
+  public RegionDescriptor check(WriteRequest req, EndpointDescriptor from) throws TransportException {
+    String reader = req.reader().executorId();
+    dev.slipstream.core.transport.RegionDescriptor claimed = req.landing();
     if (reader.isEmpty()) {
       throw refused(req, TransportError.UNKNOWN_REGION, "names no reader executor, expected the executor whose"
           + " registered landing region it writes to");
@@ -84,22 +86,22 @@ public final class PeerLandings {
           + " has no device landing region in this executor's peer table");
     }
     RegionDescriptor r = registered.landing().get();
-    if (!r.equals(claimed)) {
+    dev.slipstream.core.transport.RegionDescriptor expected = r.toTransport();
+    if (!expected.equals(claimed)) {
       String a = describe(claimed);
-      String b = describe(r);
+      String b = describe(expected);
       throw refused(req, TransportError.BAD_KEY, "landing region " + a + " is not the one reader executor " + reader
-          + " registered (" + b + (a.equals(b) ? "; their key or CUDA IPC handle differ" : "") + ")");
+          + " registered (" + b + (a.equals(b) ? "; their keys differ" : "") + ")");
     }
     return r;
   }
 
-  /** A descriptor in a message: never its key nor its IPC handle. */
-  private static String describe(RegionDescriptor d) {
-    return "id " + Integer.toUnsignedString(d.id()) + ", " + d.length() + " bytes on device " + d.device()
-        + " of process " + d.ownerPid();
+  /** A descriptor in a message: never its key. */
+  private static String describe(dev.slipstream.core.transport.RegionDescriptor d) {
+    return "id " + d.id() + ", " + d.length() + " bytes on device " + d.deviceId();
   }
 
-  private static TransportException refused(DeviceWriteRequest req, TransportError e, String why) {
+  private static TransportException refused(WriteRequest req, TransportError e, String why) {
     return new TransportException(e, "device write request " + req.requestId() + " (shuffle " + req.shuffleId()
         + "): " + why);
   }

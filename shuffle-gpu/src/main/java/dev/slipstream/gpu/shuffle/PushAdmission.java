@@ -1,5 +1,7 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.PushKernel;
@@ -12,10 +14,10 @@ import java.util.Map;
 /**
  * The checks a {@link DeviceBlockServer} makes before it writes anything, and the plan of the push
  * that passes them. Checked: the request's ranges against the landing region
- * ({@link DeviceWriteRequest#check()}), each map output is in the store, has the requested payload
+ * ({@link WriteRequest#check()}), each map output is in the store, has the requested payload
  * column widths and the requested partition, and each block fits its capacity. Planned: the
  * request's block table, its source regions (one per map output) and its pieces, each block in
- * pieces of {@link DeviceWriteRequest#CHUNK_BYTES}.
+ * pieces of {@link WriteRequest#CHUNK_BYTES}.
  *
  * <p>Threading: thread-safe (the store is); runs on the thread that starts the request.
  * Ownership: the returned {@link PushJob} holds the pins of its map outputs; a refused request
@@ -34,7 +36,7 @@ final class PushAdmission {
    * {@link TransportError#OUT_OF_RANGE} for one of another shape or a block over its capacity).
    * Fills {@code marks[MARK_CHECKED]}.
    */
-  PushJob admit(DeviceWriteRequest req, long deadline, long limitMs, long[] marks, DeviceBlockServer.Served done)
+  PushJob admit(WriteRequest req, long deadline, long limitMs, long[] marks, DeviceBlockServer.Served done)
       throws TransportException {
     req.check();
     Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
@@ -43,27 +45,27 @@ final class PushAdmission {
       int[] widths = req.widths();
       List<BlockTable.Landed> table = new ArrayList<>(req.entries().size());
       long total = 0;
-      for (DeviceWriteRequest.Entry e : req.entries()) {
-        DeviceMapOutputStore.Pinned p = pins.get(e.mapAttemptId());
+      for (ShuffleMessages.Entry e : req.entries()) {
+        DeviceMapOutputStore.Pinned p = pins.get(e.mapId());
         if (p == null) {
           try {
-            p = store.pin(req.shuffleId(), e.mapAttemptId());
+            p = store.pin(req.shuffleId(), e.mapId());
           } catch (IllegalStateException ex) {
             throw new TransportException(TransportError.UNAVAILABLE, ex.getMessage());
           }
-          pins.put(e.mapAttemptId(), p);
+          pins.put(e.mapId(), p);
           if (!Arrays.equals(p.widths(), widths)) {
-            throw refused(req, "map attempt " + e.mapAttemptId() + " has payload widths "
+            throw refused(req, "map attempt " + e.mapId() + " has payload widths "
                 + Arrays.toString(p.widths()) + ", the request expects " + Arrays.toString(widths));
           }
         }
         if (e.partition() >= p.partitions()) {
-          throw refused(req, "partition " + e.partition() + " of map attempt " + e.mapAttemptId() + ", expected < "
+          throw refused(req, "partition " + e.partition() + " of map attempt " + e.mapId() + ", expected < "
               + p.partitions());
         }
         long bytes = p.bytes(e.partition());
         if (bytes > e.capacity()) {
-          throw refused(req, "block (" + e.mapAttemptId() + ", " + e.partition() + ") has " + bytes
+          throw refused(req, "block (" + e.mapId() + ", " + e.partition() + ") has " + bytes
               + " bytes, more than its capacity " + e.capacity());
         }
         table.add(new BlockTable.Landed(bytes, p.rows(e.partition())));
@@ -82,7 +84,7 @@ final class PushAdmission {
     }
   }
 
-  /** The job's source regions and pieces: each block in pieces of {@link DeviceWriteRequest#CHUNK_BYTES}. */
+  /** The job's source regions and pieces: each block in pieces of {@link WriteRequest#CHUNK_BYTES}. */
   private static void plan(PushJob job) {
     Map<Long, Integer> sourceIndex = new LinkedHashMap<>();
     for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : job.pins.entrySet()) {
@@ -90,15 +92,15 @@ final class PushAdmission {
       job.outputs.add(((GpuOutputSpace.RegionBlock) e.getValue().block()).region());
       job.items.add(new ArrayList<>());
     }
-    for (DeviceWriteRequest.Entry e : job.req.entries()) {
-      DeviceMapOutputStore.Pinned p = job.pins.get(e.mapAttemptId());
-      List<PushKernel.Item> out = job.items.get(sourceIndex.get(e.mapAttemptId()));
+    for (ShuffleMessages.Entry e : job.req.entries()) {
+      DeviceMapOutputStore.Pinned p = job.pins.get(e.mapId());
+      List<PushKernel.Item> out = job.items.get(sourceIndex.get(e.mapId()));
       long src = p.offset(e.partition());
       long bytes = p.bytes(e.partition());
-      long n = DeviceWriteRequest.chunks(e.capacity());
+      long n = WriteRequest.chunks(e.capacity());
       for (long i = 0; i < n; i++) {
-        long at = i * DeviceWriteRequest.CHUNK_BYTES;
-        long len = Math.max(0, Math.min(DeviceWriteRequest.CHUNK_BYTES, bytes - at));
+        long at = i * WriteRequest.CHUNK_BYTES;
+        long len = Math.max(0, Math.min(WriteRequest.CHUNK_BYTES, bytes - at));
         // A piece past the block's real bytes is empty; it still counts, at an offset inside both regions.
         out.add(len == 0 ? new PushKernel.Item(src, e.landingOffset(), 0)
             : new PushKernel.Item(src + at, e.landingOffset() + at, len));
@@ -107,7 +109,7 @@ final class PushAdmission {
   }
 
   /** The refusal of {@code req} for {@code why}: {@link TransportError#OUT_OF_RANGE}, naming the request and shuffle. */
-  static TransportException refused(DeviceWriteRequest req, String why) {
+  static TransportException refused(WriteRequest req, String why) {
     return new TransportException(TransportError.OUT_OF_RANGE, "device write request " + req.requestId()
         + " (shuffle " + req.shuffleId() + "): " + why);
   }

@@ -1,5 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.gpu.GpuRegion;
 import dev.slipstream.gpu.PushKernel;
 import java.util.ArrayList;
@@ -13,7 +14,7 @@ import java.util.Map;
  * pins until {@link #unpin}.
  */
 final class PushJob {
-  final DeviceWriteRequest req;
+  final WriteRequest req;
   final Map<Long, DeviceMapOutputStore.Pinned> pins;
   final byte[] table;
   final long total;
@@ -26,7 +27,7 @@ final class PushJob {
   PushLane lane;
   boolean holdsPermit;
 
-  PushJob(DeviceWriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long total,
+  PushJob(WriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long total,
       long deadline, long timeoutMs, long[] marks, DeviceBlockServer.Served done) {
     this.req = req;
     this.pins = pins;

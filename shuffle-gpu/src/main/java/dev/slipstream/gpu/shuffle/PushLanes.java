@@ -1,10 +1,11 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.PushKernel;
-import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.gpu.RemoteRegion;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -73,7 +74,7 @@ final class PushLanes {
   }
 
   /** An idle lane into the request's landing region, or a new one; busy until {@link #giveBack}. */
-  synchronized PushLane take(DeviceWriteRequest req) throws TransportException {
+  synchronized PushLane take(WriteRequest req) throws TransportException {
     if (closed) {
       throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
     }

@@ -3,9 +3,10 @@ package dev.slipstream.gpu.shuffle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.RegionDescriptor;
 import java.nio.ByteBuffer;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -25,9 +26,9 @@ class BlockTableTest {
   }
 
   /** Request 9: blocks of capacity 4096 at 0 and 160 at 4096, table at 8192, signal after it. */
-  private static DeviceWriteRequest request() throws TransportException {
-    return new DeviceWriteRequest(9, 3, landing(), 8192, 8192 + BlockTable.bytes(2), W,
-        List.of(new DeviceWriteRequest.Entry(77, 5, 0, 4096), new DeviceWriteRequest.Entry(78, 5, 4096, 160)))
+  private static WriteRequest request() throws TransportException {
+    return DeviceRequests.request(9, 3, landing(), 8192, 8192 + BlockTable.bytes(2), W,
+        List.of(DeviceRequests.entry(77, 5, 0, 4096), DeviceRequests.entry(78, 5, 4096, 160)))
         .check();
   }
 
@@ -43,13 +44,13 @@ class BlockTableTest {
     return ByteBuffer.wrap(BlockTable.encode(id, l));
   }
 
-  private static String refusal(DeviceWriteRequest req, long signal, ByteBuffer table) {
+  private static String refusal(WriteRequest req, long signal, ByteBuffer table) {
     return assertThrows(TransportException.class, () -> BlockTable.check(req, signal, table)).getMessage();
   }
 
   @Test
   void aTableForThisRequestWithMatchingSignalIsAccepted() throws TransportException {
-    DeviceWriteRequest req = request();
+    WriteRequest req = request();
     long rows = 100;
     long bytes = BatchLayout.packedBytes(rows, W);
     List<BlockTable.Landed> got = BlockTable.check(req, signal(3, bytes + 48 + BlockTable.bytes(2)),
@@ -61,7 +62,7 @@ class BlockTableTest {
 
   @Test
   void aTableWrittenForAnotherRequestNeverCompletesThisOne() throws TransportException {
-    DeviceWriteRequest req = request();
+    WriteRequest req = request();
     // A late push of request 8 into reused space: its table and a signal that counts enough pieces.
     assertEquals("MALFORMED: device write request 9: block table names request 8 with 2 entries (magic 0x54424c53),"
         + " expected request 9 with 2 entries (magic 0x54424c53): not written for this request",
@@ -77,7 +78,7 @@ class BlockTableTest {
 
   @Test
   void reportedLengthsOutsideTheReservedCapacityAreRefused() throws TransportException {
-    DeviceWriteRequest req = request();
+    WriteRequest req = request();
     assertEquals("MALFORMED: device write request 9: block (77, 5) reported -16 bytes, expected 0..4096 (its"
         + " capacity)", refusal(req, signal(3, 0), table(9, -16, 0, 48, 1)));
     assertEquals("MALFORMED: device write request 9: block (78, 5) reported 176 bytes, expected 0..160 (its"
@@ -94,8 +95,8 @@ class BlockTableTest {
   @Test
   void overlappingLandedRangesAreRefused() {
     // Not a request a reader lays out (check() refuses it): the table's own check still catches it.
-    DeviceWriteRequest req = new DeviceWriteRequest(9, 3, landing(), 8192, 8192 + BlockTable.bytes(2), W,
-        List.of(new DeviceWriteRequest.Entry(77, 5, 0, 4096), new DeviceWriteRequest.Entry(78, 5, 64, 160)));
+    WriteRequest req = DeviceRequests.request(9, 3, landing(), 8192, 8192 + BlockTable.bytes(2), W,
+        List.of(DeviceRequests.entry(77, 5, 0, 4096), DeviceRequests.entry(78, 5, 64, 160)));
     assertEquals("MALFORMED: device write request 9: landed ranges overlap: [0, 128) and [64, 112), expected disjoint"
         + " ranges", refusal(req, signal(3, 176 + 48), table(9, 128, 1, 48, 1)));
   }

@@ -4,6 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
@@ -24,14 +26,14 @@ class DeviceBlockServerAdmissionTest {
   private static final int SHUFFLE = 3;
   private static final int[] W = {4};
 
-  private static DeviceWriteRequest request(int[] widths, DeviceWriteRequest.Entry... entries) {
+  private static WriteRequest request(int[] widths, ShuffleMessages.Entry... entries) {
     RegionDescriptor l = new RegionDescriptor(MemoryKind.DEVICE, 1, 0, 5, 1 << 20, 1, null, null);
-    return new DeviceWriteRequest(4, SHUFFLE, l, 1 << 19, (1 << 19) + BlockTable.bytes(entries.length), widths,
-        List.of(entries)).from("2", 60_000);
+    return DeviceRequests.from(DeviceRequests.request(4, SHUFFLE, l, 1 << 19, (1 << 19) + BlockTable.bytes(entries.length), widths,
+        List.of(entries)), "2", 60_000);
   }
 
-  private static DeviceWriteRequest.Entry entry(long map, int partition, long at, long capacity) {
-    return new DeviceWriteRequest.Entry(map, partition, at, capacity);
+  private static ShuffleMessages.Entry entry(long map, int partition, long at, long capacity) {
+    return DeviceRequests.entry(map, partition, at, capacity);
   }
 
   /** Commits map output {@code map} of two partitions of two rows each (32 bytes each). */
@@ -41,7 +43,7 @@ class DeviceBlockServerAdmissionTest {
     s.commit(SHUFFLE, map, block, W, new long[] {0, b, 2 * b}, new long[] {2, 2});
   }
 
-  private static TransportException refusal(DeviceBlockServer server, DeviceWriteRequest req, AtomicInteger answers) {
+  private static TransportException refusal(DeviceBlockServer server, WriteRequest req, AtomicInteger answers) {
     return assertThrows(TransportException.class, () -> server.start(req, 60_000, new long[DeviceBlockServer.MARKS],
         (bytes, error) -> answers.incrementAndGet()));
   }

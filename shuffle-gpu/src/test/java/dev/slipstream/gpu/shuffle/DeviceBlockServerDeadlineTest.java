@@ -3,10 +3,11 @@ package dev.slipstream.gpu.shuffle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.RegionDescriptor;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -18,10 +19,10 @@ import org.junit.jupiter.api.Test;
  * collaborators are absent, which a request past its deadline never reaches.
  */
 class DeviceBlockServerDeadlineTest {
-  private static DeviceWriteRequest request(long budgetMs) throws TransportException {
+  private static WriteRequest request(long budgetMs) throws TransportException {
     RegionDescriptor l = new RegionDescriptor(MemoryKind.DEVICE, 1, 0, 5, 1 << 20, 1, null, null);
-    return new DeviceWriteRequest(4, 3, l, 4096, 4096 + BlockTable.bytes(1), new int[] {8},
-        List.of(new DeviceWriteRequest.Entry(1, 0, 0, 4096))).from("2", budgetMs).check();
+    return DeviceRequests.from(DeviceRequests.request(4, 3, l, 4096, 4096 + BlockTable.bytes(1), new int[] {8},
+        List.of(DeviceRequests.entry(1, 0, 0, 4096))), "2", budgetMs).check();
   }
 
   @Test

@@ -7,6 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
@@ -14,7 +17,6 @@ import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.PartitionKernel;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.RemoteRegion;
-import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
@@ -133,7 +135,7 @@ class DeviceShuffleGpuTest {
         }
       }
       try (DeviceLanding.Fetch f = landing.prepare(7, W, wants)) {
-        long bytes = server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
+        long bytes = server.serve(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000);
         List<DeviceBatch> landed = f.await(System.nanoTime() + 30_000_000_000L);
         assertEquals(2 * PARTS, landed.size());
         long total = 0;
@@ -178,7 +180,7 @@ class DeviceShuffleGpuTest {
     List<DeviceLanding.Want> wants = new ArrayList<>();
     List<byte[]> sections = expect(store, wants, maps);
     try (DeviceLanding.Fetch f = landing.prepare(3, W, wants)) {
-      server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
+      server.serve(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000);
       checkLanded(landing, f, sections, maps);
     }
   }
@@ -261,7 +263,7 @@ class DeviceShuffleGpuTest {
       assertEquals(1, r.server.lanesMade(), "requests one at a time into one landing region share one lane");
       assertEquals(1, r.server.lanesIdle());
       assertEquals(4, r.server.requestsServed());
-      r.server.forget(r.landing.descriptor());
+      r.server.forget(r.landing.descriptor().toTransport());
       assertEquals(0, r.server.lanesIdle(), "a forgotten landing region's lanes are closed");
       // Forgotten means its reader was lost: the region is revoked, never pushed into again.
       TransportException e = assertThrows(TransportException.class, () -> r.pushAll(5));
@@ -316,7 +318,7 @@ class DeviceShuffleGpuTest {
         assertEquals(1, fs.size(), "the second does not fit the region, and the third is not laid out past it");
         DeviceLanding.Fetch f = fs.get(0);
         assertEquals(f.length(), r.landing.used());
-        r.server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000);
+        r.server.serve(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000);
         // Same layout at the same offset as the first push: had the range not been zeroed when it was
         // released, the signal would count twice.
         checkLanded(r.landing, f, sections, 1, 2);
@@ -352,7 +354,7 @@ class DeviceShuffleGpuTest {
         filler.start();
         Thread.sleep(100);
         var outcome = new java.util.concurrent.CompletableFuture<TransportException>();
-        r.server.start(DeviceWriteRequest.decode(f.request().encode()), 50, new long[DeviceBlockServer.MARKS],
+        r.server.start(ShuffleMessages.decodeRequest(f.request().toBytes()), 50, new long[DeviceBlockServer.MARKS],
             (bytes, error) -> outcome.complete(error));
         Thread.sleep(150);
         assertEquals(1, r.server.lanesAside(), "the timed-out push's lane is set aside while its kernel may run");
@@ -387,7 +389,7 @@ class DeviceShuffleGpuTest {
           var outcome = new java.util.concurrent.CompletableFuture<Long>();
           long[] m = new long[DeviceBlockServer.MARKS];
           // start() returns without waiting for the push: all 8 are started before any is awaited.
-          r.server.start(DeviceWriteRequest.decode(f.request().encode()), 30_000, m, (bytes, error) -> {
+          r.server.start(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000, m, (bytes, error) -> {
             if (error == null) {
               outcome.complete(bytes);
             } else {
@@ -493,14 +495,14 @@ class DeviceShuffleGpuTest {
           p.block().read(p.offset(q), blocks[q], 0, blocks[q].length);
         }
       }
-      assertTrue(blocks[0].length > 8 * DeviceWriteRequest.CHUNK_BYTES, "block of " + blocks[0].length + " bytes");
-      long spare = 5 * DeviceWriteRequest.CHUNK_BYTES / 2; // capacity beyond the real bytes: 2 or 3 empty pieces
+      assertTrue(blocks[0].length > 8 * WriteRequest.CHUNK_BYTES, "block of " + blocks[0].length + " bytes");
+      long spare = 5 * WriteRequest.CHUNK_BYTES / 2; // capacity beyond the real bytes: 2 or 3 empty pieces
       List<DeviceLanding.Want> wants = List.of(new DeviceLanding.Want(1, 0, blocks[0].length + spare),
           new DeviceLanding.Want(1, 1, blocks[1].length));
       try (DeviceLanding.Fetch f = landing.prepare(5, W, wants)) {
-        long pieces = DeviceWriteRequest.chunks(BatchLayout.align16(blocks[0].length + spare))
-            + DeviceWriteRequest.chunks(BatchLayout.align16(blocks[1].length)) + 1;
-        assertEquals(pieces, f.expectedBlocks());
+        long pieces = WriteRequest.chunks(BatchLayout.align16(blocks[0].length + spare))
+            + WriteRequest.chunks(BatchLayout.align16(blocks[1].length)) + 1;
+        assertEquals(pieces, f.expectedPieces());
         assertEquals((long) blocks[0].length + blocks[1].length, server.serve(f.request(), 30_000));
         List<DeviceBatch> landed = f.await(System.nanoTime() + 30_000_000_000L); // checks the count is exact
         for (int q = 0; q < 2; q++) {

@@ -2,20 +2,19 @@ package dev.slipstream.gpu.shuffle;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
+import dev.slipstream.gpu.RegionDescriptor;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
-/** Codecs of the GPU shuffle: batch layout, device write request, GPU endpoint; and the per-pair path decision. */
+/** Codecs of the GPU shuffle: batch layout, GPU endpoint; and the per-pair path decision. */
 class GpuShuffleCodecTest {
   static RegionDescriptor deviceLanding(int device, long length) {
     byte[] ipc = new byte[RegionDescriptor.IPC_HANDLE_BYTES];
@@ -57,88 +56,6 @@ class GpuShuffleCodecTest {
     columns[29] = 9; // column count
     assertEquals("batch layout: 9 columns, expected 0..8",
         assertThrows(IllegalArgumentException.class, () -> BatchLayout.decode(columns)).getMessage());
-  }
-
-  private static DeviceWriteRequest request(long landingLength, List<DeviceWriteRequest.Entry> entries, long table,
-      long signal) {
-    return new DeviceWriteRequest(9, 3, deviceLanding(1, landingLength), table, signal, new int[] {8, 4}, entries);
-  }
-
-  @Test
-  void deviceWriteRequestRoundTripsAndIsChecked() throws TransportException {
-    var req = request(1 << 20, List.of(new DeviceWriteRequest.Entry(77, 5, 0, 4096),
-        new DeviceWriteRequest.Entry(78, 5, 4096, 160)), 8192, 8192 + 48);
-    assertEquals(req, DeviceWriteRequest.decode(req.encode()));
-    assertArrayEquals(new int[] {8, 4}, DeviceWriteRequest.decode(req.encode()).widths());
-    var sent = req.from("7", 2_000);
-    var got = DeviceWriteRequest.decode(sent.encode());
-    assertEquals(sent, got);
-    assertEquals("7", got.reader());
-    assertEquals(2_000, got.budgetMillis());
-    assertNotEquals(req, got, "the reader and the budget are part of the request");
-  }
-
-  @Test
-  void deviceWriteRequestRefusesABudgetOutOfRangeAndAnOverlongReader() {
-    var req = request(1 << 20, List.of(new DeviceWriteRequest.Entry(77, 5, 0, 4096)), 8192, 8192 + 32);
-    assertEquals("MALFORMED: device write request: budget -1 ms, expected 0.." + DeviceWriteRequest.MAX_BUDGET_MILLIS,
-        assertThrows(TransportException.class, () -> DeviceWriteRequest.decode(req.from("1", -1).encode()))
-            .getMessage());
-    assertEquals("MALFORMED: device write request: reader id of 65 characters, expected at most 64",
-        assertThrows(TransportException.class, () -> req.from("x".repeat(65), 1).check()).getMessage());
-  }
-
-  @Test
-  void blocksArePushedInPiecesThatTheSignalCountsOneEach() throws TransportException {
-    long c = DeviceWriteRequest.CHUNK_BYTES;
-    assertEquals(1, DeviceWriteRequest.chunks(16));
-    assertEquals(1, DeviceWriteRequest.chunks(c));
-    assertEquals(2, DeviceWriteRequest.chunks(c + 16));
-    var req = request(64L << 20, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 16),
-        new DeviceWriteRequest.Entry(1, 1, 16, c), new DeviceWriteRequest.Entry(2, 0, 16 + c, c + 16),
-        new DeviceWriteRequest.Entry(2, 1, 32 + 2 * c, 3 * c)), 32 + 5 * c, 32 + 5 * c + 80);
-    req.check();
-    assertEquals(1 + 1 + 2 + 3 + 1, req.expectedBlocks(), "pieces of every block, plus the table");
-    var tooMany = request(Long.MAX_VALUE / 2, List.of(new DeviceWriteRequest.Entry(1, 0, 0, (1L << 24) * c)), 0, 64);
-    assertEquals("MALFORMED: device write request: 16777217 pieces of 1048576 bytes to signal, expected at most"
-        + " 16777215 (the signal's block count)", assertThrows(TransportException.class, tooMany::check).getMessage());
-  }
-
-  @Test
-  void deviceWriteRequestRefusesRangesOutsideOverlappingOrMisaligned() {
-    var outside = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 4096, 8192)), 0, 64);
-    assertEquals("MALFORMED: device write request: block (1, 0): offset 4096 + length 8192 outside landing region 1 (length 8192)",
-        assertThrows(TransportException.class, outside::check).getMessage());
-    var overlap = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 128)), 64, 4096);
-    assertEquals("MALFORMED: device write request: landing ranges overlap: [0, 128) and [64, 96)",
-        assertThrows(TransportException.class, overlap::check).getMessage());
-    var misaligned = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 8, 16)), 1024, 2048);
-    assertEquals("MALFORMED: device write request: landing offset 8 not 16-byte aligned",
-        assertThrows(TransportException.class, misaligned::check).getMessage());
-    var signal = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 16)), 1024, 8190);
-    assertEquals("MALFORMED: device write request: signal offset 8190 not 8-byte aligned",
-        assertThrows(TransportException.class, signal::check).getMessage());
-    var negative = request(8192, List.of(new DeviceWriteRequest.Entry(1, 0, 0, -16)), 1024, 2048);
-    assertTrue(assertThrows(TransportException.class, negative::check).getMessage().contains("length -16 outside"));
-  }
-
-  @Test
-  void deviceWriteRequestDecodeRejectsTruncatedForgedAndHostLandings() throws TransportException {
-    var req = request(1 << 20, List.of(new DeviceWriteRequest.Entry(77, 5, 0, 4096)), 8192, 8192 + 16);
-    byte[] bytes = req.encode();
-    var e = assertThrows(TransportException.class, () -> DeviceWriteRequest.decode(Arrays.copyOf(bytes, bytes.length - 3)));
-    assertEquals("MALFORMED: device write request: 25 bytes for 1 entries, expected 28", e.getMessage());
-    byte[] longer = Arrays.copyOf(bytes, bytes.length + 1);
-    assertEquals("MALFORMED: device write request: 29 bytes for 1 entries, expected 28",
-        assertThrows(TransportException.class, () -> DeviceWriteRequest.decode(longer)).getMessage());
-    byte[] type = bytes.clone();
-    type[3] = 16;
-    assertTrue(assertThrows(TransportException.class, () -> DeviceWriteRequest.decode(type)).getMessage()
-        .endsWith("got type id 16, expected 48"));
-    var host = new DeviceWriteRequest(1, 1, RegionDescriptor.decode(new RegionDescriptor(MemoryKind.HOST_SHARED, 2, -1, 5,
-        4096, 1, null, "/slip-test").encode()), 1024, 2048, new int[] {}, List.of(new DeviceWriteRequest.Entry(1, 0, 0, 16)));
-    assertEquals("MALFORMED: device write request: landing region 2 is HOST_SHARED memory, expected DEVICE",
-        assertThrows(TransportException.class, host::check).getMessage());
   }
 
   @Test

@@ -6,6 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
@@ -13,8 +17,6 @@ import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.gpu.RemoteRegion;
-import dev.slipstream.core.transport.TransportError;
-import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
@@ -129,8 +131,8 @@ class LateWriteGpuTest {
         assertTrue(lowest(b) >= lowest(a) + a.length() || lowest(b) + b.length() <= lowest(a),
             "the next fetch gets other memory while the first holder may still write");
         // The holder of A pushes late, after B was laid out, then B's holder pushes.
-        r.server.serve(DeviceWriteRequest.decode(a.request().encode()), 30_000);
-        r.server.serve(DeviceWriteRequest.decode(b.request().encode()), 30_000);
+        r.server.serve(ShuffleMessages.decodeRequest(a.request().toBytes()), 30_000);
+        r.server.serve(ShuffleMessages.decodeRequest(b.request().toBytes()), 30_000);
         checkLanded(r, b.await(System.nanoTime() + 30_000_000_000L), sectionsB, "fetch B");
       }
       r.landing.finished(a.request().requestId()); // A's holder answered: its range goes back
@@ -147,7 +149,7 @@ class LateWriteGpuTest {
       List<DeviceLanding.Want> wantsA = new ArrayList<>();
       expect(r.store, wantsA, 1);
       DeviceLanding.Fetch a = r.landing.prepare(3, W, wantsA);
-      DeviceWriteRequest lateA = DeviceWriteRequest.decode(a.request().encode());
+      WriteRequest lateA = ShuffleMessages.decodeRequest(a.request().toBytes());
       a.retain("holder-1", System.nanoTime()); // a bound that has passed: handed out again without an answer
       long deadline = System.nanoTime() + 10_000_000_000L;
       while (r.landing.retainedBytes() > 0 && System.nanoTime() < deadline) {
@@ -182,14 +184,14 @@ class LateWriteGpuTest {
       List<DeviceLanding.Want> wants = new ArrayList<>();
       expect(r.store, wants, 1);
       try (DeviceLanding.Fetch f = r.landing.prepare(3, W, wants)) {
-        DeviceWriteRequest q = f.request();
-        DeviceWriteRequest withForged = new DeviceWriteRequest(q.requestId(), q.shuffleId(), forged, q.tableOffset(),
-            q.signalOffset(), q.widths(), q.entries(), "1", 30_000).check();
+        WriteRequest q = f.request();
+        WriteRequest withForged = DeviceRequests.from(DeviceRequests.request(q.requestId(), q.shuffleId(), forged,
+            q.tableOffset(), q.signalOffset(), q.widths(), q.entries()), "1", 30_000).check();
         assertEquals(TransportError.BAD_KEY, assertThrows(TransportException.class,
             () -> landings.check(withForged)).error());
         assertEquals(TransportError.UNKNOWN_REGION, assertThrows(TransportException.class,
-            () -> landings.check(q.from("2", 30_000))).error(), "a reader not in the peer table");
-        assertEquals(real, landings.check(q.from("1", 30_000)));
+            () -> landings.check(DeviceRequests.from(q, "2", 30_000))).error(), "a reader not in the peer table");
+        assertEquals(real, landings.check(DeviceRequests.from(q, "1", 30_000)));
         byte[] zeros = new byte[(int) f.length()];
         assertArrayEquals(zeros, r.landing.region().read(lowest(f), zeros.length), "nothing landed");
       }
@@ -203,13 +205,13 @@ class LateWriteGpuTest {
       List<DeviceLanding.Want> wants = new ArrayList<>();
       List<byte[]> sections = expect(r.store, wants, 1);
       try (DeviceLanding.Fetch f = r.landing.prepare(3, W, wants)) {
-        r.server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000); // a lane into it exists
+        r.server.serve(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000); // a lane into it exists
         checkLanded(r, f.await(System.nanoTime() + 30_000_000_000L), sections, "before the loss");
       }
-      r.server.forget(r.landing.descriptor()); // the reader was lost
+      r.server.forget(r.landing.descriptor().toTransport()); // the reader was lost
       try (DeviceLanding.Fetch f = r.landing.prepare(3, W, wants)) {
         TransportException e = assertThrows(TransportException.class,
-            () -> r.server.serve(DeviceWriteRequest.decode(f.request().encode()), 30_000));
+            () -> r.server.serve(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000));
         assertEquals(TransportError.UNAVAILABLE, e.error());
         assertTrue(e.getMessage().contains("was revoked"), e.getMessage());
         byte[] zeros = new byte[(int) f.length()];

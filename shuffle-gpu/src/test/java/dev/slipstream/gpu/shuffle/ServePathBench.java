@@ -1,10 +1,11 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.RemoteRegion;
-import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
@@ -149,7 +150,7 @@ public final class ServePathBench {
         long start = System.nanoTime();
         DeviceLanding.Fetch f = landing.prepare(SHUFFLE, W, wants);
         long prepared = System.nanoTime();
-        DeviceWriteRequest req = DeviceWriteRequest.decode(f.request().encode());
+        WriteRequest req = ShuffleMessages.decodeRequest(f.request().toBytes());
         long coded = System.nanoTime();
         long[] marks = new long[DeviceBlockServer.MARKS];
         CompletableFuture<Long> answer = new CompletableFuture<>();

@@ -1,12 +1,16 @@
 package dev.slipstream.spark.gpu;
 
+import dev.slipstream.core.shuffle.BlockWriter;
 import dev.slipstream.core.shuffle.RequestRing;
 import dev.slipstream.core.shuffle.ServeTimeline;
-import dev.slipstream.core.shuffle.ShuffleMessages.DeviceWriteResult;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.shuffle.SpinningPool;
 import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.shuffle.DeviceBlockServer;
-import dev.slipstream.gpu.shuffle.DeviceWriteRequest;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.PeerLandings;
 import dev.slipstream.gpu.shuffle.StagedBlocks;
@@ -79,7 +83,7 @@ public final class ExecutorGpu implements AutoCloseable {
       t.setDaemon(true);
       return t;
     });
-    executor.node().deviceWrites().setHandler(this::serve);
+    executor.node().setWriter(MemoryKind.DEVICE, this::write);
   }
 
   /** The executor this is the GPU side of. */
@@ -104,7 +108,8 @@ public final class ExecutorGpu implements AutoCloseable {
     String id = executor.executorId();
     try {
       GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
-          .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory());
+          .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory(),
+          executor.node()::nextRequestId);
       gpu = g;
       // Readers without a direct device path to this GPU fetch its map outputs over the staging path.
       executor.node().serveAlso(StagedBlocks.source(g.store(), executor.node().config().checksum()));
@@ -148,8 +153,8 @@ public final class ExecutorGpu implements AutoCloseable {
           RING_ABANDON_NANOS);
       // A ring message names its sender as a HELLO does on the transport without authentication; the
       // file itself is open to this user only.
-      executor.node().deviceWrites().serveRing(ring, conf.requestRingPoll().toNanos(), executor::isPeerEndpoint);
-      LOG.info("Slipstream executor {} serves device write requests from its request ring {}", executor.executorId(),
+      executor.node().writeExchange().serveRing(ring, conf.requestRingPoll().toNanos(), executor::isPeerEndpoint);
+      LOG.info("Slipstream executor {} serves write requests from its request ring {}", executor.executorId(),
           ring.path());
       return e.withRequestRing(ring.path().toString());
     } catch (IOException | RuntimeException x) {
@@ -208,77 +213,74 @@ public final class ExecutorGpu implements AutoCloseable {
   }
 
   /**
-   * Sends a reduce task's device write request to {@code holder} without blocking the task, executor
-   * to executor; the answer (or the failure) completes the returned future, so a reduce task keeps
-   * requests to several holders in flight. The answer is waited for {@code answerWithin} (past the
-   * fetch deadline: it releases retained landing space).
+   * Sends a reduce task's write request into this executor's device landing region to
+   * {@code holder} without blocking the task, executor to executor; the holder's answer (or the
+   * failure) completes the returned future, so a reduce task keeps requests to several holders in
+   * flight. The answer is waited for {@code answerWithin} (past the fetch deadline: it releases
+   * retained landing space).
    */
-  public CompletableFuture<DeviceWriteResult> send(String holder, byte[] request, Duration answerWithin) {
+  public CompletableFuture<WriteResult> send(String holder, WriteRequest request, Duration answerWithin) {
     Optional<PeerInfo> p = executor.knownPeer(holder);
     if (p.isEmpty()) {
       return CompletableFuture.failedFuture(new IllegalStateException("executor " + holder
           + " is not in Slipstream's peer table"));
     }
-    return executor.node().deviceWrites().send(p.get().endpoint(), request, ringOf(p.get()), answerWithin);
+    return executor.node().writeExchange().send(p.get().endpoint(), request, ringOf(p.get()), answerWithin);
   }
 
   /**
-   * Serves a peer's device write request; the answer is given exactly once. A serving thread decodes
-   * it, checks it, pins its map outputs and launches its push (or queues it for a free lane) without
-   * waiting for the push; the block server's completion thread answers once the kernel ended. With
+   * The block writer into device landing regions, for the node's block server (which has admitted
+   * and checked the request). A serving thread checks the landing region against the peer table,
+   * pins the request's map outputs and launches its push (or queues it for a free lane) without
+   * waiting for the push; the block server's completion thread reports once the kernel ended. With
    * spark.slipstream.gpu.serve.threads=0 this happens on the transport thread the request arrived
    * on, except for a request that arrives before the GPU is open or that reads map outputs spilled
    * to host memory (copied back first): those go to a serving thread, so a transport thread never
-   * waits. {@code from} must be the reader's registered endpoint.
+   * waits.
    */
-  private void serve(EndpointDescriptor from, byte[] request, dev.slipstream.core.shuffle.DeviceWriteExchange.Reply reply) {
-    long received = System.nanoTime();
+  private void write(EndpointDescriptor from, WriteRequest req, long received, long deadline,
+      BlockWriter.Outcome outcome) {
     GpuExecutor g = gpu;
-    if (conf.serveThreads() > 0 || !settled.isDone() || g == null) {
-      offload(from, request, reply, received);
+    if (conf.serveThreads() > 0 || !settled.isDone() || g == null || !g.onDevice(req)) {
+      offload(from, req, outcome, received);
       return;
     }
-    DeviceWriteRequest req;
-    try {
-      req = DeviceWriteRequest.decode(request);
-    } catch (Exception e) {
-      reply.answer(false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, received, 0, 0, 0, 0, 0));
-      return;
-    }
-    if (!g.onDevice(req)) {
-      offload(from, request, reply, received);
-      return;
-    }
-    start(g, from, req, reply, received, System.nanoTime());
+    start(g, from, req, outcome, received, System.nanoTime());
   }
 
   /** Serves a request from a serving thread (it may wait for the GPU to open, or restore spilled outputs). */
-  private void offload(EndpointDescriptor from, byte[] request, dev.slipstream.core.shuffle.DeviceWriteExchange.Reply reply,
-      long received) {
+  private void offload(EndpointDescriptor from, WriteRequest req, BlockWriter.Outcome outcome, long received) {
     try {
       serveThreads.execute(() -> {
         long started = System.nanoTime();
+        GpuExecutor g;
         try {
-          start(require(), from, DeviceWriteRequest.decode(request), reply, received, started);
-        } catch (Exception e) {
-          reply.answer(false, 0, String.valueOf(e.getMessage()), new ServeTimeline(received, started, 0, 0, 0, 0, 0));
+          g = require();
+        } catch (RuntimeException e) {
+          outcome.done(0, new TransportException(TransportError.UNAVAILABLE, String.valueOf(e.getMessage()), e),
+              new ServeTimeline(received, started, 0, 0, 0, 0, 0));
+          return;
         }
+        start(g, from, req, outcome, received, started);
       });
     } catch (RejectedExecutionException e) {
-      reply.answer(false, 0, "executor " + executor.executorId() + " is stopping", ServeTimeline.NONE);
+      outcome.done(0, new TransportException(TransportError.CLOSED, "executor " + executor.executorId()
+          + " is stopping"), ServeTimeline.NONE);
     }
   }
 
-  /** Starts the push; the answer follows its end (or comes now when the request is refused). */
-  private void start(GpuExecutor g, EndpointDescriptor from, DeviceWriteRequest req,
-      dev.slipstream.core.shuffle.DeviceWriteExchange.Reply reply, long received, long started) {
+  /** Starts the push; the outcome follows its end (or comes now when the request is refused). */
+  private void start(GpuExecutor g, EndpointDescriptor from, WriteRequest req, BlockWriter.Outcome outcome,
+      long received, long started) {
     long[] marks = new long[DeviceBlockServer.MARKS];
     try {
       g.start(req, from, received, executor.node().config().fetchTimeout().toMillis(), marks, (bytes, error) ->
-          reply.answer(error == null, bytes, error == null ? "" : String.valueOf(error.getMessage()),
-              timeline(received, started, marks)));
-    } catch (Exception e) {
-      reply.answer(false, 0, String.valueOf(e.getMessage()), timeline(received, started, marks));
+          outcome.done(error == null ? bytes : 0, error, timeline(received, started, marks)));
+    } catch (TransportException e) {
+      outcome.done(0, e, timeline(received, started, marks));
+    } catch (RuntimeException e) {
+      outcome.done(0, new TransportException(TransportError.INTERNAL, String.valueOf(e.getMessage()), e),
+          timeline(received, started, marks));
     }
   }
 

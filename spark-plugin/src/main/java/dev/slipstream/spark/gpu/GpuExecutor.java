@@ -1,5 +1,9 @@
 package dev.slipstream.spark.gpu;
 
+import dev.slipstream.core.memory.MemoryPool;
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
@@ -9,13 +13,10 @@ import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.shuffle.DeviceBlockServer;
 import dev.slipstream.gpu.shuffle.DeviceLanding;
 import dev.slipstream.gpu.shuffle.DeviceMapOutputStore;
-import dev.slipstream.gpu.shuffle.DeviceWriteRequest;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.GpuOutputSpace;
 import dev.slipstream.gpu.shuffle.HostIdentity;
 import dev.slipstream.gpu.shuffle.PeerLandings;
-import dev.slipstream.core.memory.MemoryPool;
-import dev.slipstream.core.transport.TransportException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -49,7 +50,8 @@ public final class GpuExecutor implements AutoCloseable {
   private final DeviceBlockServer server;
   private final GpuEndpoint endpoint;
   private final PeerLandings peerLandings;
-  private final Map<RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
+  /** Imported landing regions, by the descriptor requests name them with ({@link RegionDescriptor#toTransport()}). */
+  private final Map<dev.slipstream.core.transport.RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
   private final Map<Long, GpuReadStats> reads = new ConcurrentHashMap<>();
   /** This GPU's node of the executor's memory accounting tree, and its landing region's account. */
   private final MemoryPool pool;
@@ -58,7 +60,7 @@ public final class GpuExecutor implements AutoCloseable {
   private volatile boolean closed;
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
-      MemoryPool memory) {
+      MemoryPool memory, java.util.function.LongSupplier requestIds) {
     this.executorId = executorId;
     this.ctx = ctx;
     List<AutoCloseable> made = new ArrayList<>();
@@ -76,12 +78,12 @@ public final class GpuExecutor implements AutoCloseable {
       made.add(() -> landingPool.release(landingReserved));
       this.kernel = PushKernel.load(ctx);
       made.add(kernel);
-      this.landing = new DeviceLanding(ctx, conf.landingBytes(), LANDING_REGION_ID);
+      this.landing = new DeviceLanding(ctx, conf.landingBytes(), LANDING_REGION_ID, requestIds);
       made.add(landing);
       this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID),
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
-      this.server = new DeviceBlockServer(ctx, kernel, store, this::importLanding, FIRST_TABLE_ID,
+      this.server = new DeviceBlockServer(ctx, kernel, store, this::importedLanding, FIRST_TABLE_ID,
           conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads());
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
@@ -102,10 +104,11 @@ public final class GpuExecutor implements AutoCloseable {
   /**
    * Opens device {@code ordinal} for executor {@code executorId}, or throws with the probe's reason
    * (no library, no driver, no GPU) or the failing call. {@code peers} is this executor's copy of the
-   * driver's peer table: the only source of the landing regions it pushes into.
+   * driver's peer table: the only source of the landing regions it pushes into; {@code requestIds}
+   * gives the ids of its write requests (the shuffle node's sequence).
    */
   public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf,
-      PeerLandings.PeerTable peers, MemoryPool memory) {
+      PeerLandings.PeerTable peers, MemoryPool memory, java.util.function.LongSupplier requestIds) {
     GpuProbe probe = GpuRuntime.probe();
     if (!probe.available()) {
       throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
@@ -116,7 +119,7 @@ public final class GpuExecutor implements AutoCloseable {
     }
     GpuContext ctx = GpuContext.open(ordinal);
     try {
-      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory);
+      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes",
           executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(), conf.mapOutputBytes());
       return g;
@@ -141,17 +144,18 @@ public final class GpuExecutor implements AutoCloseable {
     if (closed) {
       throw new IllegalStateException("GPU of executor " + executorId + " is closed");
     }
-    RemoteRegion r = imported.get(d);
+    dev.slipstream.core.transport.RegionDescriptor key = d.toTransport();
+    RemoteRegion r = imported.get(key);
     if (r != null) {
       return r;
     }
     if (d.equals(landing.descriptor())) {
-      return imported.computeIfAbsent(d, x -> RemoteRegion.alias(landing.region()));
+      return imported.computeIfAbsent(key, x -> RemoteRegion.alias(landing.region()));
     }
     // One import per descriptor, made under the map's lock for that key: CUDA refuses a second
     // cudaIpcOpenMemHandle of a handle this process already mapped (cudaErrorAlreadyMapped).
-    return imported.computeIfAbsent(d, x -> {
-      RemoteRegion fresh = RemoteRegion.importFrom(ctx, x);
+    return imported.computeIfAbsent(key, x -> {
+      RemoteRegion fresh = RemoteRegion.importFrom(ctx, d);
       try {
         fresh.checkMappedLength(ctx);
       } catch (RuntimeException e) {
@@ -162,6 +166,16 @@ public final class GpuExecutor implements AutoCloseable {
     });
   }
 
+  /** The region {@link #start} imported for the landing region a request names. */
+  private RemoteRegion importedLanding(dev.slipstream.core.transport.RegionDescriptor d) {
+    RemoteRegion r = imported.get(d);
+    if (r == null) {
+      throw new IllegalStateException("no imported landing region for " + d + " (requests are started through"
+          + " GpuExecutor.start, which imports it)");
+    }
+    return r;
+  }
+
   /**
    * Starts serving a device write request that came over the transport from {@code from}
    * at {@code receivedNanos}, up to the kernel launch on the calling thread
@@ -169,22 +183,23 @@ public final class GpuExecutor implements AutoCloseable {
    * registered ({@link PeerLandings#check}); its deadline is the earlier of {@code timeoutMs} and its
    * budget from its arrival. {@code done} gets the outcome. Throws with the reason when refused.
    */
-  public void start(DeviceWriteRequest request, dev.slipstream.core.transport.EndpointDescriptor from,
+  public void start(WriteRequest request, dev.slipstream.core.transport.EndpointDescriptor from,
       long receivedNanos, long timeoutMs, long[] marks, DeviceBlockServer.Served done) throws TransportException {
     RegionDescriptor d = peerLandings.check(request, from);
     try {
       importLanding(d); // imported and checked before anything is pinned (cached for the lanes)
     } catch (RuntimeException e) {
       throw new TransportException(dev.slipstream.core.transport.TransportError.OUT_OF_RANGE, "device write request "
-          + request.requestId() + ": landing region of reader executor " + request.reader() + ": " + e.getMessage(), e);
+          + request.requestId() + ": landing region of reader executor " + request.reader().executorId() + ": "
+          + e.getMessage(), e);
     }
     server.start(request, receivedNanos, timeoutMs, marks, done);
   }
 
   /** Whether every map output {@code request} reads is in device memory (serving it restores nothing from host memory). */
-  public boolean onDevice(DeviceWriteRequest request) {
-    for (DeviceWriteRequest.Entry e : request.entries()) {
-      if (!store.onDevice(request.shuffleId(), e.mapAttemptId())) {
+  public boolean onDevice(WriteRequest request) {
+    for (ShuffleMessages.Entry e : request.entries()) {
+      if (!store.onDevice(request.shuffleId(), e.mapId())) {
         return false;
       }
     }
@@ -198,8 +213,8 @@ public final class GpuExecutor implements AutoCloseable {
   public void peerLost(String executorId, GpuEndpoint peer) {
     landing.holderLost(executorId);
     peer.landing().ifPresent(d -> {
-      server.forget(d);
-      RemoteRegion r = imported.remove(d);
+      server.forget(d.toTransport());
+      RemoteRegion r = imported.remove(d.toTransport());
       if (r != null) {
         r.close();
       }

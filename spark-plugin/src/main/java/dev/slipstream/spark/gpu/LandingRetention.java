@@ -1,6 +1,6 @@
 package dev.slipstream.spark.gpu;
 
-import dev.slipstream.core.shuffle.ShuffleMessages.DeviceWriteResult;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.gpu.shuffle.DeviceLanding;
 import java.util.concurrent.CompletableFuture;
 
@@ -20,7 +20,7 @@ public final class LandingRetention {
    * the range retained.
    */
   public static void retain(DeviceLanding landing, DeviceLanding.Fetch f, String holder, long releaseByNanos,
-      CompletableFuture<DeviceWriteResult> answer) {
+      CompletableFuture<WriteResult> answer) {
     f.retain(holder, releaseByNanos);
     long id = f.request().requestId();
     answer.whenComplete((r, e) -> {

@@ -1,6 +1,6 @@
 package dev.slipstream.spark.gpu;
 
-import dev.slipstream.core.shuffle.ShuffleMessages.DeviceWriteResult;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.DeviceBuffer;
@@ -71,7 +71,7 @@ final class NvlinkFetch implements AutoCloseable {
   private record Held(DeviceLanding.Fetch fetch, int from, int to) {}
 
   /** A request sent and not yet landed: when its preparation began and when it was sent. */
-  private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<DeviceWriteResult> answer,
+  private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<WriteResult> answer,
                           long startNanos, long sentNanos) {}
 
   NvlinkFetch(ExecutorGpu runtime, GpuExecutor gpu, int shuffleId, TaskContext context,
@@ -181,8 +181,8 @@ final class NvlinkFetch implements AutoCloseable {
                 firstSent = now;
               }
               // The budget is the time left until this reader gives the request up (its deadline below).
-              CompletableFuture<DeviceWriteResult> answer = runtime.send(c.holder(),
-                  f.request().from(runtime.executor().executorId(), timeoutMs).encode(), answerWithin);
+              CompletableFuture<WriteResult> answer = runtime.send(c.holder(),
+                  f.request().from(runtime.executor().node().identity(), timeoutMs), answerWithin);
               flying.addLast(new InFlight(c, f, answer, start, now));
               handed++;
               f.begin(); // its signal is watched from now on
@@ -263,14 +263,14 @@ final class NvlinkFetch implements AutoCloseable {
           break;
         }
         if (x.answer().isDone()) {
-          DeviceWriteResult r;
+          WriteResult r;
           try {
             r = x.answer().getNow(null);
           } catch (java.util.concurrent.CompletionException | java.util.concurrent.CancellationException e) {
             Throwable c = e.getCause() != null ? e.getCause() : e;
             throw new TransportException(TransportError.UNAVAILABLE, String.valueOf(c.getMessage()), c);
           }
-          if (!r.ok()) {
+          if (!r.served()) {
             throw Scala.sneaky(x.chunk().blocks().get(0).fetchFailed("executor " + holder
                 + " refused device write request " + id + ": " + r.reason(), null));
           }
@@ -284,7 +284,7 @@ final class NvlinkFetch implements AutoCloseable {
           long sig = x.fetch().abandon();
           throw new TransportException(TransportError.TIMEOUT, "device write request " + id + ": "
               + (x.answer().isDone() ? "answered, but" : "no answer, and") + " the signal at " + (sig >>> 40) + " of "
-              + x.fetch().expectedBlocks() + " blocks by the fetch deadline");
+              + x.fetch().expectedPieces() + " pieces by the fetch deadline");
         }
         // Each poll reads the signal once (a copy of microseconds): the first few milliseconds are
         // polled back to back, a push that takes longer is looked at every 50 us.

@@ -3,6 +3,8 @@ package dev.slipstream.core.shuffle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.transport.loopback.LoopbackFabric;
@@ -24,7 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * timeout still completes a request sent with a longer answer window, and a request without one
  * fails with TIMEOUT naming the window.
  */
-class DeviceWriteExchangeTest {
+class WriteExchangeTest {
   @TempDir Path tmp;
   private final LoopbackFabric fabric = new LoopbackFabric();
   private ShuffleNode holder;
@@ -40,13 +42,14 @@ class DeviceWriteExchangeTest {
   void start() throws Exception {
     holder = node("holder");
     reader = node("reader");
-    holder.deviceWrites().setHandler((from, request, reply) -> new Thread(() -> {
+    holder.setWriter(MemoryKind.DEVICE, (to, request, received, deadline, outcome) -> new Thread(() -> {
       try {
         answer.await(30, TimeUnit.SECONDS); // the test says when: after the reader's fetch timeout
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
-      reply.answer(false, 0, "push failed: still running after 200 ms (answered once it ended)", ServeTimeline.NONE);
+      outcome.done(0, new TransportException(TransportError.TIMEOUT, "push failed: still running after 200 ms"
+          + " (answered once it ended)"), ServeTimeline.NONE);
     }).start());
   }
 
@@ -58,18 +61,18 @@ class DeviceWriteExchangeTest {
 
   @Test
   void anAnswerAfterTheFetchTimeoutStillReachesARequestThatWaitsLonger() throws Exception {
-    CompletableFuture<ShuffleMessages.DeviceWriteResult> longer =
-        reader.deviceWrites().send(holder.localEndpoint(), new byte[] {1}, null, Duration.ofSeconds(30));
-    CompletableFuture<ShuffleMessages.DeviceWriteResult> plain =
-        reader.deviceWrites().send(holder.localEndpoint(), new byte[] {2});
+    CompletableFuture<WriteResult> longer = reader.writeExchange().send(holder.localEndpoint(),
+        ShuffleNodeTest.deviceRequest(reader, 1, 1), null, Duration.ofSeconds(30));
+    CompletableFuture<WriteResult> plain = reader.writeExchange().send(holder.localEndpoint(),
+        ShuffleNodeTest.deviceRequest(reader, 2, 1));
     ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
         () -> plain.get(30, TimeUnit.SECONDS));
     assertEquals(TransportError.TIMEOUT, ((TransportException) e.getCause()).error());
     assertTrue(e.getCause().getMessage().endsWith("within 200 ms"), e.getCause().getMessage());
     assertTrue(!longer.isDone(), "still listening past the fetch timeout");
     answer.countDown();
-    ShuffleMessages.DeviceWriteResult r = longer.get(30, TimeUnit.SECONDS);
-    assertEquals(false, r.ok());
+    WriteResult r = longer.get(30, TimeUnit.SECONDS);
+    assertEquals(TransportError.TIMEOUT, r.error());
     assertTrue(r.reason().contains("answered once it ended"), r.reason());
   }
 }
