@@ -12,10 +12,8 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
 import java.util.Set;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 /**
  * Fetches one reduce task's remote blocks by pull-driven writes: it reserves landing space,
@@ -250,11 +248,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
 
   /** Landing bytes for a request: data capacity, then the block table's records, then the signal. */
   static long landingNeed(long capacity, int records) {
-    return align8(capacity) + (long) ShuffleMessages.TABLE_ENTRY * records + 8;
-  }
-
-  static long readLength(LandingPool.Range range, long at) {
-    return range.view(at, 8).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong(0);
+    return align8(capacity) + BlockTable.bytes(records) + 8;
   }
 
   private void issue() throws BlockFetchException {
@@ -283,7 +277,7 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
       }
       long lengths = align8(r.bytes);
       r.pending = node.send(r.holder.endpoint(), shuffleId, range, entries, lengths,
-          lengths + (long) ShuffleMessages.TABLE_ENTRY * r.records);
+          lengths + BlockTable.bytes(r.records));
       inFlight.add(r);
       requestsSent++;
       r.pending.done.whenComplete((v, e) -> completed.add(r));
@@ -428,7 +422,8 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
     int n = r.blocks.size();
     BlockTableRecords t;
     try {
-      t = BlockTableRecords.read(r.range, align8(r.bytes), r.blocks, r.holder);
+      t = BlockTableRecords.read(r.range, align8(r.bytes), r.blocks, r.holder, r.pending.requestId,
+          r.pending.signalled);
     } catch (BlockFetchException e) {
       r.release();
       throw e;

@@ -26,8 +26,9 @@ import org.slf4j.LoggerFactory;
 /**
  * The block writer into host landing regions: one-sided writes over the shuffle transport, from
  * the map-output store's registered pages (or the views a {@link ServedOutput.Source} gives, such
- * as GPU map outputs copied to the host), then the block table and the signal on the same queue, so
- * the signal lands after every byte.
+ * as GPU map outputs copied to the host), then the {@link BlockTable} and one addition of the whole
+ * request's pieces and bytes to its {@link LandingSignal} on the same queue, so the signal lands
+ * after every byte.
  *
  * <p>Each block must be committed here and each range must lie inside its block; a request that
  * fails a check writes nothing. Writes that do not complete within the write timeout close the
@@ -108,6 +109,7 @@ final class HostBlockWriter implements BlockWriter {
             + " ms; the reader has given up on it, nothing written");
       }
       ByteBuffer lengths = ByteBuffer.allocateDirect(Math.toIntExact(req.tableBytes())).order(ByteOrder.LITTLE_ENDIAN);
+      BlockTable.putHeader(lengths, req.requestId(), req.tableRecords());
       List<ByteBuffer> slices = new ArrayList<>();
       List<Long> dsts = new ArrayList<>();
       long total = 0;
@@ -141,11 +143,11 @@ final class HostBlockWriter implements BlockWriter {
           dsts.add(dst);
           dst += s.remaining();
         }
-        // One record per partition: its bytes from the block offset on, and its own checksum.
+        // One record per partition: its bytes from the block offset on, its own checksum, no row count.
         long start = 0;
         for (int p = e.partition(); p < e.endPartition(); p++) {
           long end = start + out.partitionLength(p);
-          lengths.putLong(Math.max(0, end - Math.max(start, e.blockOffset()))).putLong(out.checksum(p));
+          lengths.putLong(Math.max(0, end - Math.max(start, e.blockOffset()))).putInt((int) out.checksum(p)).putInt(0);
           start = end;
         }
         total += len;
@@ -190,8 +192,9 @@ final class HostBlockWriter implements BlockWriter {
     for (int i = 0; i < w.slices().size(); i++) {
       futures.add(q.write(w.slices().get(i), landing.at(w.dsts().get(i))));
     }
+    // One addition for the whole request: the queue orders it after every write above.
     futures.add(q.writeAndSignal(w.table().duplicate(), landing.at(req.tableOffset()),
-        landing.at(req.signalOffset()), req.entries().size()));
+        landing.at(req.signalOffset()), LandingSignal.of(req.expectedPieces(), w.bytes() + req.tableBytes())));
     q.commit();
     CompletableFuture<Void> all = CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0]));
     ScheduledFuture<?> watchdog = watch(all, q, req.requestId());

@@ -2,7 +2,6 @@ package dev.slipstream.core.shuffle;
 
 import java.io.IOException;
 import java.io.OutputStream;
-import java.util.List;
 
 /**
  * Writes one map task attempt's output, partition after partition, into store pages, spilling

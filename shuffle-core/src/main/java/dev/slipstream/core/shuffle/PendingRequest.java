@@ -6,7 +6,7 @@ import java.util.concurrent.CompletableFuture;
 
 /**
  * A write request this process sent and waits for: it completes when the holder's signal
- * reaches the expected entry count, or fails (holder failure message, lost peer, deadline,
+ * reaches the expected piece count ({@link LandingSignal}), or fails (holder failure message, lost peer, deadline,
  * cancelled by its fetcher).
  *
  * <p>The request owns the registration of its landing range ({@link #region}): the only region
@@ -26,7 +26,10 @@ final class PendingRequest {
   /** This request's registration of its landing range; null when none was made (failed at once). */
   final RegisteredRegion region;
   final long signalOffset;
+  /** The pieces the signal reaches when everything landed. */
   final long expected;
+  /** The signal's value when the request completed (set before its future completes). */
+  volatile long signalled;
   final CompletableFuture<Void> done = new CompletableFuture<>();
   private boolean revoked;
 

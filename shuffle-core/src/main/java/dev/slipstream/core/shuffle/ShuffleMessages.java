@@ -21,12 +21,6 @@ public final class ShuffleMessages {
   public static final int MAX_REASON = 8 * 1024;
   /** Encoded bytes of one write request entry. */
   private static final int ENCODED_ENTRY = 40;
-  /**
-   * Bytes per record of the block table a holder writes into a host landing region, one record per
-   * partition of each entry: the partition's bytes from the entry's block offset on, the
-   * partition's checksum.
-   */
-  public static final int TABLE_ENTRY = 16;
   /** Most block-table records (partitions over all entries) one write request may ask for. */
   public static final int MAX_TABLE_RECORDS = 1 << 16;
   /** Most payload column widths a request into device memory may name. */
@@ -60,27 +54,17 @@ public final class ShuffleMessages {
 
   /**
    * The reader asks the holder to write {@code entries} of shuffle {@code shuffleId} into the
-   * request's own landing registration {@code landing} (offsets are relative to it), then the block
-   * table at {@code tableOffset}, then to add to the signal at {@code signalOffset}, after all of it.
-   *
-   * <p>What the table and the signal hold depends on the landing region's memory:
-   * <ul>
-   *   <li>{@link MemoryKind#HOST}: a {@value #TABLE_ENTRY}-byte record per partition of each entry,
-   *       in order: the bytes that partition has from the entry's {@code blockOffset} on (0 for a
-   *       partition wholly before it; over the entry's partitions these add up to the bytes the
-   *       block has from there, of which the holder wrote at most the capacity) and the checksum of
-   *       that partition's whole block, both 8-byte little-endian; the signal then gets the number of
-   *       entries. A batch entry's checksums are per partition so that the reader verifies each
-   *       partition's bytes against the checksum its map task computed.</li>
-   *   <li>{@link MemoryKind#DEVICE} (a GPU shuffle: {@code widths} are the payload column widths the
-   *       reader expects, and the holder refuses a map output of another shape): entries are single
-   *       partitions from offset 0 at {@value #DEVICE_ALIGN}-byte aligned offsets; the table is a
-   *       {@value #DEVICE_TABLE_HEADER}-byte header naming the request then a 16-byte (bytes, rows)
-   *       record per entry; each block is pushed in {@link #chunks(long) pieces} of
-   *       {@link #CHUNK_BYTES}, and each piece, and the table, adds one to the signal's piece count
-   *       (its top 24 bits) and its bytes to the rest, so the reader has every byte once the count
-   *       reaches {@link #expectedPieces()}.</li>
-   * </ul>
+   * request's own landing region {@code landing} (offsets are relative to it), then the
+   * {@link BlockTable} at {@code tableOffset} (a record per partition of each entry: a batch
+   * entry's checksums are per partition, so the reader verifies each partition's bytes against the
+   * checksum its map task computed), then to add to the {@link LandingSignal} at
+   * {@code signalOffset}, after all of it: each block counts as its {@link #chunks(long) pieces}
+   * of {@link #CHUNK_BYTES} (a push spreads them over many CUDA blocks) and the table as one, so the
+   * reader has every byte once the count reaches {@link #expectedPieces()}. That layout is the same
+   * for every landing memory. Into {@link MemoryKind#DEVICE} memory (a GPU shuffle) entries are
+   * single partitions from offset 0 at {@value #DEVICE_ALIGN}-byte aligned offsets, and
+   * {@code widths} are the payload column widths the reader expects: the holder refuses a map
+   * output of another shape.
    *
    * <p>{@code reader} names the application and executor asking: the holder serves only its own
    * application and writes only to the endpoint its peer table holds for that executor (and, for
@@ -100,12 +84,8 @@ public final class ShuffleMessages {
     public static final int ANSWER_SERVED = 1;
     /** Landing offsets of a device landing region are 16-byte aligned (the partition kernel's sections are). */
     public static final int DEVICE_ALIGN = 16;
-    /** Bytes of the header of a device landing's block table: request id, entry count, magic. */
-    public static final int DEVICE_TABLE_HEADER = 16;
     /** The piece of a block one push queue sends at a time (a protocol constant: both sides count by it). */
     public static final long CHUNK_BYTES = 1L << 20;
-    /** The device signal's piece count has 24 bits (the low 40 count bytes). */
-    public static final long MAX_SIGNAL_PIECES = (1L << 24) - 1;
 
     public WriteRequest {
       entries = List.copyOf(entries);
@@ -145,8 +125,7 @@ public final class ShuffleMessages {
 
     /** Bytes of the block table the holder writes at {@link #tableOffset()}. */
     public long tableBytes() {
-      return landing.kind() == MemoryKind.DEVICE ? DEVICE_TABLE_HEADER + (long) TABLE_ENTRY * entries.size()
-          : (long) TABLE_ENTRY * tableRecords();
+      return BlockTable.bytes(tableRecords());
     }
 
     public long totalCapacity() {
@@ -157,13 +136,18 @@ public final class ShuffleMessages {
       return t;
     }
 
-    /** Pieces a device block of {@code capacity} bytes is pushed in: at least one. */
+    /** Pieces a block of {@code capacity} bytes counts as in the signal: at least one. */
     public static long chunks(long capacity) {
       return Math.max(1, (capacity + CHUNK_BYTES - 1) / CHUNK_BYTES);
     }
 
-    /** The piece count a device landing's signal reaches once everything landed: every entry's pieces and the table. */
+    /** The piece count the signal reaches once everything landed: every entry's pieces and the table. */
     public long expectedPieces() {
+      return expectedPieces(entries);
+    }
+
+    /** {@link #expectedPieces()} of a request of {@code entries}. */
+    public static long expectedPieces(List<Entry> entries) {
       long n = 1;
       for (Entry e : entries) {
         n += chunks(e.capacity());
@@ -173,8 +157,8 @@ public final class ShuffleMessages {
 
     /**
      * Checks the request against its landing region before anything is written: the entries, the
-     * table and the signal inside it, aligned and disjoint; for a device region also the entries'
-     * shape, the payload widths and the signal's piece count. Throws {@link TransportException}
+     * table and the signal inside it, aligned and disjoint, and what the signal will count within
+     * its bounds; for a device region also the entries' shape and the payload widths. Throws {@link TransportException}
      * naming what was got and what was expected: OUT_OF_RANGE for a range, MALFORMED otherwise.
      */
     public WriteRequest check() throws TransportException {

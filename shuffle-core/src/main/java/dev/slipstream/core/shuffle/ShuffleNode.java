@@ -26,8 +26,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Protocol (pull-driven writes): the reader reserves a landing range, registers that range
  * alone under a fresh region id and key, and sends the holder a {@link WriteRequest} naming that
- * registration; the holder writes the block ranges one-sided into it and adds the entry count to
- * the request's signal slot; the reader consumes after the signal. A holder that cannot serve
+ * registration; the holder writes the block ranges one-sided into it, then the block table, and adds
+ * the request's pieces and bytes to its signal slot ({@link LandingSignal}); the reader consumes after the signal. A holder that cannot serve
  * answers with a {@link WriteResult} naming the error. However a request ends (signalled, refused, holder lost,
  * deadline, cancelled by its fetcher, shuffle removed), its registration is revoked before the
  * request completes, so no write for it lands afterwards and a reused range is reachable only by
@@ -159,16 +159,20 @@ public final class ShuffleNode implements AutoCloseable {
 
   /**
    * A signal applied to request {@code p}'s own registration. Only the request's signal slot may
-   * be signalled, by at most its entry count; anything else fails the request.
+   * be signalled, by at most the request's piece count ({@link LandingSignal}); anything else fails
+   * the request. The count complete, the request completes with the signal's value (its bytes are
+   * checked against the block table by the fetcher).
    */
   private void onSignal(PendingRequest p, long offset, long value) {
+    long pieces = LandingSignal.pieces(value);
     if (offset != p.signalOffset) {
       fail(p, new TransportException(TransportError.OUT_OF_RANGE, "holder " + p.holder + " signalled offset " + offset
           + " of request " + p.requestId + "'s landing range, expected its signal slot at " + p.signalOffset));
-    } else if (value > p.expected) {
-      fail(p, new TransportException(TransportError.MALFORMED, "holder " + p.holder + " signalled " + value
-          + " entries for request " + p.requestId + ", expected " + p.expected));
-    } else if (value == p.expected && remove(p)) {
+    } else if (pieces > p.expected) {
+      fail(p, new TransportException(TransportError.MALFORMED, "holder " + p.holder + " signalled " + pieces
+          + " pieces for request " + p.requestId + ", expected " + p.expected));
+    } else if (pieces == p.expected && remove(p)) {
+      p.signalled = value;
       p.done.complete(null);
     }
   }
@@ -199,7 +203,7 @@ public final class ShuffleNode implements AutoCloseable {
                       List<ShuffleMessages.Entry> entries, long tableOffset, long signalOffset) {
     long id = nextRequestId.getAndIncrement();
     if (closed) {
-      PendingRequest p = new PendingRequest(id, shuffleId, holder, null, signalOffset, entries.size());
+      PendingRequest p = new PendingRequest(id, shuffleId, holder, null, signalOffset, 0);
       p.done.completeExceptionally(new TransportException(TransportError.CLOSED, "shuffle node is closed"));
       return p;
     }
@@ -207,11 +211,12 @@ public final class ShuffleNode implements AutoCloseable {
     try {
       region = transport.register(range.memory());
     } catch (TransportException e) {
-      PendingRequest p = new PendingRequest(id, shuffleId, holder, null, signalOffset, entries.size());
+      PendingRequest p = new PendingRequest(id, shuffleId, holder, null, signalOffset, 0);
       p.done.completeExceptionally(e);
       return p;
     }
-    PendingRequest p = new PendingRequest(id, shuffleId, holder, region, signalOffset, entries.size());
+    PendingRequest p = new PendingRequest(id, shuffleId, holder, region, signalOffset,
+        WriteRequest.expectedPieces(entries));
     region.resetSignal(signalOffset, 0);
     region.setSignalListener((r, offset, value) -> onSignal(p, offset, value));
     long timeout = config.fetchTimeout().toNanos();

@@ -90,7 +90,7 @@ final class StreamedBlock extends InputStream implements BlockFetcher.FetchedBlo
     long lengths = BlockFetcher.align8(cap);
     PendingRequest p = fetcher.node().send(holder.endpoint(), fetcher.shuffleId(), range, List.of(new ShuffleMessages.Entry(
         block.id().mapId(), block.id().partition(), block.id().endPartition(), nextChunkOffset, cap, 0)), lengths,
-        lengths + (long) ShuffleMessages.TABLE_ENTRY * records);
+        lengths + BlockTable.bytes(records));
     fetcher.requestSent();
     Chunk c = new Chunk(range, p, nextChunkOffset, cap);
     nextChunkOffset += cap;
@@ -119,10 +119,18 @@ final class StreamedBlock extends InputStream implements BlockFetcher.FetchedBlo
     long[] lengths = new long[k];
     long[] expected = new long[k];
     long available = 0;
+    java.nio.ByteBuffer table;
+    try {
+      table = BlockTableRecords.header(c.range, BlockFetcher.align8(c.capacity), k, block, holder,
+          c.pending.requestId);
+    } catch (BlockFetchException e) {
+      drop(c);
+      throw e;
+    }
     for (int j = 0; j < k; j++) {
-      long at = BlockFetcher.align8(c.capacity) + (long) ShuffleMessages.TABLE_ENTRY * j;
-      lengths[j] = BlockFetcher.readLength(c.range, at);
-      expected[j] = BlockFetcher.readLength(c.range, at + 8);
+      BlockTable.Record r = BlockTable.record(table, j);
+      lengths[j] = r.bytes();
+      expected[j] = r.checksum();
       if (lengths[j] < 0 || lengths[j] > Long.MAX_VALUE - c.blockOffset - available) {
         drop(c);
         throw BlockTableRecords.badTable(block, holder, "a length of " + lengths[j] + " bytes" + (k > 1 ? " for partition "
@@ -138,6 +146,12 @@ final class StreamedBlock extends InputStream implements BlockFetcher.FetchedBlo
           + total + " before)");
     }
     long landed = Math.min(available, c.capacity);
+    try {
+      BlockTableRecords.checkSignalledBytes(block, holder, c.pending.signalled, landed, BlockTable.bytes(k));
+    } catch (BlockFetchException e) {
+      drop(c);
+      throw e;
+    }
     if (total < 0) {
       total = c.blockOffset + available;
     }

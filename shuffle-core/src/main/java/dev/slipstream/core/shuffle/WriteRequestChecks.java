@@ -27,6 +27,14 @@ final class WriteRequestChecks {
       throw malformed(req, widths.length + " payload widths for a " + landing.kind() + " landing region, expected"
           + " none (payload widths describe device batches)");
     }
+    if (req.expectedPieces() > LandingSignal.MAX_PIECES) {
+      throw malformed(req, req.expectedPieces() + " pieces of " + WriteRequest.CHUNK_BYTES + " bytes to signal,"
+          + " expected at most " + LandingSignal.MAX_PIECES + " (the signal's piece count)");
+    }
+    if (req.totalCapacity() > LandingSignal.MAX_BYTES - req.tableBytes()) {
+      throw malformed(req, req.totalCapacity() + " bytes of capacity and a table of " + req.tableBytes()
+          + " bytes, expected at most " + LandingSignal.MAX_BYTES + " in all (the signal's byte count)");
+    }
     long len = landing.length();
     long[][] ranges = new long[req.entries().size() + 2][];
     int i = 0;
@@ -50,7 +58,7 @@ final class WriteRequestChecks {
     }
   }
 
-  /** A device request: single-partition entries from offset 0, widths the batch layout knows, a countable signal. */
+  /** A device request: single-partition entries from offset 0, widths the batch layout knows. */
   private static void checkDeviceShape(WriteRequest req, int[] widths) throws TransportException {
     for (int w : widths) {
       if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16) {
@@ -62,10 +70,6 @@ final class WriteRequestChecks {
         throw malformed(req, "entry for partitions [" + e.partition() + ", " + e.endPartition() + ") from block offset "
             + e.blockOffset() + " into a device landing region, expected one partition from offset 0");
       }
-    }
-    if (req.expectedPieces() > WriteRequest.MAX_SIGNAL_PIECES) {
-      throw malformed(req, req.expectedPieces() + " pieces of " + WriteRequest.CHUNK_BYTES + " bytes to signal,"
-          + " expected at most " + WriteRequest.MAX_SIGNAL_PIECES + " (the signal's piece count)");
     }
   }
 

@@ -16,7 +16,6 @@ import dev.slipstream.core.transport.loopback.LoopbackFabric;
 import dev.slipstream.core.transport.loopback.LoopbackTransportProvider;
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -70,10 +69,14 @@ class ForgedTableTest {
     rogue.close();
   }
 
-  /** The table for one entry: {@code length} bytes available, checksum {@code sum}. */
-  private static ByteBuffer table(long length, long sum) {
-    return ByteBuffer.allocate(ShuffleMessages.TABLE_ENTRY).order(ByteOrder.LITTLE_ENDIAN).putLong(0, length)
-        .putLong(8, sum);
+  /** The table of {@code req}'s one entry: {@code length} bytes available, checksum {@code sum}. */
+  private static ByteBuffer table(WriteRequest req, long length, long sum) {
+    return ByteBuffer.wrap(BlockTable.encode(req.requestId(), List.of(new BlockTable.Record(length, sum, 0))));
+  }
+
+  /** The signal a holder adds once it wrote {@code written} block bytes of {@code req}, and its table. */
+  private static long signal(WriteRequest req, long written) {
+    return LandingSignal.of(req.expectedPieces(), written + req.tableBytes());
   }
 
   private void write(PeerQueue q, RegionDescriptor d, long at, int bytes) {
@@ -103,7 +106,7 @@ class ForgedTableTest {
   void aNegativeLengthFailsTheFetchNamingIt() {
     answer = (q, req, n) -> {
       RegionDescriptor d = req.landing();
-      q.writeAndSignal(table(-5, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 1);
+      q.writeAndSignal(table(req, -5, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), signal(req, 0));
     };
     BlockFetchException e = fetchFails(100);
     assertEquals("fetching shuffle_3_1_0 from rogue failed: its block table is wrong: it reported a length of -5 bytes,"
@@ -112,14 +115,43 @@ class ForgedTableTest {
   }
 
   @Test
-  void aSignalLargerThanTheEntryCountFailsTheFetch() {
+  void aSignalCountingMorePiecesThanTheRequestHasFailsTheFetch() {
     answer = (q, req, n) -> {
       RegionDescriptor d = req.landing();
-      q.writeAndSignal(table(100, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 5);
+      q.writeAndSignal(table(req, 100, 0), d.at(req.tableOffset()), d.at(req.signalOffset()),
+          LandingSignal.of(req.expectedPieces() + 4, 100 + req.tableBytes()));
     };
     BlockFetchException e = fetchFails(100);
-    assertTrue(e.getMessage().matches("fetching shuffle_3_1_0 from rogue failed: MALFORMED: holder loopback://rogue#\\d+ signalled 5"
-        + " entries for request \\d+, expected 1"), e.getMessage());
+    assertTrue(e.getMessage().matches("fetching shuffle_3_1_0 from rogue failed: MALFORMED: holder loopback://rogue#\\d+ signalled 6"
+        + " pieces for request \\d+, expected 2"), e.getMessage());
+  }
+
+  @Test
+  void aSignalWhoseBytesDisagreeWithTheTableFailsTheFetch() {
+    answer = (q, req, n) -> {
+      RegionDescriptor d = req.landing();
+      write(q, d, 0, 100);
+      q.writeAndSignal(table(req, 100, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), signal(req, 60));
+    };
+    BlockFetchException e = fetchFails(100);
+    assertEquals("fetching shuffle_3_1_0 from rogue failed: its block table is wrong: it reported 100 block bytes"
+        + " written, but the signal counted 92 bytes, expected 132 (those and the table's own 32)", e.getMessage());
+  }
+
+  @Test
+  void aTableWrittenForAnotherRequestNeverCompletesThisOne() {
+    answer = (q, req, n) -> {
+      RegionDescriptor d = req.landing();
+      write(q, d, 0, 100);
+      ByteBuffer stale = ByteBuffer.wrap(BlockTable.encode(req.requestId() - 1, List.of(new BlockTable.Record(100, 0,
+          0))));
+      q.writeAndSignal(stale, d.at(req.tableOffset()), d.at(req.signalOffset()), signal(req, 100));
+    };
+    BlockFetchException e = fetchFails(100);
+    assertTrue(e.getMessage().matches("fetching shuffle_3_1_0 from rogue failed: its block table names request (\\d+)"
+        + " with 1 records \\(magic 0x54424c53\\), expected request (\\d+) with 1 records \\(magic 0x54424c53\\):"
+        + " not written for this request"), e.getMessage());
+    assertEquals(TransportError.MALFORMED, ((TransportException) e.getCause()).error());
   }
 
   @Test
@@ -127,7 +159,7 @@ class ForgedTableTest {
     answer = (q, req, n) -> q.signal(req.landing().at(0), 1);
     BlockFetchException e = fetchFails(100);
     assertTrue(e.getMessage().contains("signalled offset 0 of request"), e.getMessage());
-    assertTrue(e.getMessage().contains("expected its signal slot at " + (104 + ShuffleMessages.TABLE_ENTRY)),
+    assertTrue(e.getMessage().contains("expected its signal slot at " + (104 + BlockTable.bytes(1))),
         e.getMessage());
   }
 
@@ -140,7 +172,8 @@ class ForgedTableTest {
       long total = n == 0 ? 40_000 : 50_000;
       long available = total - e.blockOffset();
       write(q, d, 0, (int) Math.min(available, e.capacity()));
-      q.writeAndSignal(table(available, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 1);
+      q.writeAndSignal(table(req, available, 0), d.at(req.tableOffset()), d.at(req.signalOffset()),
+          signal(req, Math.min(available, e.capacity())));
     };
     BlockFetchException e = fetchFails(40_000);
     assertEquals("fetching shuffle_3_1_0 from rogue failed: its block table is wrong: it reported 33616 bytes from offset"
@@ -155,7 +188,8 @@ class ForgedTableTest {
       RegionDescriptor d = req.landing();
       write(q, d, d.length(), 64); // just past the end
       write(q, d, d.length() - 8, 64); // across the end
-      rogueWrites.add(q.writeAndSignal(table(100, 0), d.at(d.length()), d.at(req.signalOffset()), 1));
+      rogueWrites.add(q.writeAndSignal(table(req, 100, 0), d.at(d.length()), d.at(req.signalOffset()),
+          signal(req, 100)));
     };
     try (BlockFetcher f = reader.newFetcher(3, List.of(new BlockFetcher.HolderPlan("rogue", rogue.localEndpoint(),
         List.of(new BlockFetcher.RemoteBlock(new BlockId(3, 1L, 0), 100)))), FetchMetrics.NONE)) {
@@ -181,7 +215,7 @@ class ForgedTableTest {
   void aFailedRequestLeaksNoLandingSpaceOverManyAttempts() throws IOException {
     answer = (q, req, n) -> {
       RegionDescriptor d = req.landing();
-      q.writeAndSignal(table(-1, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), 1);
+      q.writeAndSignal(table(req, -1, 0), d.at(req.tableOffset()), d.at(req.signalOffset()), signal(req, 0));
     };
     for (int i = 0; i < 200; i++) {
       fetchFails(1000 + i);

@@ -61,7 +61,7 @@ class HolderTrustTest {
 
   /** A request for shuffle 4 map 1's block into {@code landing}, as {@code who} asks. */
   private static WriteRequest request(NodeIdentity who, long budgetMillis, RegisteredRegion landing) {
-    return new WriteRequest(99, 4, who, budgetMillis, landing.descriptor(), 4096, 4096 + 16,
+    return new WriteRequest(99, 4, who, budgetMillis, landing.descriptor(), 4096, 4096 + BlockTable.bytes(1),
         List.of(new ShuffleMessages.Entry(1L, 0, 0, LateWriteTest.SIZE, 0)));
   }
 
@@ -122,7 +122,9 @@ class HolderTrustTest {
     reader.transport().connect(holder.localEndpoint()).send(request(new NodeIdentity(TestNodes.APP, "reader"), 5000,
         landing).encode()).get(10, TimeUnit.SECONDS);
     await(holder::requestsServed, 1);
-    assertEquals(1, landing.readSignal(4096 + 16), "the control case: written and signalled");
+    WriteRequest sent = request(new NodeIdentity(TestNodes.APP, "reader"), 5000, landing);
+    assertEquals(LandingSignal.of(sent.expectedPieces(), LateWriteTest.SIZE + sent.tableBytes()),
+        landing.readSignal(4096 + BlockTable.bytes(1)), "the control case: written and signalled");
     assertEquals(0, holder.requestsRefused());
     landing.close();
   }

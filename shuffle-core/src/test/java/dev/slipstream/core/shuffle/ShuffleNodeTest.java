@@ -359,7 +359,7 @@ class ShuffleNodeTest {
     }
     long table = 256L * blocks;
     return new WriteRequest(from.nextRequestId(), 3, from.identity(), 10_000, landing, table,
-        table + WriteRequest.DEVICE_TABLE_HEADER + 16L * blocks, entries, new int[] {8}, WriteRequest.ANSWER_SERVED);
+        table + BlockTable.bytes(blocks), entries, new int[] {8}, WriteRequest.ANSWER_SERVED);
   }
 
   @Test

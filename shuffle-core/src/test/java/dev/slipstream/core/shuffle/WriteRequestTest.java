@@ -49,13 +49,13 @@ class WriteRequestTest {
     assertEquals(req, got);
     assertArrayEquals(new int[] {8, 4}, got.widths());
     assertEquals(true, got.answerServed());
-    assertEquals(16 + 2 * 16, got.tableBytes(), "a device table: header and a record per entry");
+    assertEquals(16 + 2 * 16, got.tableBytes(), "the table: its header and a record per partition");
     WriteRequest sent = req.from(new NodeIdentity(TestNodes.APP, "8"), 500);
     assertEquals(sent, ShuffleMessages.decodeRequest(sent.toBytes()));
     assertNotEquals(req, sent, "the reader and the budget are part of the request");
-    WriteRequest host = new WriteRequest(9, 3, READER, 2_000, landing(MemoryKind.HOST, 1 << 20), 8192, 8192 + 64,
+    WriteRequest host = new WriteRequest(9, 3, READER, 2_000, landing(MemoryKind.HOST, 1 << 20), 8192, 8192 + 80,
         List.of(new Entry(77, 2, 6, 0, 4096, 0)));
-    assertEquals(4 * ShuffleMessages.TABLE_ENTRY, host.check().tableBytes(), "a host table: a record per partition");
+    assertEquals(BlockTable.bytes(4), host.check().tableBytes(), "a record per partition, as into device memory");
     assertEquals(host, ShuffleMessages.decode(host.encode()));
   }
 
@@ -73,11 +73,11 @@ class WriteRequestTest {
       assertEquals("OUT_OF_RANGE: write request 9 (shuffle 3): signal at offset 8190 is not 8-byte aligned, expected"
           + " an aligned slot inside " + region, refusal(req.apply(List.of(block(1, 0, 0, 16)),
           new long[] {1024, 8190}), TransportError.OUT_OF_RANGE));
-      assertEquals("OUT_OF_RANGE: write request 9 (shuffle 3): block table: offset 8184 + length "
-          + (kind == MemoryKind.DEVICE ? 32 : 16) + " outside " + region + ", expected a range inside it",
+      assertEquals("OUT_OF_RANGE: write request 9 (shuffle 3): block table: offset 8184 + length 32 outside " + region
+          + ", expected a range inside it",
           refusal(req.apply(List.of(block(1, 0, 0, 16)), new long[] {8184, 2048}), TransportError.OUT_OF_RANGE));
-      assertEquals("OUT_OF_RANGE: write request 9 (shuffle 3): landing ranges overlap: [0, 128) and [64, "
-          + (kind == MemoryKind.DEVICE ? 96 : 80) + "), expected disjoint ranges inside " + region,
+      assertEquals("OUT_OF_RANGE: write request 9 (shuffle 3): landing ranges overlap: [0, 128) and [64, 96),"
+          + " expected disjoint ranges inside " + region,
           refusal(req.apply(List.of(block(1, 0, 0, 128)), new long[] {64, 4096}), TransportError.OUT_OF_RANGE));
       assertEquals("OUT_OF_RANGE: write request 9 (shuffle 3): landing ranges overlap: [0, 128) and [96, 104),"
           + " expected disjoint ranges inside " + region, refusal(req.apply(List.of(block(1, 0, 0, 128)),

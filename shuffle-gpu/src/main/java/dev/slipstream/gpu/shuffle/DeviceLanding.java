@@ -1,5 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.shuffle.BlockTable;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
@@ -396,7 +397,7 @@ public final class DeviceLanding implements AutoCloseable {
     /** Checks the signal and the table ({@link BlockTable#check}); the blocks as views into this range. */
     private List<DeviceBatch> landed(long sig, ByteBuffer t) throws TransportException {
       int[] widths = request.widths();
-      List<BlockTable.Landed> blocks = BlockTable.check(request, sig, t);
+      List<LandedBlocks.Landed> blocks = LandedBlocks.check(request, sig, t);
       List<DeviceBatch> out = new ArrayList<>(blocks.size());
       for (int i = 0; i < blocks.size(); i++) {
         BatchLayout packed = BatchLayout.packed(blocks.get(i).rows(), widths);

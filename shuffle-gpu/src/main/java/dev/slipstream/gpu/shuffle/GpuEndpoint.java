@@ -1,12 +1,12 @@
 package dev.slipstream.gpu.shuffle;
 
-import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.RegionDescriptor;
 import dev.slipstream.core.shuffle.RequestRing;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
+import dev.slipstream.gpu.RegionDescriptor;
 import java.util.Optional;
 
 /**

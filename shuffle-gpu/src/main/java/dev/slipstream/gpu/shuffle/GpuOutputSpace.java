@@ -1,8 +1,8 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
-import dev.slipstream.core.transport.MemoryKind;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**

@@ -43,7 +43,7 @@ final class PushAdmission {
     boolean ok = false;
     try {
       int[] widths = req.widths();
-      List<BlockTable.Landed> table = new ArrayList<>(req.entries().size());
+      List<LandedBlocks.Landed> table = new ArrayList<>(req.entries().size());
       long total = 0;
       for (ShuffleMessages.Entry e : req.entries()) {
         DeviceMapOutputStore.Pinned p = pins.get(e.mapId());
@@ -68,10 +68,10 @@ final class PushAdmission {
           throw refused(req, "block (" + e.mapId() + ", " + e.partition() + ") has " + bytes
               + " bytes, more than its capacity " + e.capacity());
         }
-        table.add(new BlockTable.Landed(bytes, p.rows(e.partition())));
+        table.add(new LandedBlocks.Landed(bytes, p.rows(e.partition())));
         total += bytes;
       }
-      PushJob job = new PushJob(req, pins, BlockTable.encode(req.requestId(), table), total, deadline, limitMs,
+      PushJob job = new PushJob(req, pins, LandedBlocks.encode(req.requestId(), table), total, deadline, limitMs,
           marks, done);
       plan(job);
       marks[DeviceBlockServer.MARK_CHECKED] = System.nanoTime();

@@ -1,9 +1,9 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
-import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.PushLauncher;
 import dev.slipstream.gpu.QueueSet;

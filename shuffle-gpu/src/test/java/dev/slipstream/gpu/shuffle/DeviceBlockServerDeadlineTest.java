@@ -3,6 +3,7 @@ package dev.slipstream.gpu.shuffle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import dev.slipstream.core.shuffle.BlockTable;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;

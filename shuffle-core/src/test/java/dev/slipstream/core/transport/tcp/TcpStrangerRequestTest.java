@@ -11,8 +11,8 @@ import dev.slipstream.core.shuffle.TestNodes;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.PeerIdentity;
 import dev.slipstream.core.transport.RegionDescriptor;
-import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import dev.slipstream.core.transport.tcp.TcpFrame.Send;
+import dev.slipstream.core.transport.tcp.TcpHandshake.Hello;
 import io.netty.buffer.Unpooled;
 import java.io.OutputStream;
 import java.net.InetAddress;
@@ -54,7 +54,7 @@ class TcpStrangerRequestTest {
   /** HELLO claiming {@code claimed} as executor "reader" of the test application, then a write request for shuffle 4 map 1. */
   private static byte[] claimAndAsk(EndpointDescriptor claimed) {
     ByteBuffer req = new ShuffleMessages.WriteRequest(7, 4, new NodeIdentity(TestNodes.APP, "reader"), 5000,
-        RegionDescriptor.host(1, 64 * 1024, 0x0123456789abcdefL), 16 * 1024, 16 * 1024 + 16,
+        RegionDescriptor.host(1, 64 * 1024, 0x0123456789abcdefL), 16 * 1024, 16 * 1024 + 32,
         List.of(new ShuffleMessages.Entry(1L, 0, 0, 4096, 0))).encode();
     return TcpTestSupport.concat(new Hello(new PeerIdentity(claimed, TestNodes.APP, "reader")),
         new Send(1, Unpooled.wrappedBuffer(req)));

@@ -3,6 +3,7 @@ package dev.slipstream.gpu.shuffle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import dev.slipstream.core.shuffle.BlockTable;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportException;
@@ -17,7 +18,7 @@ import org.junit.jupiter.api.Test;
  * than the reserved capacity, too small for their rows, or that overlap fail naming what was got
  * and what was expected.
  */
-class BlockTableTest {
+class LandedBlocksTest {
   private static final int[] W = {8, 4};
 
   private static RegionDescriptor landing() {
@@ -37,15 +38,15 @@ class BlockTableTest {
   }
 
   private static ByteBuffer table(long id, long... bytesRows) {
-    List<BlockTable.Landed> l = new java.util.ArrayList<>();
+    List<LandedBlocks.Landed> l = new java.util.ArrayList<>();
     for (int i = 0; i < bytesRows.length; i += 2) {
-      l.add(new BlockTable.Landed(bytesRows[i], bytesRows[i + 1]));
+      l.add(new LandedBlocks.Landed(bytesRows[i], bytesRows[i + 1]));
     }
-    return ByteBuffer.wrap(BlockTable.encode(id, l));
+    return ByteBuffer.wrap(LandedBlocks.encode(id, l));
   }
 
   private static String refusal(WriteRequest req, long signal, ByteBuffer table) {
-    return assertThrows(TransportException.class, () -> BlockTable.check(req, signal, table)).getMessage();
+    return assertThrows(TransportException.class, () -> LandedBlocks.check(req, signal, table)).getMessage();
   }
 
   @Test
@@ -53,22 +54,22 @@ class BlockTableTest {
     WriteRequest req = request();
     long rows = 100;
     long bytes = BatchLayout.packedBytes(rows, W);
-    List<BlockTable.Landed> got = BlockTable.check(req, signal(3, bytes + 48 + BlockTable.bytes(2)),
+    List<LandedBlocks.Landed> got = LandedBlocks.check(req, signal(3, bytes + 48 + BlockTable.bytes(2)),
         table(9, bytes, rows, 48, 1));
-    assertEquals(List.of(new BlockTable.Landed(bytes, rows), new BlockTable.Landed(48, 1)), got);
-    assertEquals(List.of(new BlockTable.Landed(0, 0), new BlockTable.Landed(0, 0)),
-        BlockTable.check(req, signal(3, BlockTable.bytes(2)), table(9, 0, 0, 0, 0)), "empty blocks");
+    assertEquals(List.of(new LandedBlocks.Landed(bytes, rows), new LandedBlocks.Landed(48, 1)), got);
+    assertEquals(List.of(new LandedBlocks.Landed(0, 0), new LandedBlocks.Landed(0, 0)),
+        LandedBlocks.check(req, signal(3, BlockTable.bytes(2)), table(9, 0, 0, 0, 0)), "empty blocks");
   }
 
   @Test
   void aTableWrittenForAnotherRequestNeverCompletesThisOne() throws TransportException {
     WriteRequest req = request();
     // A late push of request 8 into reused space: its table and a signal that counts enough pieces.
-    assertEquals("MALFORMED: device write request 9: block table names request 8 with 2 entries (magic 0x54424c53),"
-        + " expected request 9 with 2 entries (magic 0x54424c53): not written for this request",
+    assertEquals("MALFORMED: device write request 9: block table names request 8 with 2 records (magic 0x54424c53),"
+        + " expected request 9 with 2 records (magic 0x54424c53): not written for this request",
         refusal(req, signal(3, 96 + BlockTable.bytes(2)), table(8, 48, 1, 48, 1)));
-    assertEquals("MALFORMED: device write request 9: block table names request 0 with 0 entries (magic 0x0),"
-        + " expected request 9 with 2 entries (magic 0x54424c53): not written for this request",
+    assertEquals("MALFORMED: device write request 9: block table names request 0 with 0 records (magic 0x0),"
+        + " expected request 9 with 2 records (magic 0x54424c53): not written for this request",
         refusal(req, signal(3, 0), ByteBuffer.allocate((int) BlockTable.bytes(2))), "a zeroed table");
     assertEquals("MALFORMED: device write request 9: signal counted 4 pieces, expected 3",
         refusal(req, signal(4, 0), table(9, 48, 1, 48, 1)), "extra pieces added by another push");
@@ -83,8 +84,6 @@ class BlockTableTest {
         + " capacity)", refusal(req, signal(3, 0), table(9, -16, 0, 48, 1)));
     assertEquals("MALFORMED: device write request 9: block (78, 5) reported 176 bytes, expected 0..160 (its"
         + " capacity)", refusal(req, signal(3, 0), table(9, 48, 1, 176, 1)));
-    assertEquals("MALFORMED: device write request 9: block (77, 5) reported -1 rows, expected 0..2^32-1",
-        refusal(req, signal(3, 0), table(9, 16, -1, 48, 1)));
     assertEquals("MALFORMED: device write request 9: block (77, 5) reported 1000 rows in 16 bytes, expected at least "
         + BatchLayout.packedBytes(1000, W) + " bytes for them (widths [8, 4])",
         refusal(req, signal(3, 0), table(9, 16, 1000, 48, 1)));
@@ -103,12 +102,13 @@ class BlockTableTest {
 
   @Test
   void theTableLayoutIsFixed() {
-    byte[] t = BlockTable.encode(0x0102030405060708L, List.of(new BlockTable.Landed(5, 6)));
-    assertEquals(BlockTable.HEADER + BlockTable.ENTRY, t.length);
+    byte[] t = LandedBlocks.encode(0x0102030405060708L, List.of(new LandedBlocks.Landed(5, 6)));
+    assertEquals(BlockTable.HEADER + BlockTable.RECORD, t.length, "the protocol's table, as the host path writes it");
     assertEquals(8, t[0], "request id, little-endian");
-    assertEquals(1, t[8], "entry count");
+    assertEquals(1, t[8], "record count");
     assertEquals('S', t[12], "magic SLBT");
-    assertEquals(5, t[16], "the first entry's bytes");
-    assertEquals(6, t[24], "then its rows");
+    assertEquals(5, t[16], "the first block's bytes");
+    assertEquals(0, t[24], "then its checksum: none for device batches");
+    assertEquals(6, t[28], "then its rows");
   }
 }
