@@ -4,7 +4,7 @@ import dev.slipstream.core.transport.MemoryKind;
 /**
  * A registered region of this process ({@code slip_region}): device memory exported to peers
  * through CUDA IPC, or POSIX shared memory pinned for the GPU. Peers get its
- * {@link #exportDescriptor() descriptor} out of band and import it as a {@link RemoteRegion}.
+ * {@link #export() descriptor} out of band and import it as a {@link RemoteRegion}.
  *
  * <p>Ownership: close it after the queue sets that use it and before its {@link GpuContext};
  * {@link #close()} is idempotent. Threading: any thread.
@@ -65,8 +65,8 @@ public final class GpuRegion implements AutoCloseable {
     return hostPointer;
   }
 
-  public RegionDescriptor exportDescriptor() {
-    return RegionDescriptor.decode(SlipNative.exportRegion(handle()));
+  public RegionExport export() {
+    return RegionExport.decode(SlipNative.exportRegion(handle()));
   }
 
   public void write(long offset, byte[] src) {

@@ -26,11 +26,11 @@ public final class RemoteRegion implements AutoCloseable {
    * it again (magic, version, kind, length, owner) and maps the memory.
    */
   public static RemoteRegion importFrom(GpuContext ctx, byte[] descriptor) {
-    RegionDescriptor.decode(descriptor);
+    RegionExport.decode(descriptor);
     return new RemoteRegion(SlipNative.importRemote(ctx.handle(), descriptor));
   }
 
-  public static RemoteRegion importFrom(GpuContext ctx, RegionDescriptor descriptor) {
+  public static RemoteRegion importFrom(GpuContext ctx, RegionExport descriptor) {
     return new RemoteRegion(SlipNative.importRemote(ctx.handle(), descriptor.encode()));
   }
 

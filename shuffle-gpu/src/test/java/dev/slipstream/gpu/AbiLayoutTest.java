@@ -39,11 +39,11 @@ class AbiLayoutTest {
 
   @Test
   void regionDescriptorCodecMatchesSlipRegionDesc() {
-    assertEquals(RegionDescriptor.BYTES, field("slip_region_desc", "-")[1]);
-    assertEquals(192, RegionDescriptor.BYTES);
+    assertEquals(RegionExport.BYTES, field("slip_region_desc", "-")[1]);
+    assertEquals(192, RegionExport.BYTES);
     Map<String, int[]> expected = new LinkedHashMap<>(NATIVE.get("slip_region_desc"));
     expected.remove("-");
-    Map<String, int[]> java = RegionDescriptor.layout();
+    Map<String, int[]> java = RegionExport.layout();
     assertEquals(expected.keySet(), java.keySet(), "the same fields, in declaration order");
     for (Map.Entry<String, int[]> e : java.entrySet()) {
       int[] c = expected.get(e.getKey());

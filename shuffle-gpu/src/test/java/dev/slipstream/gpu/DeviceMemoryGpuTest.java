@@ -1,11 +1,11 @@
 package dev.slipstream.gpu;
 
-import dev.slipstream.core.transport.MemoryKind;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.slipstream.core.transport.MemoryKind;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
@@ -37,14 +37,14 @@ class DeviceMemoryGpuTest {
       byte[] data = GpuTestSupport.pattern(0, 1 << 20);
       dev.write(0, data);
       assertArrayEquals(data, dev.read(0, data.length), "JCuda copies into a region the native library allocated");
-      RegionDescriptor d = dev.exportDescriptor();
+      RegionExport d = dev.export();
       assertEquals(MemoryKind.DEVICE, d.kind());
       assertEquals(11, d.id());
       assertEquals(0, d.device());
       assertEquals(1 << 20, d.length());
       assertEquals(dev.key(), d.key());
       assertEquals(ProcessHandle.current().pid(), d.ownerPid());
-      RegionDescriptor h = host.exportDescriptor();
+      RegionExport h = host.export();
       assertEquals(MemoryKind.HOST_SHARED, h.kind());
       assertEquals(-1, h.device());
       assertTrue(h.shmName().startsWith("/slip-" + ProcessHandle.current().pid() + "-12-"), h.shmName());

@@ -24,7 +24,7 @@ public final class GpuPeerMain {
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
     try (GpuContext ctx = GpuContext.open(device); GpuRegion region = GpuRegion.create(ctx, MemoryKind.DEVICE, length, id)) {
       region.fill((byte) 0);
-      System.out.println("DESC " + HexFormat.of().formatHex(region.exportDescriptor().encode()));
+      System.out.println("DESC " + HexFormat.of().formatHex(region.export().encode()));
       System.out.flush();
       String line = in.readLine();
       if (line == null || !line.startsWith("VERIFY ")) {

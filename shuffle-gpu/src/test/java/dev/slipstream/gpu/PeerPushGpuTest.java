@@ -1,12 +1,12 @@
 package dev.slipstream.gpu;
 
-import dev.slipstream.core.transport.MemoryKind;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.slipstream.core.transport.MemoryKind;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
@@ -43,7 +43,7 @@ class PeerPushGpuTest {
         Writer toChild = new OutputStreamWriter(child.getOutputStream(), StandardCharsets.US_ASCII)) {
       String line = protocolLine(out, "DESC ");
       byte[] wire = HexFormat.of().parseHex(line.substring(5));
-      RegionDescriptor desc = RegionDescriptor.decode(wire);
+      RegionExport desc = RegionExport.decode(wire);
       assertEquals(MemoryKind.DEVICE, desc.kind());
       assertEquals(peerDevice, desc.device());
       assertEquals(LENGTH, desc.length());

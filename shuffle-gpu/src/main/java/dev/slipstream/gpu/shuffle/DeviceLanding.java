@@ -9,7 +9,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.DeviceZeroer;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import dev.slipstream.gpu.SignalWatcher;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -46,7 +46,7 @@ public final class DeviceLanding implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(DeviceLanding.class);
   private final GpuContext ctx;
   private final GpuRegion region;
-  private final RegionDescriptor descriptor;
+  private final RegionExport export;
   private final DeviceZeroer zeroer;
   private final LandingRanges ranges;
   /** Request ids: the node's sequence, so that an answer finds its request among all the node sent. */
@@ -81,7 +81,7 @@ public final class DeviceLanding implements AutoCloseable {
       throw e;
     }
     this.zeroer = z;
-    this.descriptor = region.exportDescriptor();
+    this.export = region.export();
     this.ranges = new LandingRanges(region.length(), this::zeroRange, System::nanoTime);
   }
 
@@ -122,8 +122,9 @@ public final class DeviceLanding implements AutoCloseable {
     }
   }
 
-  public RegionDescriptor descriptor() {
-    return descriptor;
+  /** What peers of this machine map the region by (registered in the peer table). */
+  public RegionExport export() {
+    return export;
   }
 
   /** The region itself (holders in this process push into an alias of it). */
@@ -270,7 +271,7 @@ public final class DeviceLanding implements AutoCloseable {
     }
     Fetch f = new Fetch(base, need);
     try {
-      f.request = new WriteRequest(id, shuffleId, NO_READER, MAX_BUDGET_MILLIS, descriptor.toTransport(), base + tableAt,
+      f.request = new WriteRequest(id, shuffleId, NO_READER, MAX_BUDGET_MILLIS, export.descriptor(), base + tableAt,
           base + signalAt, entries, widths, WriteRequest.ANSWER_SERVED).check();
       return f;
     } catch (RuntimeException | TransportException e) {

@@ -6,7 +6,7 @@ import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.util.Optional;
 
 /**
@@ -25,18 +25,18 @@ import java.util.Optional;
  * byte); {@link #decode} checks each and names what was got and what was expected. Immutable.
  */
 public record GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
-    Optional<RegionDescriptor> landing, String requestRing) {
+    Optional<RegionExport> landing, String requestRing) {
   public static final byte VERSION = 3;
   static final int MAX_RING_PATH = 1024;
 
   /** An endpoint that takes device write requests over the transport only. */
   public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
-      RegionDescriptor landing) {
+      RegionExport landing) {
     this(hostId, device, pciBusId, uuid, gpunetio, Optional.of(landing), "");
   }
 
   public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
-      RegionDescriptor landing, String requestRing) {
+      RegionExport landing, String requestRing) {
     this(hostId, device, pciBusId, uuid, gpunetio, Optional.of(landing), requestRing);
   }
   static final int MAX_HOST_ID = 256;
@@ -59,7 +59,7 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
       throw new IllegalArgumentException("GPU endpoint: landing null, expected a descriptor or none");
     }
     if (landing.isPresent() && (landing.get().kind() != MemoryKind.DEVICE || landing.get().device() != device)) {
-      RegionDescriptor l = landing.get();
+      RegionExport l = landing.get();
       throw new IllegalArgumentException("GPU endpoint: landing region " + Integer.toUnsignedString(l.id())
           + " is " + l.kind() + " memory on device " + l.device() + ", expected DEVICE memory on device " + device);
     }
@@ -113,11 +113,11 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
       throw new TransportException(TransportError.MALFORMED, "GPU endpoint: landing presence byte " + has
           + ", expected 0 (none) or 1 (a descriptor follows)");
     }
-    byte[] desc = has == 1 ? r.getBytes("GPU endpoint landing descriptor", RegionDescriptor.BYTES) : null;
+    byte[] desc = has == 1 ? r.getBytes("GPU endpoint landing descriptor", RegionExport.BYTES) : null;
     String ring = r.getString("GPU endpoint request ring", MAX_RING_PATH * 4);
     try {
       return new GpuEndpoint(host, device, pci, uuid, nic == 1,
-          desc == null ? Optional.empty() : Optional.of(RegionDescriptor.decode(desc)), ring);
+          desc == null ? Optional.empty() : Optional.of(RegionExport.decode(desc)), ring);
     } catch (IllegalArgumentException e) {
       throw new TransportException(TransportError.MALFORMED, e.getMessage());
     }

@@ -2,9 +2,10 @@ package dev.slipstream.gpu.shuffle;
 
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.util.Optional;
 
 /**
@@ -48,7 +49,7 @@ public final class PeerLandings {
    * UNKNOWN_REGION when the reader is not in the peer table with a landing region this executor may
    * see, BAD_KEY when the request names another descriptor than the registered one.
    */
-  public RegionDescriptor check(WriteRequest req) throws TransportException {
+  public RegionExport check(WriteRequest req) throws TransportException {
     return check(req, null);
   }
 
@@ -57,9 +58,9 @@ public final class PeerLandings {
    * {@code from} (null: a request made in this process, with no connection to check): {@code from} must also be the reader's registered
    * transport endpoint (UNKNOWN_REGION otherwise), so a connection cannot speak for another reader.
    */
-  public RegionDescriptor check(WriteRequest req, EndpointDescriptor from) throws TransportException {
+  public RegionExport check(WriteRequest req, EndpointDescriptor from) throws TransportException {
     String reader = req.reader().executorId();
-    dev.slipstream.core.transport.RegionDescriptor claimed = req.landing();
+    RegionDescriptor claimed = req.landing();
     if (reader.isEmpty()) {
       throw refused(req, TransportError.UNKNOWN_REGION, "names no reader executor, expected the executor whose"
           + " registered landing region it writes to");
@@ -85,8 +86,8 @@ public final class PeerLandings {
       throw refused(req, TransportError.UNKNOWN_REGION, "reader executor " + reader
           + " has no device landing region in this executor's peer table");
     }
-    RegionDescriptor r = registered.landing().get();
-    dev.slipstream.core.transport.RegionDescriptor expected = r.toTransport();
+    RegionExport r = registered.landing().get();
+    RegionDescriptor expected = r.descriptor();
     if (!expected.equals(claimed)) {
       String a = describe(claimed);
       String b = describe(expected);
@@ -97,7 +98,7 @@ public final class PeerLandings {
   }
 
   /** A descriptor in a message: never its key. */
-  private static String describe(dev.slipstream.core.transport.RegionDescriptor d) {
+  private static String describe(RegionDescriptor d) {
     return "id " + d.id() + ", " + d.length() + " bytes on device " + d.deviceId();
   }
 

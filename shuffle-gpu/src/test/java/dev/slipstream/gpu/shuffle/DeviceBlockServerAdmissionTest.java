@@ -10,7 +10,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -28,7 +28,7 @@ class DeviceBlockServerAdmissionTest {
   private static final int[] W = {4};
 
   private static WriteRequest request(int[] widths, ShuffleMessages.Entry... entries) {
-    RegionDescriptor l = new RegionDescriptor(MemoryKind.DEVICE, 1, 0, 5, 1 << 20, 1, null, null);
+    RegionExport l = new RegionExport(MemoryKind.DEVICE, 1, 0, 5, 1 << 20, 1, null, null);
     return DeviceRequests.from(DeviceRequests.request(4, SHUFFLE, l, 1 << 19, (1 << 19) + BlockTable.bytes(entries.length), widths,
         List.of(entries)), "2", 60_000);
   }

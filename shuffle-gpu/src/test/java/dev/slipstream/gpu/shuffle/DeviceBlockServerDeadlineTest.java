@@ -8,7 +8,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
  */
 class DeviceBlockServerDeadlineTest {
   private static WriteRequest request(long budgetMs) throws TransportException {
-    RegionDescriptor l = new RegionDescriptor(MemoryKind.DEVICE, 1, 0, 5, 1 << 20, 1, null, null);
+    RegionExport l = new RegionExport(MemoryKind.DEVICE, 1, 0, 5, 1 << 20, 1, null, null);
     return DeviceRequests.from(DeviceRequests.request(4, 3, l, 4096, 4096 + BlockTable.bytes(1), new int[] {8},
         List.of(DeviceRequests.entry(1, 0, 0, 4096))), "2", budgetMs).check();
   }

@@ -3,7 +3,7 @@ package dev.slipstream.gpu.shuffle;
 import dev.slipstream.core.shuffle.NodeIdentity;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.util.List;
 
 /** Write requests into a device landing region, as the GPU tests make them. */
@@ -16,10 +16,10 @@ final class DeviceRequests {
   }
 
   /** A request into {@code landing} for no named reader, with a day's budget, answered when served. */
-  static WriteRequest request(long id, int shuffleId, RegionDescriptor landing, long tableOffset, long signalOffset,
+  static WriteRequest request(long id, int shuffleId, RegionExport landing, long tableOffset, long signalOffset,
       int[] widths, List<ShuffleMessages.Entry> entries) {
     return new WriteRequest(id, shuffleId, DeviceLanding.NO_READER, DeviceLanding.MAX_BUDGET_MILLIS,
-        landing.toTransport(), tableOffset, signalOffset, entries, widths, WriteRequest.ANSWER_SERVED);
+        landing.descriptor(), tableOffset, signalOffset, entries, widths, WriteRequest.ANSWER_SERVED);
   }
 
   /** {@code req} from executor {@code executorId} of no application. */

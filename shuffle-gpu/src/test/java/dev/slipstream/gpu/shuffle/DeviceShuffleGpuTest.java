@@ -263,7 +263,7 @@ class DeviceShuffleGpuTest {
       assertEquals(1, r.server.lanesMade(), "requests one at a time into one landing region share one lane");
       assertEquals(1, r.server.lanesIdle());
       assertEquals(4, r.server.requestsServed());
-      r.server.forget(r.landing.descriptor().toTransport());
+      r.server.forget(r.landing.export().descriptor());
       assertEquals(0, r.server.lanesIdle(), "a forgotten landing region's lanes are closed");
       // Forgotten means its reader was lost: the region is revoked, never pushed into again.
       TransportException e = assertThrows(TransportException.class, () -> r.pushAll(5));

@@ -9,17 +9,17 @@ import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** Codecs of the GPU shuffle: batch layout, GPU endpoint; and the per-pair path decision. */
 class GpuShuffleCodecTest {
-  static RegionDescriptor deviceLanding(int device, long length) {
-    byte[] ipc = new byte[RegionDescriptor.IPC_HANDLE_BYTES];
+  static RegionExport deviceLanding(int device, long length) {
+    byte[] ipc = new byte[RegionExport.IPC_HANDLE_BYTES];
     Arrays.fill(ipc, (byte) 7);
-    return RegionDescriptor.decode(new RegionDescriptor(MemoryKind.DEVICE, 1, device, 0x1234_5678_9abcL, length, 4242,
+    return RegionExport.decode(new RegionExport(MemoryKind.DEVICE, 1, device, 0x1234_5678_9abcL, length, 4242,
         ipc, null).encode());
   }
 
@@ -107,7 +107,7 @@ class GpuShuffleCodecTest {
       seen.encode(w);
       byte[] wire = w.toByteArray();
       assertEquals(seen, GpuEndpoint.decode(new WireReader(wire)));
-      assertTrue(wire.length < RegionDescriptor.BYTES, "the wire form carries no descriptor: " + wire.length + " bytes");
+      assertTrue(wire.length < RegionExport.BYTES, "the wire form carries no descriptor: " + wire.length + " bytes");
     }
     assertEquals(GpuPath.STAGED, GpuPath.between(otherHost, g.sharedWith(otherHost)), "enough to choose the path");
   }

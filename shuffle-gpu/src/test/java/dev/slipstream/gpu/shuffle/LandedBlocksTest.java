@@ -7,7 +7,7 @@ import dev.slipstream.core.shuffle.BlockTable;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.nio.ByteBuffer;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -21,8 +21,8 @@ import org.junit.jupiter.api.Test;
 class LandedBlocksTest {
   private static final int[] W = {8, 4};
 
-  private static RegionDescriptor landing() {
-    return new RegionDescriptor(MemoryKind.DEVICE, 1, 0, 42, 1 << 20, 1, new byte[RegionDescriptor.IPC_HANDLE_BYTES],
+  private static RegionExport landing() {
+    return new RegionExport(MemoryKind.DEVICE, 1, 0, 42, 1 << 20, 1, new byte[RegionExport.IPC_HANDLE_BYTES],
         "");
   }
 

@@ -15,7 +15,7 @@ import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.PushKernel;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import dev.slipstream.gpu.RemoteRegion;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -176,9 +176,9 @@ class LateWriteGpuTest {
   void aRequestNamingALandingItsReaderDidNotRegisterIsRefusedAndWritesNothing() throws TransportException {
     assumeGpu();
     try (Rig r = new Rig()) {
-      GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", false, r.landing.descriptor());
-      RegionDescriptor real = r.landing.descriptor();
-      RegionDescriptor forged = new RegionDescriptor(real.kind(), real.id(), real.device(), real.key() ^ 1,
+      GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", false, r.landing.export());
+      RegionExport real = r.landing.export();
+      RegionExport forged = new RegionExport(real.kind(), real.id(), real.device(), real.key() ^ 1,
           real.length(), real.ownerPid(), real.ipcHandle(), real.shmName());
       PeerLandings landings = new PeerLandings("1", self, id -> Optional.empty());
       List<DeviceLanding.Want> wants = new ArrayList<>();
@@ -208,7 +208,7 @@ class LateWriteGpuTest {
         r.server.serve(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000); // a lane into it exists
         checkLanded(r, f.await(System.nanoTime() + 30_000_000_000L), sections, "before the loss");
       }
-      r.server.forget(r.landing.descriptor().toTransport()); // the reader was lost
+      r.server.forget(r.landing.export().descriptor()); // the reader was lost
       try (DeviceLanding.Fetch f = r.landing.prepare(3, W, wants)) {
         TransportException e = assertThrows(TransportException.class,
             () -> r.server.serve(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000));

@@ -11,7 +11,7 @@ import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
@@ -28,10 +28,10 @@ import org.junit.jupiter.api.Test;
 class PeerLandingsTest {
   private static final EndpointDescriptor READER_AT = new EndpointDescriptor("tcp", "10.0.0.1:7337", null);
 
-  private static RegionDescriptor landing(int device, long key, long pid, byte handle) {
-    byte[] ipc = new byte[RegionDescriptor.IPC_HANDLE_BYTES];
+  private static RegionExport landing(int device, long key, long pid, byte handle) {
+    byte[] ipc = new byte[RegionExport.IPC_HANDLE_BYTES];
     Arrays.fill(ipc, handle);
-    return new RegionDescriptor(MemoryKind.DEVICE, 1, device, key, 1 << 20, pid, ipc, null);
+    return new RegionExport(MemoryKind.DEVICE, 1, device, key, 1 << 20, pid, ipc, null);
   }
 
   private final GpuEndpoint self = new GpuEndpoint("host-a/boot", 0, "p0", "u0", false, landing(0, 11, 100, (byte) 1));
@@ -43,7 +43,7 @@ class PeerLandingsTest {
     table.put("2", new PeerLandings.Peer(READER_AT, Optional.of(reader)));
   }
 
-  private static WriteRequest request(String readerId, RegionDescriptor landing) throws TransportException {
+  private static WriteRequest request(String readerId, RegionExport landing) throws TransportException {
     return DeviceRequests.from(DeviceRequests.request(5, 3, landing, 4096, 4096 + BlockTable.bytes(1), new int[] {8},
         List.of(DeviceRequests.entry(1, 0, 0, 4096))), readerId, 1000).check();
   }
@@ -61,7 +61,7 @@ class PeerLandingsTest {
 
   @Test
   void aForgedLandingDescriptorIsRefusedWithoutShowingItsKey() throws TransportException {
-    RegionDescriptor forgedKey = landing(1, 23, 200, (byte) 2);
+    RegionExport forgedKey = landing(1, 23, 200, (byte) 2);
     TransportException e = refused(request("2", forgedKey), READER_AT);
     assertEquals(TransportError.BAD_KEY, e.error());
     assertEquals("BAD_KEY: device write request 5 (shuffle 3): landing region id 1, 1048576 bytes on device 1 is not"

@@ -3,12 +3,13 @@ package dev.slipstream.spark.gpu;
 import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.PushKernel;
-import dev.slipstream.gpu.RegionDescriptor;
+import dev.slipstream.gpu.RegionExport;
 import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.shuffle.DeviceBlockServer;
 import dev.slipstream.gpu.shuffle.DeviceLanding;
@@ -50,8 +51,8 @@ public final class GpuExecutor implements AutoCloseable {
   private final DeviceBlockServer server;
   private final GpuEndpoint endpoint;
   private final PeerLandings peerLandings;
-  /** Imported landing regions, by the descriptor requests name them with ({@link RegionDescriptor#toTransport()}). */
-  private final Map<dev.slipstream.core.transport.RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
+  /** Imported landing regions, by the descriptor requests name them with ({@link RegionExport#descriptor()}). */
+  private final Map<RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
   private final Map<Long, GpuReadStats> reads = new ConcurrentHashMap<>();
   /** This GPU's node of the executor's memory accounting tree, and its landing region's account. */
   private final MemoryPool pool;
@@ -87,7 +88,7 @@ public final class GpuExecutor implements AutoCloseable {
           conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads());
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
-          landing.descriptor());
+          landing.export());
       this.peerLandings = new PeerLandings(executorId, endpoint, peers);
     } catch (RuntimeException e) {
       for (int i = made.size() - 1; i >= 0; i--) {
@@ -140,16 +141,16 @@ public final class GpuExecutor implements AutoCloseable {
    * an alias of this executor's own, else a CUDA IPC import whose mapped allocation must cover the
    * length the descriptor claims (cuMemGetAddressRange), or it is closed and refused.
    */
-  private RemoteRegion importLanding(RegionDescriptor d) {
+  private RemoteRegion importLanding(RegionExport d) {
     if (closed) {
       throw new IllegalStateException("GPU of executor " + executorId + " is closed");
     }
-    dev.slipstream.core.transport.RegionDescriptor key = d.toTransport();
+    RegionDescriptor key = d.descriptor();
     RemoteRegion r = imported.get(key);
     if (r != null) {
       return r;
     }
-    if (d.equals(landing.descriptor())) {
+    if (d.equals(landing.export())) {
       return imported.computeIfAbsent(key, x -> RemoteRegion.alias(landing.region()));
     }
     // One import per descriptor, made under the map's lock for that key: CUDA refuses a second
@@ -167,7 +168,7 @@ public final class GpuExecutor implements AutoCloseable {
   }
 
   /** The region {@link #start} imported for the landing region a request names. */
-  private RemoteRegion importedLanding(dev.slipstream.core.transport.RegionDescriptor d) {
+  private RemoteRegion importedLanding(RegionDescriptor d) {
     RemoteRegion r = imported.get(d);
     if (r == null) {
       throw new IllegalStateException("no imported landing region for " + d + " (requests are started through"
@@ -185,7 +186,7 @@ public final class GpuExecutor implements AutoCloseable {
    */
   public void start(WriteRequest request, dev.slipstream.core.transport.EndpointDescriptor from,
       long receivedNanos, long timeoutMs, long[] marks, DeviceBlockServer.Served done) throws TransportException {
-    RegionDescriptor d = peerLandings.check(request, from);
+    RegionExport d = peerLandings.check(request, from);
     try {
       importLanding(d); // imported and checked before anything is pinned (cached for the lanes)
     } catch (RuntimeException e) {
@@ -213,8 +214,8 @@ public final class GpuExecutor implements AutoCloseable {
   public void peerLost(String executorId, GpuEndpoint peer) {
     landing.holderLost(executorId);
     peer.landing().ifPresent(d -> {
-      server.forget(d.toTransport());
-      RemoteRegion r = imported.remove(d.toTransport());
+      server.forget(d.descriptor());
+      RemoteRegion r = imported.remove(d.descriptor());
       if (r != null) {
         r.close();
       }

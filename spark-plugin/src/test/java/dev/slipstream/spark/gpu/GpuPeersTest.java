@@ -4,10 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.spark.rpc.PeerInfo;
 import dev.slipstream.spark.rpc.RpcMessages;
 import java.util.Arrays;
@@ -21,9 +21,9 @@ import org.junit.jupiter.api.Test;
  */
 class GpuPeersTest {
   private static PeerInfo peer(String id, String hostId) {
-    byte[] ipc = new byte[dev.slipstream.gpu.RegionDescriptor.IPC_HANDLE_BYTES];
+    byte[] ipc = new byte[dev.slipstream.gpu.RegionExport.IPC_HANDLE_BYTES];
     Arrays.fill(ipc, (byte) 5);
-    var landing = new dev.slipstream.gpu.RegionDescriptor(MemoryKind.DEVICE, 1, 0, 0xfeedL, 1 << 20, 4000 + id.length(),
+    var landing = new dev.slipstream.gpu.RegionExport(MemoryKind.DEVICE, 1, 0, 0xfeedL, 1 << 20, 4000 + id.length(),
         ipc, null);
     PeerInfo p = new PeerInfo(id, hostId, new EndpointDescriptor("tcp", hostId + ":7077", new byte[0]));
     return hostId == null ? p : p.withGpu(new GpuEndpoint(hostId, 0, "p", "u-" + id, false, landing,

@@ -1,15 +1,13 @@
 package dev.slipstream.spark.rpc;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.core.transport.EndpointDescriptor;
-import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -21,9 +19,9 @@ class GpuRpcMessagesTest {
   }
 
   private static GpuEndpoint gpu(int device) {
-    byte[] ipc = new byte[dev.slipstream.gpu.RegionDescriptor.IPC_HANDLE_BYTES];
+    byte[] ipc = new byte[dev.slipstream.gpu.RegionExport.IPC_HANDLE_BYTES];
     Arrays.fill(ipc, (byte) 3);
-    var landing = dev.slipstream.gpu.RegionDescriptor.decode(new dev.slipstream.gpu.RegionDescriptor(
+    var landing = dev.slipstream.gpu.RegionExport.decode(new dev.slipstream.gpu.RegionExport(
         MemoryKind.DEVICE, 1, device, 77, 256L << 20, 1234, ipc, null).encode());
     return new GpuEndpoint("host-a/boot", device, "0000:1b:00.0", "GPU-00112233-4455-6677-8899-aabbccddeeff", false,
         landing);

@@ -1,12 +1,12 @@
 package dev.slipstream.gpu;
 
-import dev.slipstream.core.transport.MemoryKind;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.slipstream.core.transport.MemoryKind;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
@@ -18,31 +18,31 @@ import org.junit.jupiter.api.Test;
  * messages naming what was got and expected. Every case also goes through the native parser
  * (slip_region_desc_parse), so Java never accepts what the library would reject.
  */
-class RegionDescriptorTest {
+class RegionExportTest {
 
-  static RegionDescriptor device() {
+  static RegionExport device() {
     byte[] handle = new byte[64];
     for (int i = 0; i < handle.length; i++) {
       handle[i] = (byte) (i * 7 + 1);
     }
-    return new RegionDescriptor(MemoryKind.DEVICE, 7, 1, 0x1234_5678_9abc_def0L, 4L << 20, 4242, handle, "");
+    return new RegionExport(MemoryKind.DEVICE, 7, 1, 0x1234_5678_9abc_def0L, 4L << 20, 4242, handle, "");
   }
 
-  static RegionDescriptor host() {
-    return new RegionDescriptor(MemoryKind.HOST_SHARED, 0xfffffffe, -1, -5L, 4096, 77, null, "/slip-77-4294967294-0badf00d");
+  static RegionExport host() {
+    return new RegionExport(MemoryKind.HOST_SHARED, 0xfffffffe, -1, -5L, 4096, 77, null, "/slip-77-4294967294-0badf00d");
   }
 
   @Test
   void roundTripsDeviceAndHostDescriptorsThroughJavaAndTheNativeParser() {
     GpuTestSupport.assumeNativeBuilt();
     NativeLibrary.load();
-    for (RegionDescriptor d : new RegionDescriptor[] {device(), host()}) {
+    for (RegionExport d : new RegionExport[] {device(), host()}) {
       byte[] wire = d.encode();
-      assertEquals(RegionDescriptor.BYTES, wire.length);
-      assertEquals(d, RegionDescriptor.decode(wire));
+      assertEquals(RegionExport.BYTES, wire.length);
+      assertEquals(d, RegionExport.decode(wire));
       assertArrayEquals(wire, SlipNative.parseDescriptor(wire), "the native parser reads the same struct");
     }
-    assertEquals("4294967294", Integer.toUnsignedString(RegionDescriptor.decode(host().encode()).id()));
+    assertEquals("4294967294", Integer.toUnsignedString(RegionExport.decode(host().encode()).id()));
     assertFalse(device().toString().contains("9abcdef0"), "toString never shows the key: " + device());
   }
 
@@ -50,7 +50,7 @@ class RegionDescriptorTest {
   void littleEndianAtTheDeclaredOffsets() {
     ByteBuffer b = ByteBuffer.wrap(device().encode()).order(ByteOrder.LITTLE_ENDIAN);
     assertEquals(0x52, b.get(0) & 0xff, "\"SLPR\" little-endian starts with 'R'");
-    assertEquals(RegionDescriptor.MAGIC, b.getInt(0));
+    assertEquals(RegionExport.MAGIC, b.getInt(0));
     assertEquals(1, b.getShort(4));
     assertEquals(MemoryKind.DEVICE.wireId(), b.getShort(6));
     assertEquals(7, b.getInt(8));
@@ -112,10 +112,10 @@ class RegionDescriptorTest {
   @Test
   void constructorRejectsInconsistentFields() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> new RegionDescriptor(MemoryKind.HOST_SHARED, 3, 0, 1, 10, 1, null, "/slip-1"));
+        () -> new RegionExport(MemoryKind.HOST_SHARED, 3, 0, 1, 10, 1, null, "/slip-1"));
     assertEquals("region descriptor 3: host memory on device 0, expected -1", e.getMessage());
     e = assertThrows(IllegalArgumentException.class,
-        () -> new RegionDescriptor(MemoryKind.DEVICE, 3, 0, 1, 10, 1, new byte[63], ""));
+        () -> new RegionExport(MemoryKind.DEVICE, 3, 0, 1, 10, 1, new byte[63], ""));
     assertEquals("region descriptor 3: IPC handle of 63 bytes, expected 64", e.getMessage());
   }
 
@@ -127,7 +127,7 @@ class RegionDescriptorTest {
 
   /** Java rejects with exactly {@code javaMessage}; the library rejects too when it checks that field. */
   private static void assertRejected(byte[] wire, String javaMessage, boolean libraryRejects) {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RegionDescriptor.decode(wire));
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RegionExport.decode(wire));
     assertEquals(javaMessage, e.getMessage());
     if (libraryRejects && NativeLibrary.unbuiltReason() == null) {
       NativeLibrary.load();

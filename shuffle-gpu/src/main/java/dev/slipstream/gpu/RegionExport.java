@@ -1,6 +1,7 @@
 package dev.slipstream.gpu;
 
 import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.core.transport.RegionDescriptor;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -10,16 +11,18 @@ import java.util.Map;
 import java.util.Objects;
 
 /**
- * What a receiver sends out of band so that a sender can write into its region: the 192-byte
- * {@code slip_region_desc} of {@code native/include/common/slip_abi.h}, little-endian. The offsets
- * below are checked against the native library's {@code offsetof}/{@code sizeof} by
- * {@code RegionDescriptorLayoutTest}.
+ * How a peer process of the same machine maps a region (its CUDA IPC handle or shared-memory
+ * name), sent out of band once, in the owner's registration in the peer table: the 192-byte
+ * {@code slip_region_desc} of {@code native/include/common/slip_abi.h}, little-endian. A write
+ * request names the region by the protocol's descriptor ({@link #descriptor()}); the holder maps
+ * the export registered for its reader, never one a request carries. The offsets below are checked
+ * against the native library's {@code offsetof}/{@code sizeof} by {@code AbiLayoutTest}.
  *
  * <p>{@link #decode} validates everything a peer could forge before anything is mapped: the size,
  * magic, version, memory kind, length, the device/kind pairing, the shared-memory name, and that
  * reserved bytes are zero. Immutable; equality is by value.
  */
-public final class RegionDescriptor {
+public final class RegionExport {
   public static final int BYTES = 192;
   public static final int MAGIC = 0x534C5052; // "SLPR"
   public static final int VERSION = 1;
@@ -49,7 +52,7 @@ public final class RegionDescriptor {
   private final byte[] ipcHandle;
   private final String shmName;
 
-  public RegionDescriptor(MemoryKind kind, int id, int device, long key, long length, long ownerPid, byte[] ipcHandle,
+  public RegionExport(MemoryKind kind, int id, int device, long key, long length, long ownerPid, byte[] ipcHandle,
       String shmName) {
     this.kind = Objects.requireNonNull(kind, "kind");
     this.id = id;
@@ -167,7 +170,7 @@ public final class RegionDescriptor {
   }
 
   /** Decodes and validates exactly {@value #BYTES} bytes; errors name what was got and expected. */
-  public static RegionDescriptor decode(byte[] bytes) {
+  public static RegionExport decode(byte[] bytes) {
     Objects.requireNonNull(bytes, "bytes");
     if (bytes.length != BYTES) {
       throw new IllegalArgumentException("region descriptor of " + bytes.length + " bytes, expected " + BYTES);
@@ -215,7 +218,7 @@ public final class RegionDescriptor {
     }
     String name = new String(bytes, OFF_SHM_NAME, nul, StandardCharsets.ISO_8859_1);
     byte[] handle = Arrays.copyOfRange(bytes, OFF_IPC_HANDLE, OFF_IPC_HANDLE + IPC_HANDLE_BYTES);
-    return new RegionDescriptor(kind, id, b.getInt(OFF_DEVICE), b.getLong(OFF_KEY), b.getLong(OFF_LENGTH),
+    return new RegionExport(kind, id, b.getInt(OFF_DEVICE), b.getLong(OFF_KEY), b.getLong(OFF_LENGTH),
         b.getLong(OFF_OWNER_PID), handle, name);
   }
 
@@ -233,10 +236,10 @@ public final class RegionDescriptor {
     if (this == o) {
       return true;
     }
-    if (!(o instanceof RegionDescriptor)) {
+    if (!(o instanceof RegionExport)) {
       return false;
     }
-    RegionDescriptor d = (RegionDescriptor) o;
+    RegionExport d = (RegionExport) o;
     return kind == d.kind && id == d.id && device == d.device && key == d.key && length == d.length
         && ownerPid == d.ownerPid && Arrays.equals(ipcHandle, d.ipcHandle) && shmName.equals(d.shmName);
   }
@@ -247,18 +250,18 @@ public final class RegionDescriptor {
   }
 
   /**
-   * This region as a write request names it ({@link dev.slipstream.core.transport.RegionDescriptor}):
+   * This region as a write request names it ({@link RegionDescriptor}):
    * its id, length, key, kind and device; no address, since a peer on this machine maps it through
    * its CUDA IPC handle, taken from the owner's registration in the peer table, never from a request.
    */
-  public dev.slipstream.core.transport.RegionDescriptor toTransport() {
-    return new dev.slipstream.core.transport.RegionDescriptor(Integer.toUnsignedLong(id), 0L, length, key, kind, device);
+  public RegionDescriptor descriptor() {
+    return new RegionDescriptor(Integer.toUnsignedLong(id), 0L, length, key, kind, device);
   }
 
   /** Never prints the key: it is the region owner's secret. */
   @Override
   public String toString() {
-    return "RegionDescriptor{" + kind + " region " + Integer.toUnsignedString(id) + ", device " + device + ", "
+    return "RegionExport{" + kind + " region " + Integer.toUnsignedString(id) + ", device " + device + ", "
         + length + " bytes, owner pid " + ownerPid + (shmName.isEmpty() ? "" : ", " + shmName) + "}";
   }
 }
