@@ -59,6 +59,8 @@ final class BlockServer implements AutoCloseable {
   private final AtomicLong requestsFailed = new AtomicLong();
   private final AtomicLong bytesServed = new AtomicLong();
   private final AtomicLong requestsRefused = new AtomicLong();
+  private final AtomicLong reportsIgnored = new AtomicLong();
+  private final AtomicLong requestsReceived = new AtomicLong();
   /** Refusals are logged at most once per sender every 10 s. */
   private final RateLimitedLog refusals = new RateLimitedLog(LOG, TimeUnit.SECONDS.toNanos(10));
 
@@ -101,6 +103,7 @@ final class BlockServer implements AutoCloseable {
   /** Admits a request that came over the transport from {@code sender}, and serves it. */
   void submit(PeerIdentity sender, WriteRequest request) {
     long received = System.nanoTime();
+    requestsReceived.incrementAndGet();
     long deadline = received + TimeUnit.MILLISECONDS.toNanos(Math.min(request.budgetMillis(),
         TimeUnit.DAYS.toMillis(1)));
     EndpointDescriptor from = sender.endpoint();
@@ -177,6 +180,7 @@ final class BlockServer implements AutoCloseable {
         if (once.compareAndSet(false, true)) {
           answer(to, req, bytes, error, timeline);
         } else {
+          reportsIgnored.incrementAndGet();
           LOG.warn("Block writer {} reported write request {} twice; the second report ({}) is ignored",
               writer.getClass().getSimpleName(), req.requestId(), error == null ? "served" : error.getMessage());
         }
@@ -214,6 +218,11 @@ final class BlockServer implements AutoCloseable {
     }
   }
 
+  /** Requests that reached this server: each ends served, failed (answered) or refused (dropped). */
+  long requestsReceived() {
+    return requestsReceived.get();
+  }
+
   long requestsServed() {
     return requestsServed.get();
   }
@@ -229,6 +238,11 @@ final class BlockServer implements AutoCloseable {
   /** Requests dropped unanswered: another application, or an executor the peer table does not place there. */
   long requestsRefused() {
     return requestsRefused.get();
+  }
+
+  /** Reports of requests a writer had reported before (a writer bug: each request is reported once). */
+  long reportsIgnored() {
+    return reportsIgnored.get();
   }
 
   /** Requests whose host writes missed the write timeout (their connection was closed). */

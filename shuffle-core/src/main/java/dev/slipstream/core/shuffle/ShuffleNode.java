@@ -322,6 +322,8 @@ public final class ShuffleNode implements AutoCloseable {
   void onBytesFetched(long bytes) {
     bytesFetched.addAndGet(bytes);
   }
+  /** Write requests that reached this node's block server: each is served, fails or is refused, once. */
+  public long requestsReceived() { return server.requestsReceived(); }
   public long requestsServed() { return server.requestsServed(); }
   public long bytesServed() { return server.bytesServed(); }
   public long serveFailures() { return server.requestsFailed(); }
@@ -331,6 +333,8 @@ public final class ShuffleNode implements AutoCloseable {
   public long writesTimedOut() { return server.writesTimedOut(); }
   /** Served requests whose writes were posted once more because their connection died under them. */
   public long writesRetried() { return server.writesRetried(); }
+  /** Second reports of a request by its block writer, ignored (0 unless a writer is broken). */
+  public long writerReportsIgnored() { return server.reportsIgnored(); }
   public long malformedMessages() { return malformedMessages.get(); }
   public int pendingRequests() { return pending.size(); }
 

@@ -10,7 +10,6 @@ import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.gpu.shuffle.DeviceBlockServer;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.PeerLandings;
 import dev.slipstream.gpu.shuffle.StagedBlocks;
@@ -109,7 +108,7 @@ public final class ExecutorGpu implements AutoCloseable {
     try {
       GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
           .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory(),
-          executor.node()::nextRequestId);
+          executor.node()::nextRequestId, executor.node().config().fetchTimeout().toMillis());
       gpu = g;
       // Readers without a direct device path to this GPU fetch its map outputs over the staging path.
       executor.node().serveAlso(StagedBlocks.source(g.store(), executor.node().config().checksum()));
@@ -229,65 +228,38 @@ public final class ExecutorGpu implements AutoCloseable {
   }
 
   /**
-   * The block writer into device landing regions, for the node's block server (which has admitted
-   * and checked the request). A serving thread checks the landing region against the peer table,
-   * pins the request's map outputs and launches its push (or queues it for a free lane) without
-   * waiting for the push; the block server's completion thread reports once the kernel ended. With
-   * spark.slipstream.gpu.serve.threads=0 this happens on the transport thread the request arrived
-   * on, except for a request that arrives before the GPU is open or that reads map outputs spilled
-   * to host memory (copied back first): those go to a serving thread, so a transport thread never
-   * waits.
+   * The block writer the node's block server hands requests into device landing regions to (it
+   * has admitted and checked them): this GPU's {@link GpuExecutor#writer()}, which checks the
+   * landing region against the peer table, pins the map outputs and launches the push without
+   * waiting for it. A serving thread runs it (spark.slipstream.gpu.serve.threads); with 0 the
+   * transport thread the request arrived on does, except for a request that arrives before the GPU
+   * is open or that reads map outputs spilled to host memory (copied back first): those go to a
+   * serving thread, so a transport thread never waits.
    */
   private void write(EndpointDescriptor from, WriteRequest req, long received, long deadline,
       BlockWriter.Outcome outcome) {
     GpuExecutor g = gpu;
-    if (conf.serveThreads() > 0 || !settled.isDone() || g == null || !g.onDevice(req)) {
-      offload(from, req, outcome, received);
+    if (conf.serveThreads() == 0 && settled.isDone() && g != null && g.onDevice(req)) {
+      g.writer().write(from, req, received, deadline, outcome);
       return;
     }
-    start(g, from, req, outcome, received, System.nanoTime());
-  }
-
-  /** Serves a request from a serving thread (it may wait for the GPU to open, or restore spilled outputs). */
-  private void offload(EndpointDescriptor from, WriteRequest req, BlockWriter.Outcome outcome, long received) {
     try {
       serveThreads.execute(() -> {
-        long started = System.nanoTime();
-        GpuExecutor g;
+        GpuExecutor opened;
         try {
-          g = require();
+          opened = require();
         } catch (RuntimeException e) {
+          long now = System.nanoTime();
           outcome.done(0, new TransportException(TransportError.UNAVAILABLE, String.valueOf(e.getMessage()), e),
-              new ServeTimeline(received, started, 0, 0, 0, 0, 0));
+              new ServeTimeline(received, now, 0, 0, 0, 0, 0));
           return;
         }
-        start(g, from, req, outcome, received, started);
+        opened.writer().write(from, req, received, deadline, outcome);
       });
     } catch (RejectedExecutionException e) {
       outcome.done(0, new TransportException(TransportError.CLOSED, "executor " + executor.executorId()
           + " is stopping"), ServeTimeline.NONE);
     }
-  }
-
-  /** Starts the push; the outcome follows its end (or comes now when the request is refused). */
-  private void start(GpuExecutor g, EndpointDescriptor from, WriteRequest req, BlockWriter.Outcome outcome,
-      long received, long started) {
-    long[] marks = new long[DeviceBlockServer.MARKS];
-    try {
-      g.start(req, from, received, executor.node().config().fetchTimeout().toMillis(), marks, (bytes, error) ->
-          outcome.done(error == null ? bytes : 0, error, timeline(received, started, marks)));
-    } catch (TransportException e) {
-      outcome.done(0, e, timeline(received, started, marks));
-    } catch (RuntimeException e) {
-      outcome.done(0, new TransportException(TransportError.INTERNAL, String.valueOf(e.getMessage()), e),
-          timeline(received, started, marks));
-    }
-  }
-
-  private static ServeTimeline timeline(long received, long started, long[] marks) {
-    return new ServeTimeline(received, started, marks[DeviceBlockServer.MARK_CHECKED],
-        marks[DeviceBlockServer.MARK_LANE_READY], marks[DeviceBlockServer.MARK_LAUNCHED],
-        marks[DeviceBlockServer.MARK_ENDED], 0);
   }
 
   /** Forgets a lost peer: its imported landing region and its request ring. */

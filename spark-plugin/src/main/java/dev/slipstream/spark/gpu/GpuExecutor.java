@@ -4,7 +4,6 @@ import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.RegionDescriptor;
-import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
@@ -18,6 +17,7 @@ import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.GpuOutputSpace;
 import dev.slipstream.gpu.shuffle.HostIdentity;
 import dev.slipstream.gpu.shuffle.PeerLandings;
+import dev.slipstream.gpu.shuffle.PushWriter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -50,7 +50,7 @@ public final class GpuExecutor implements AutoCloseable {
   private final DeviceMapOutputStore store;
   private final DeviceBlockServer server;
   private final GpuEndpoint endpoint;
-  private final PeerLandings peerLandings;
+  private final PushWriter writer;
   /** Imported landing regions, by the descriptor requests name them with ({@link RegionExport#descriptor()}). */
   private final Map<RegionDescriptor, RemoteRegion> imported = new ConcurrentHashMap<>();
   private final Map<Long, GpuReadStats> reads = new ConcurrentHashMap<>();
@@ -61,7 +61,7 @@ public final class GpuExecutor implements AutoCloseable {
   private volatile boolean closed;
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
-      MemoryPool memory, java.util.function.LongSupplier requestIds) {
+      MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs) {
     this.executorId = executorId;
     this.ctx = ctx;
     List<AutoCloseable> made = new ArrayList<>();
@@ -89,7 +89,8 @@ public final class GpuExecutor implements AutoCloseable {
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
           landing.export());
-      this.peerLandings = new PeerLandings(executorId, endpoint, peers);
+      this.writer = new PushWriter(server, new PeerLandings(executorId, endpoint, peers), this::importLanding,
+          fetchTimeoutMs);
     } catch (RuntimeException e) {
       for (int i = made.size() - 1; i >= 0; i--) {
         try {
@@ -106,10 +107,11 @@ public final class GpuExecutor implements AutoCloseable {
    * Opens device {@code ordinal} for executor {@code executorId}, or throws with the probe's reason
    * (no library, no driver, no GPU) or the failing call. {@code peers} is this executor's copy of the
    * driver's peer table: the only source of the landing regions it pushes into; {@code requestIds}
-   * gives the ids of its write requests (the shuffle node's sequence).
+   * gives the ids of its write requests (the shuffle node's sequence); a request it serves waits at
+   * most {@code fetchTimeoutMs} for a lane and its push.
    */
   public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf,
-      PeerLandings.PeerTable peers, MemoryPool memory, java.util.function.LongSupplier requestIds) {
+      PeerLandings.PeerTable peers, MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs) {
     GpuProbe probe = GpuRuntime.probe();
     if (!probe.available()) {
       throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
@@ -120,7 +122,7 @@ public final class GpuExecutor implements AutoCloseable {
     }
     GpuContext ctx = GpuContext.open(ordinal);
     try {
-      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds);
+      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds, fetchTimeoutMs);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes",
           executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(), conf.mapOutputBytes());
       return g;
@@ -135,6 +137,8 @@ public final class GpuExecutor implements AutoCloseable {
   public DeviceLanding landing() { return landing; }
   public DeviceMapOutputStore store() { return store; }
   public DeviceBlockServer server() { return server; }
+  /** The block writer into device landing regions (checks the landing, maps it, pushes). */
+  public PushWriter writer() { return writer; }
 
   /**
    * The imported region for a reader's landing descriptor (checked against the peer table before):
@@ -167,34 +171,14 @@ public final class GpuExecutor implements AutoCloseable {
     });
   }
 
-  /** The region {@link #start} imported for the landing region a request names. */
+  /** The region the writer mapped ({@link #importLanding}) for the landing region a request names. */
   private RemoteRegion importedLanding(RegionDescriptor d) {
     RemoteRegion r = imported.get(d);
     if (r == null) {
       throw new IllegalStateException("no imported landing region for " + d + " (requests are started through"
-          + " GpuExecutor.start, which imports it)");
+          + " the push writer, which maps it first)");
     }
     return r;
-  }
-
-  /**
-   * Starts serving a device write request that came over the transport from {@code from}
-   * at {@code receivedNanos}, up to the kernel launch on the calling thread
-   * ({@link DeviceBlockServer#start}): refused unless its landing region is the one its reader
-   * registered ({@link PeerLandings#check}); its deadline is the earlier of {@code timeoutMs} and its
-   * budget from its arrival. {@code done} gets the outcome. Throws with the reason when refused.
-   */
-  public void start(WriteRequest request, dev.slipstream.core.transport.EndpointDescriptor from,
-      long receivedNanos, long timeoutMs, long[] marks, DeviceBlockServer.Served done) throws TransportException {
-    RegionExport d = peerLandings.check(request, from);
-    try {
-      importLanding(d); // imported and checked before anything is pinned (cached for the lanes)
-    } catch (RuntimeException e) {
-      throw new TransportException(dev.slipstream.core.transport.TransportError.OUT_OF_RANGE, "device write request "
-          + request.requestId() + ": landing region of reader executor " + request.reader().executorId() + ": "
-          + e.getMessage(), e);
-    }
-    server.start(request, receivedNanos, timeoutMs, marks, done);
   }
 
   /** Whether every map output {@code request} reads is in device memory (serving it restores nothing from host memory). */

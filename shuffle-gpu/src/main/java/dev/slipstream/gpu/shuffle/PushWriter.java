@@ -1,0 +1,73 @@
+package dev.slipstream.gpu.shuffle;
+
+import dev.slipstream.core.shuffle.BlockWriter;
+import dev.slipstream.core.shuffle.ServeTimeline;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.transport.EndpointDescriptor;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.RegionExport;
+import dev.slipstream.gpu.RemoteRegion;
+import java.util.function.Function;
+
+/**
+ * The block writer into device landing regions over nvlink push lanes: a request the block server
+ * admitted and checked is checked once more for whom it writes to ({@link PeerLandings}: the region
+ * it names must be the one its reader registered, on this machine), the reader's region is mapped
+ * ({@code importer}: CUDA IPC, cached by the caller) before anything is pinned, and the
+ * {@link DeviceBlockServer} pins the map outputs and launches the push; its completion thread
+ * reports the outcome, with the request's {@link ServeTimeline}.
+ *
+ * <p>Threading: {@link #write} does the checks, the pins and the launch on the calling thread and
+ * returns without waiting for the push; a caller that may not block (a transport thread) calls it
+ * only for requests whose outputs are in device memory ({@link DeviceMapOutputStore#onDevice}).
+ * Ownership: owns nothing it was given.
+ */
+public final class PushWriter implements BlockWriter {
+  private final DeviceBlockServer server;
+  private final PeerLandings landings;
+  private final Function<RegionExport, RemoteRegion> importer;
+  private final long timeoutMs;
+
+  /**
+   * @param importer maps a reader's registered landing region (an alias for this process's own)
+   * @param timeoutMs the longest a request may wait for a lane or push (the fetch timeout); its
+   *     budget may make it shorter
+   */
+  public PushWriter(DeviceBlockServer server, PeerLandings landings, Function<RegionExport, RemoteRegion> importer,
+      long timeoutMs) {
+    this.server = server;
+    this.landings = landings;
+    this.importer = importer;
+    this.timeoutMs = timeoutMs;
+  }
+
+  @Override
+  public void write(EndpointDescriptor reader, WriteRequest req, long receivedNanos, long deadlineNanos,
+      Outcome outcome) {
+    long started = System.nanoTime();
+    long[] marks = new long[DeviceBlockServer.MARKS];
+    try {
+      RegionExport d = landings.check(req, reader);
+      try {
+        importer.apply(d); // mapped and its length checked before anything is pinned
+      } catch (RuntimeException e) {
+        throw new TransportException(TransportError.OUT_OF_RANGE, "device write request " + req.requestId()
+            + ": landing region of reader executor " + req.reader().executorId() + ": " + e.getMessage(), e);
+      }
+      server.start(req, receivedNanos, timeoutMs, marks, (bytes, error) ->
+          outcome.done(error == null ? bytes : 0, error, timeline(receivedNanos, started, marks)));
+    } catch (TransportException e) {
+      outcome.done(0, e, timeline(receivedNanos, started, marks));
+    } catch (RuntimeException e) {
+      outcome.done(0, new TransportException(TransportError.INTERNAL, "device write request " + req.requestId() + ": "
+          + e, e), timeline(receivedNanos, started, marks));
+    }
+  }
+
+  private static ServeTimeline timeline(long received, long started, long[] marks) {
+    return new ServeTimeline(received, started, marks[DeviceBlockServer.MARK_CHECKED],
+        marks[DeviceBlockServer.MARK_LANE_READY], marks[DeviceBlockServer.MARK_LAUNCHED],
+        marks[DeviceBlockServer.MARK_ENDED], 0);
+  }
+}
