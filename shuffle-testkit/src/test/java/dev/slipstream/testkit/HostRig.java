@@ -1,60 +1,17 @@
 package dev.slipstream.testkit;
 
-import dev.slipstream.core.config.ConfigSource;
-import dev.slipstream.core.config.CoreConfig;
 import dev.slipstream.core.shuffle.MapOutputWriter;
-import dev.slipstream.core.shuffle.NodeIdentity;
-import dev.slipstream.core.shuffle.PeerDirectory;
 import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.core.transport.RegionDescriptor;
-import dev.slipstream.core.transport.RegisteredRegion;
-import dev.slipstream.core.transport.Transport;
-import dev.slipstream.core.transport.TransportContext;
-import dev.slipstream.core.transport.TransportException;
-import dev.slipstream.core.transport.loopback.LoopbackFabric;
-import dev.slipstream.core.transport.loopback.LoopbackTransportProvider;
-import dev.slipstream.core.transport.tcp.TcpTransportProvider;
 import java.io.OutputStream;
-import java.nio.ByteBuffer;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
-import java.util.Optional;
 import java.util.SplittableRandom;
 
-/**
- * The host block writer's rig: two shuffle nodes of one application on {@code loopback} or
- * {@code tcp}, map outputs in the holder's store, each landing range a registration of its own in
- * the reader's transport (as a host reader's request has).
- */
+/** The host block writer's rig: map outputs in the holder's store, random bytes per partition. */
 final class HostRig implements ServingRig {
-  private static final String APP = "app-conformance";
-  private final Path dir;
-  private final PeerDirectory.Table peers = PeerDirectory.table();
-  private final ShuffleNode holder;
-  private ShuffleNode reader;
-  private final List<RegisteredRegion> regions = new ArrayList<>();
+  private final RigNodes nodes;
 
   HostRig(String transport) throws Exception {
-    this.dir = Files.createTempDirectory("slipstream-conformance-");
-    LoopbackFabric fabric = new LoopbackFabric();
-    this.holder = node(transport, fabric, "holder");
-    this.reader = node(transport, fabric, "reader");
-  }
-
-  private ShuffleNode node(String transport, LoopbackFabric fabric, String name) throws TransportException {
-    ConfigSource src = ConfigSource.of(Map.of("spark.slipstream.mapOutput.memoryBytes", "64m",
-        "spark.slipstream.landing.bytes", "64m", "spark.slipstream.reader.fetchTimeout", "30s"));
-    TransportContext ctx = new TransportContext(src, transport.equals("tcp") ? "127.0.0.1" : "localhost", name,
-        Optional.empty(), APP, name);
-    Transport t = transport.equals("tcp") ? new TcpTransportProvider().create(ctx)
-        : new LoopbackTransportProvider(fabric).create(ctx);
-    ShuffleNode n = new ShuffleNode(t, new CoreConfig(src), dir.resolve(name), new NodeIdentity(APP, name), peers);
-    peers.put(name, n.localEndpoint());
-    return n;
+    this.nodes = new RigNodes(transport);
   }
 
   @Override
@@ -64,12 +21,12 @@ final class HostRig implements ServingRig {
 
   @Override
   public ShuffleNode holder() {
-    return holder;
+    return nodes.holder();
   }
 
   @Override
   public ShuffleNode reader() {
-    return reader;
+    return nodes.reader();
   }
 
   @Override
@@ -81,7 +38,7 @@ final class HostRig implements ServingRig {
   public Output commit(int shuffleId, long mapId, int[] sizes) throws Exception {
     SplittableRandom r = new SplittableRandom(mapId * 31 + shuffleId);
     byte[][] data = new byte[sizes.length][];
-    MapOutputWriter w = holder.store().newOutput(shuffleId, mapId, sizes.length);
+    MapOutputWriter w = nodes.holder().store().newOutput(shuffleId, mapId, sizes.length);
     for (int p = 0; p < sizes.length; p++) {
       data[p] = new byte[sizes[p]];
       r.nextBytes(data[p]);
@@ -97,46 +54,16 @@ final class HostRig implements ServingRig {
 
   @Override
   public Landing landing(long length) throws Exception {
-    ByteBuffer memory = ByteBuffer.allocateDirect((int) length);
-    RegisteredRegion region = reader.transport().register(memory);
-    regions.add(region);
-    return new Landing() {
-      @Override
-      public RegionDescriptor region() {
-        return region.descriptor();
-      }
-
-      @Override
-      public long base() {
-        return 0;
-      }
-
-      @Override
-      public byte[] read(long offset, int len) {
-        byte[] b = new byte[len];
-        memory.duplicate().position((int) offset).get(b);
-        return b;
-      }
-    };
+    return nodes.hostLanding(length);
   }
 
   @Override
   public void loseReader() {
-    reader.close();
-    holder.peerLost(reader.localEndpoint(), "reader lost");
-    peers.remove("reader");
+    nodes.loseReader();
   }
 
   @Override
-  public void close() throws Exception {
-    for (RegisteredRegion r : regions) {
-      try {
-        r.close();
-      } catch (RuntimeException e) {
-        // its transport closed with the reader
-      }
-    }
-    reader.close();
-    holder.close();
+  public void close() {
+    nodes.close();
   }
 }
