@@ -1,37 +1,13 @@
 package dev.slipstream.testkit;
 
 import dev.slipstream.core.shuffle.MapOutputWriter;
-import dev.slipstream.core.shuffle.ShuffleNode;
-import dev.slipstream.core.transport.MemoryKind;
 import java.io.OutputStream;
 import java.util.SplittableRandom;
 
 /** The host block writer's rig: map outputs in the holder's store, random bytes per partition. */
-final class HostRig implements ServingRig {
-  private final RigNodes nodes;
-
+final class HostRig extends HostLandingRig {
   HostRig(String transport) throws Exception {
-    this.nodes = new RigNodes(transport);
-  }
-
-  @Override
-  public MemoryKind kind() {
-    return MemoryKind.HOST;
-  }
-
-  @Override
-  public ShuffleNode holder() {
-    return nodes.holder();
-  }
-
-  @Override
-  public ShuffleNode reader() {
-    return nodes.reader();
-  }
-
-  @Override
-  public int[] widths() {
-    return new int[0];
+    super(transport);
   }
 
   @Override
@@ -50,20 +26,5 @@ final class HostRig implements ServingRig {
     }
     w.commit();
     return new Output(data, new long[sizes.length]);
-  }
-
-  @Override
-  public Landing landing(long length) throws Exception {
-    return nodes.hostLanding(length);
-  }
-
-  @Override
-  public void loseReader() {
-    nodes.loseReader();
-  }
-
-  @Override
-  public void close() {
-    nodes.close();
   }
 }

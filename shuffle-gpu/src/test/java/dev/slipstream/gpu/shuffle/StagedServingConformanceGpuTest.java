@@ -3,11 +3,9 @@ package dev.slipstream.gpu.shuffle;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.slipstream.core.shuffle.ChecksumAlgorithm;
-import dev.slipstream.core.shuffle.ShuffleNode;
-import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
-import dev.slipstream.testkit.RigNodes;
+import dev.slipstream.testkit.HostLandingRig;
 import dev.slipstream.testkit.ServingConformanceSuite;
 import dev.slipstream.testkit.ServingRig;
 import java.nio.ByteBuffer;
@@ -27,32 +25,12 @@ class StagedServingConformanceGpuTest extends ServingConformanceSuite {
     return new StagedRig();
   }
 
-  private static final class StagedRig implements ServingRig {
-    private final RigNodes nodes = new RigNodes("loopback");
+  private static final class StagedRig extends HostLandingRig {
     private final PushServingConformanceGpuTest.GpuOutputs outputs = new PushServingConformanceGpuTest.GpuOutputs();
 
     StagedRig() throws Exception {
+      super("loopback");
       nodes.holder().serveAlso(StagedBlocks.source(outputs.store, ChecksumAlgorithm.NONE));
-    }
-
-    @Override
-    public MemoryKind kind() {
-      return MemoryKind.HOST;
-    }
-
-    @Override
-    public ShuffleNode holder() {
-      return nodes.holder();
-    }
-
-    @Override
-    public ShuffleNode reader() {
-      return nodes.reader();
-    }
-
-    @Override
-    public int[] widths() {
-      return new int[0];
     }
 
     /** What lands is the served form: the packed bytes, then the rows and the magic (none for an empty block). */
@@ -72,18 +50,8 @@ class StagedServingConformanceGpuTest extends ServingConformanceSuite {
     }
 
     @Override
-    public Landing landing(long length) throws Exception {
-      return nodes.hostLanding(length);
-    }
-
-    @Override
-    public void loseReader() {
-      nodes.loseReader();
-    }
-
-    @Override
-    public void close() {
-      nodes.close();
+    public void close() throws Exception {
+      super.close();
       outputs.close();
     }
   }

@@ -1,0 +1,51 @@
+package dev.slipstream.testkit;
+
+import dev.slipstream.core.shuffle.ShuffleNode;
+import dev.slipstream.core.transport.MemoryKind;
+
+/**
+ * A rig whose writer writes into host landing memory ({@link RigNodes#hostLanding}); a subclass
+ * says where the holder's map outputs come from ({@link #commit}).
+ */
+public abstract class HostLandingRig implements ServingRig {
+  protected final RigNodes nodes;
+
+  protected HostLandingRig(String transport) throws Exception {
+    this.nodes = new RigNodes(transport);
+  }
+
+  @Override
+  public MemoryKind kind() {
+    return MemoryKind.HOST;
+  }
+
+  @Override
+  public ShuffleNode holder() {
+    return nodes.holder();
+  }
+
+  @Override
+  public ShuffleNode reader() {
+    return nodes.reader();
+  }
+
+  @Override
+  public int[] widths() {
+    return new int[0];
+  }
+
+  @Override
+  public Landing landing(long length) throws Exception {
+    return nodes.hostLanding(length);
+  }
+
+  @Override
+  public void loseReader() {
+    nodes.loseReader();
+  }
+
+  @Override
+  public void close() throws Exception {
+    nodes.close();
+  }
+}
