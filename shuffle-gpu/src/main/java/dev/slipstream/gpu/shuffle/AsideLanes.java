@@ -8,7 +8,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Push lanes set aside by a {@link DeviceBlockServer} after a push that failed or passed its
+ * Push lanes set aside by a {@link PushScheduler} after a push that failed or passed its
  * deadline: its kernel may still be running, so the lane is not reused, and what its request waits
  * for (the answer to the reader, the map outputs' pins) is held back until the lane's stream is
  * idle. A holder's answer therefore always means that the push can store nothing more into the

@@ -12,7 +12,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The checks a {@link DeviceBlockServer} makes before it writes anything, and the plan of the push
+ * The checks a {@link PushScheduler} makes before it writes anything, and the plan of the push
  * that passes them. Checked: the request's ranges against the landing region
  * ({@link WriteRequest#check()}), each map output is in the store, has the requested payload
  * column widths and the requested partition, and each block fits its capacity. Planned: the
@@ -36,7 +36,7 @@ final class PushAdmission {
    * {@link TransportError#OUT_OF_RANGE} for one of another shape or a block over its capacity).
    * Fills {@code marks[MARK_CHECKED]}.
    */
-  PushJob admit(WriteRequest req, long deadline, long limitMs, long[] marks, DeviceBlockServer.Served done)
+  PushJob admit(WriteRequest req, long deadline, long limitMs, long[] marks, PushScheduler.Served done)
       throws TransportException {
     req.check();
     Map<Long, DeviceMapOutputStore.Pinned> pins = new LinkedHashMap<>();
@@ -74,7 +74,7 @@ final class PushAdmission {
       PushJob job = new PushJob(req, pins, LandedBlocks.encode(req.requestId(), table), total, deadline, limitMs,
           marks, done);
       plan(job);
-      marks[DeviceBlockServer.MARK_CHECKED] = System.nanoTime();
+      marks[PushScheduler.MARK_CHECKED] = System.nanoTime();
       ok = true;
       return job;
     } finally {

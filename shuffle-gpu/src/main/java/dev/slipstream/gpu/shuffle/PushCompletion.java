@@ -14,7 +14,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The completion thread of a {@link DeviceBlockServer} ({@code slipstream-gpu-push-completion}):
+ * The completion thread of a {@link PushScheduler} ({@code slipstream-gpu-push-completion}):
  * polls the streams of the pushes in flight (one {@code cuStreamQuery} each, back to back while any
  * is in flight), ends each one that finished (every queue's status checked) or passed its deadline,
  * closes the lanes set aside whose stream became idle (every {@link #RECLAIM_EVERY_NANOS}), and every
@@ -107,7 +107,7 @@ final class PushCompletion {
           return;
         }
       } catch (RuntimeException e) {
-        LOG.error("Device block server completion round failed", e);
+        LOG.error("Push scheduler completion round failed", e);
       }
       if (running.isEmpty() && launched.isEmpty()) {
         LockSupport.parkNanos(this, 50_000_000L); // woken by a launch, a waiting request or close
@@ -140,7 +140,7 @@ final class PushCompletion {
       }
       if (ended) {
         it.remove();
-        j.marks[DeviceBlockServer.MARK_ENDED] = j.lane.endedNanos();
+        j.marks[PushScheduler.MARK_ENDED] = j.lane.endedNanos();
         ended(j);
       } else if (now - j.deadline > 0) {
         it.remove();

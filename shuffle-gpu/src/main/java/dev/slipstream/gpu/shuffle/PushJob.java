@@ -8,7 +8,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One device write request being served by a {@link DeviceBlockServer}: checked and pinned, waiting
+ * One device write request being served by a {@link PushScheduler}: checked and pinned, waiting
  * for or holding a lane, until its outcome is reported. Threading: handed between the server's
  * threads with a happens-before edge (its lock or its queues). Ownership: holds its map outputs'
  * pins until {@link #unpin}.
@@ -21,14 +21,14 @@ final class PushJob {
   final long timeoutMs;
   final long deadline;
   final long[] marks;
-  final DeviceBlockServer.Served done;
+  final PushScheduler.Served done;
   final List<GpuRegion> outputs = new ArrayList<>();
   final List<List<PushKernel.Item>> items = new ArrayList<>();
   PushLane lane;
   boolean holdsPermit;
 
   PushJob(WriteRequest req, Map<Long, DeviceMapOutputStore.Pinned> pins, byte[] table, long total,
-      long deadline, long timeoutMs, long[] marks, DeviceBlockServer.Served done) {
+      long deadline, long timeoutMs, long[] marks, PushScheduler.Served done) {
     this.req = req;
     this.pins = pins;
     this.table = table;

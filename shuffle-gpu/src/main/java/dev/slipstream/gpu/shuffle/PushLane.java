@@ -53,7 +53,7 @@ final class PushLane implements AutoCloseable {
 
   /**
    * @param maxDataQueues data queues (CUDA blocks) a push spreads its pieces over, at most
-   * @param threads threads per CUDA block (checked by {@link DeviceBlockServer}, and again at launch)
+   * @param threads threads per CUDA block (checked by {@link PushScheduler}, and again at launch)
    */
   PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, int maxDataQueues,
       int threads) {

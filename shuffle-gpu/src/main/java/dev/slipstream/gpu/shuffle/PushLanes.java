@@ -20,7 +20,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 
 /**
- * The {@link PushLane}s of a {@link DeviceBlockServer}, per reader landing region: idle ones kept
+ * The {@link PushLane}s of a {@link PushScheduler}, per reader landing region: idle ones kept
  * for the next request into the same region (made on the first, reused after), busy ones, and those
  * set aside after a failed or timed-out push ({@link AsideLanes}) until their stream is idle. The
  * landing regions of lost readers are revoked: never pushed into again (a new reader process has
@@ -76,7 +76,7 @@ final class PushLanes {
   /** An idle lane into the request's landing region, or a new one; busy until {@link #giveBack}. */
   synchronized PushLane take(WriteRequest req) throws TransportException {
     if (closed) {
-      throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
+      throw new TransportException(TransportError.UNAVAILABLE, "push scheduler is closed");
     }
     if (revoked.contains(req.landing())) {
       throw new TransportException(TransportError.UNAVAILABLE, "device write request " + req.requestId()

@@ -15,7 +15,7 @@ import java.util.function.Function;
  * admitted and checked is checked once more for whom it writes to ({@link PeerLandings}: the region
  * it names must be the one its reader registered, on this machine), the reader's region is mapped
  * ({@code importer}: CUDA IPC, cached by the caller) before anything is pinned, and the
- * {@link DeviceBlockServer} pins the map outputs and launches the push; its completion thread
+ * {@link PushScheduler} pins the map outputs and launches the push; its completion thread
  * reports the outcome, with the request's {@link ServeTimeline}.
  *
  * <p>Threading: {@link #write} does the checks, the pins and the launch on the calling thread and
@@ -24,7 +24,7 @@ import java.util.function.Function;
  * Ownership: owns nothing it was given.
  */
 public final class PushWriter implements BlockWriter {
-  private final DeviceBlockServer server;
+  private final PushScheduler server;
   private final PeerLandings landings;
   private final Function<RegionExport, RemoteRegion> importer;
   private final long timeoutMs;
@@ -34,7 +34,7 @@ public final class PushWriter implements BlockWriter {
    * @param timeoutMs the longest a request may wait for a lane or push (the fetch timeout); its
    *     budget may make it shorter
    */
-  public PushWriter(DeviceBlockServer server, PeerLandings landings, Function<RegionExport, RemoteRegion> importer,
+  public PushWriter(PushScheduler server, PeerLandings landings, Function<RegionExport, RemoteRegion> importer,
       long timeoutMs) {
     this.server = server;
     this.landings = landings;
@@ -46,7 +46,7 @@ public final class PushWriter implements BlockWriter {
   public void write(EndpointDescriptor reader, WriteRequest req, long receivedNanos, long deadlineNanos,
       Outcome outcome) {
     long started = System.nanoTime();
-    long[] marks = new long[DeviceBlockServer.MARKS];
+    long[] marks = new long[PushScheduler.MARKS];
     try {
       RegionExport d = landings.check(req, reader);
       try {
@@ -66,8 +66,8 @@ public final class PushWriter implements BlockWriter {
   }
 
   private static ServeTimeline timeline(long received, long started, long[] marks) {
-    return new ServeTimeline(received, started, marks[DeviceBlockServer.MARK_CHECKED],
-        marks[DeviceBlockServer.MARK_LANE_READY], marks[DeviceBlockServer.MARK_LAUNCHED],
-        marks[DeviceBlockServer.MARK_ENDED], 0);
+    return new ServeTimeline(received, started, marks[PushScheduler.MARK_CHECKED],
+        marks[PushScheduler.MARK_LANE_READY], marks[PushScheduler.MARK_LAUNCHED],
+        marks[PushScheduler.MARK_ENDED], 0);
   }
 }

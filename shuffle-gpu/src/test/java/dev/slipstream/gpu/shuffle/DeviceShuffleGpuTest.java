@@ -127,7 +127,7 @@ class DeviceShuffleGpuTest {
       assertEquals(ref2, got2);
 
       // Push every block of both maps in one request; compare the landed batches with the sections.
-      DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> landingView, 1 << 20, 1);
+      PushScheduler server = new PushScheduler(ctx, kernel, store, d -> landingView, 1 << 20, 1);
       List<DeviceLanding.Want> wants = new ArrayList<>();
       for (long map : new long[] {1, 2}) {
         for (int q = 0; q < PARTS; q++) {
@@ -175,7 +175,7 @@ class DeviceShuffleGpuTest {
   }
 
   /** Pushes every block of {@code maps} in one request and compares each landed block with the store's section. */
-  private static void pushAll(DeviceBlockServer server, DeviceLanding landing, DeviceMapOutputStore store, long... maps)
+  private static void pushAll(PushScheduler server, DeviceLanding landing, DeviceMapOutputStore store, long... maps)
       throws TransportException {
     List<DeviceLanding.Want> wants = new ArrayList<>();
     List<byte[]> sections = expect(store, wants, maps);
@@ -229,10 +229,10 @@ class DeviceShuffleGpuTest {
     final DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 64L << 20, 0);
     final DeviceLanding landing = new DeviceLanding(ctx, 64L << 20, 1);
     final RemoteRegion view = RemoteRegion.alias(landing.region());
-    final DeviceBlockServer server;
+    final PushScheduler server;
 
     Rig(int inFlight) {
-      server = new DeviceBlockServer(ctx, kernel, store, d -> view, 1 << 20, inFlight);
+      server = new PushScheduler(ctx, kernel, store, d -> view, 1 << 20, inFlight);
       writeMaps(ctx, store, 6, 20_000);
     }
 
@@ -354,7 +354,7 @@ class DeviceShuffleGpuTest {
         filler.start();
         Thread.sleep(100);
         var outcome = new java.util.concurrent.CompletableFuture<TransportException>();
-        r.server.start(ShuffleMessages.decodeRequest(f.request().toBytes()), 50, new long[DeviceBlockServer.MARKS],
+        r.server.start(ShuffleMessages.decodeRequest(f.request().toBytes()), 50, new long[PushScheduler.MARKS],
             (bytes, error) -> outcome.complete(error));
         Thread.sleep(150);
         assertEquals(1, r.server.lanesAside(), "the timed-out push's lane is set aside while its kernel may run");
@@ -387,7 +387,7 @@ class DeviceShuffleGpuTest {
           DeviceLanding.Fetch f = r.landing.prepare(3, W, wants);
           fetches.add(f);
           var outcome = new java.util.concurrent.CompletableFuture<Long>();
-          long[] m = new long[DeviceBlockServer.MARKS];
+          long[] m = new long[PushScheduler.MARKS];
           // start() returns without waiting for the push: all 8 are started before any is awaited.
           r.server.start(ShuffleMessages.decodeRequest(f.request().toBytes()), 30_000, m, (bytes, error) -> {
             if (error == null) {
@@ -404,10 +404,10 @@ class DeviceShuffleGpuTest {
           assertEquals(want, outcomes.get(i).get(60, java.util.concurrent.TimeUnit.SECONDS), "request " + i);
           checkLanded(r.landing, fetches.get(i), expected.get(i), plans[i]);
           long[] m = marks.get(i);
-          assertTrue(m[DeviceBlockServer.MARK_CHECKED] > 0
-              && m[DeviceBlockServer.MARK_CHECKED] <= m[DeviceBlockServer.MARK_LANE_READY]
-              && m[DeviceBlockServer.MARK_LANE_READY] <= m[DeviceBlockServer.MARK_LAUNCHED]
-              && m[DeviceBlockServer.MARK_LAUNCHED] <= m[DeviceBlockServer.MARK_ENDED],
+          assertTrue(m[PushScheduler.MARK_CHECKED] > 0
+              && m[PushScheduler.MARK_CHECKED] <= m[PushScheduler.MARK_LANE_READY]
+              && m[PushScheduler.MARK_LANE_READY] <= m[PushScheduler.MARK_LAUNCHED]
+              && m[PushScheduler.MARK_LAUNCHED] <= m[PushScheduler.MARK_ENDED],
               "request " + i + " marks in order: " + java.util.Arrays.toString(m));
         }
       } finally {
@@ -433,7 +433,7 @@ class DeviceShuffleGpuTest {
         r.server.close();
         boolean[] called = {false};
         var e = assertThrows(TransportException.class, () -> r.server.start(f.request(), 30_000,
-            new long[DeviceBlockServer.MARKS], (bytes, error) -> called[0] = true));
+            new long[PushScheduler.MARKS], (bytes, error) -> called[0] = true));
         assertEquals(dev.slipstream.core.transport.TransportError.UNAVAILABLE, e.error(), e.getMessage());
         assertTrue(e.getMessage().contains("closed"), e.getMessage());
         assertTrue(!called[0], "a refused start reports through its exception only");
@@ -485,7 +485,7 @@ class DeviceShuffleGpuTest {
         DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 5000), 128L << 20, 0);
         DeviceLanding landing = new DeviceLanding(ctx, 64L << 20, 1);
         RemoteRegion view = RemoteRegion.alias(landing.region());
-        DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> view, 1 << 20, 1);
+        PushScheduler server = new PushScheduler(ctx, kernel, store, d -> view, 1 << 20, 1);
         DeviceBatch b = upload(ctx, rows(0, n), n)) {
       DeviceMapOutputWriter.write(ctx, store, 5, 1, List.of(b), 2, W, 30_000);
       byte[][] blocks = new byte[2][];

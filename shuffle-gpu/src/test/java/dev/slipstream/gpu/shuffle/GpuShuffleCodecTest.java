@@ -129,8 +129,8 @@ class GpuShuffleCodecTest {
 
   @Test
   void aBlockServerNeedsAtLeastOneRequestInFlight() {
-    assertEquals("device block server: 0 requests in flight, expected >= 1",
-        assertThrows(IllegalArgumentException.class, () -> new DeviceBlockServer(null, null, null, null, 1, 0))
+    assertEquals("push scheduler: 0 requests in flight, expected >= 1",
+        assertThrows(IllegalArgumentException.class, () -> new PushScheduler(null, null, null, null, 1, 0))
             .getMessage());
   }
 }

@@ -83,7 +83,7 @@ class LateWriteGpuTest {
     final DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 64L << 20, 0);
     final DeviceLanding landing = new DeviceLanding(ctx, 4L << 20, 1);
     final RemoteRegion view = RemoteRegion.alias(landing.region());
-    final DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> view, 1 << 20, 2);
+    final PushScheduler server = new PushScheduler(ctx, kernel, store, d -> view, 1 << 20, 2);
 
     Rig() {
       writeMaps(ctx, store, 3, 2_000);

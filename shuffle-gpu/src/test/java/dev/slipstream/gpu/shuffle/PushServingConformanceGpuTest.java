@@ -70,7 +70,7 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
     private final PushKernel kernel = PushKernel.load(outputs.ctx);
     private final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
     private final RemoteRegion view = RemoteRegion.alias(landing.region());
-    private final DeviceBlockServer server = new DeviceBlockServer(outputs.ctx, kernel, outputs.store, d -> view,
+    private final PushScheduler server = new PushScheduler(outputs.ctx, kernel, outputs.store, d -> view,
         1 << 20, 4);
     private long next;
 

@@ -28,7 +28,7 @@ import java.util.concurrent.CompletableFuture;
  * <ul>
  *   <li>{@code prepare}: {@link DeviceLanding#prepare} (landing range, zeroed);
  *   <li>{@code codec}: encoding and decoding the request (what the transport would carry);
- *   <li>{@code check}: {@link DeviceBlockServer#start} up to the checks, pins and block table;
+ *   <li>{@code check}: {@link PushScheduler#start} up to the checks, pins and block table;
  *   <li>{@code lane}, {@code launch}, {@code kernel}: as the server marks them;
  *   <li>{@code land}: from the holder seeing the kernel end to the reader seeing the signal (0 when
  *       the reader saw it first);
@@ -105,7 +105,7 @@ public final class ServePathBench {
       long landingBytes = Math.max(64L << 20, 2L * inflight * perRequest);
       try (DeviceLanding landing = new DeviceLanding(ctx, landingBytes, 1);
           RemoteRegion view = RemoteRegion.alias(landing.region());
-          DeviceBlockServer server = new DeviceBlockServer(ctx, kernel, store, d -> view, 1 << 20, inflight)) {
+          PushScheduler server = new PushScheduler(ctx, kernel, store, d -> view, 1 << 20, inflight)) {
         System.out.printf("serve path: 1 GPU, map of %d rows (%d bytes) in %d partitions, %d block(s) of up to %d bytes"
             + " per request, %d in flight, %d untimed then %d timed requests; landing region %d bytes%n",
             rows, mapBytes, parts, blocks, biggest, inflight, warmup, iters, landingBytes);
@@ -131,7 +131,7 @@ public final class ServePathBench {
 
   /** Sends {@code n} requests, at most {@code inflight} outstanding; fills {@code t} (phase x request) if not null. */
   private static long measure(GpuContext ctx, DeviceMapOutputStore store, DeviceLanding landing,
-      DeviceBlockServer server, int parts, int blocks, int n, int inflight, long[][] t, long[] sizes)
+      PushScheduler server, int parts, int blocks, int n, int inflight, long[][] t, long[] sizes)
       throws Exception {
     Deque<Outstanding> out = new ArrayDeque<>();
     long landedBytes = 0;
@@ -152,7 +152,7 @@ public final class ServePathBench {
         long prepared = System.nanoTime();
         WriteRequest req = ShuffleMessages.decodeRequest(f.request().toBytes());
         long coded = System.nanoTime();
-        long[] marks = new long[DeviceBlockServer.MARKS];
+        long[] marks = new long[PushScheduler.MARKS];
         CompletableFuture<Long> answer = new CompletableFuture<>();
         server.start(req, 30_000, marks, (bytes, error) -> {
           if (error == null) {
@@ -190,11 +190,11 @@ public final class ServePathBench {
       landedBytes += pushed;
       if (t != null) {
         long[] m = o.marks();
-        t[2][done] = m[DeviceBlockServer.MARK_CHECKED] - o.coded();
-        t[3][done] = m[DeviceBlockServer.MARK_LANE_READY] - m[DeviceBlockServer.MARK_CHECKED];
-        t[4][done] = m[DeviceBlockServer.MARK_LAUNCHED] - m[DeviceBlockServer.MARK_LANE_READY];
-        t[5][done] = m[DeviceBlockServer.MARK_ENDED] - m[DeviceBlockServer.MARK_LAUNCHED];
-        t[6][done] = Math.max(0, seen - m[DeviceBlockServer.MARK_ENDED]);
+        t[2][done] = m[PushScheduler.MARK_CHECKED] - o.coded();
+        t[3][done] = m[PushScheduler.MARK_LANE_READY] - m[PushScheduler.MARK_CHECKED];
+        t[4][done] = m[PushScheduler.MARK_LAUNCHED] - m[PushScheduler.MARK_LANE_READY];
+        t[5][done] = m[PushScheduler.MARK_ENDED] - m[PushScheduler.MARK_LAUNCHED];
+        t[6][done] = Math.max(0, seen - m[PushScheduler.MARK_ENDED]);
         t[7][done] = seen - o.start();
       }
       done++;

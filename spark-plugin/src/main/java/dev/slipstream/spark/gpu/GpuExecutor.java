@@ -10,13 +10,13 @@ import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.RegionExport;
 import dev.slipstream.gpu.RemoteRegion;
-import dev.slipstream.gpu.shuffle.DeviceBlockServer;
 import dev.slipstream.gpu.shuffle.DeviceLanding;
 import dev.slipstream.gpu.shuffle.DeviceMapOutputStore;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.GpuOutputSpace;
 import dev.slipstream.gpu.shuffle.HostIdentity;
 import dev.slipstream.gpu.shuffle.PeerLandings;
+import dev.slipstream.gpu.shuffle.PushScheduler;
 import dev.slipstream.gpu.shuffle.PushWriter;
 import java.util.ArrayList;
 import java.util.List;
@@ -48,7 +48,7 @@ public final class GpuExecutor implements AutoCloseable {
   private final PushKernel kernel;
   private final DeviceLanding landing;
   private final DeviceMapOutputStore store;
-  private final DeviceBlockServer server;
+  private final PushScheduler server;
   private final GpuEndpoint endpoint;
   private final PushWriter writer;
   /** Imported landing regions, by the descriptor requests name them with ({@link RegionExport#descriptor()}). */
@@ -84,7 +84,7 @@ public final class GpuExecutor implements AutoCloseable {
       this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID),
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
-      this.server = new DeviceBlockServer(ctx, kernel, store, this::importedLanding, FIRST_TABLE_ID,
+      this.server = new PushScheduler(ctx, kernel, store, this::importedLanding, FIRST_TABLE_ID,
           conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads());
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
@@ -136,7 +136,7 @@ public final class GpuExecutor implements AutoCloseable {
   public GpuEndpoint endpoint() { return endpoint; }
   public DeviceLanding landing() { return landing; }
   public DeviceMapOutputStore store() { return store; }
-  public DeviceBlockServer server() { return server; }
+  public PushScheduler server() { return server; }
   /** The block writer into device landing regions (checks the landing, maps it, pushes). */
   public PushWriter writer() { return writer; }
 

@@ -27,8 +27,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The holder's side of the GPU path: serves a {@link WriteRequest} by launching the push
- * kernel from the map outputs in the {@link DeviceMapOutputStore} into the reader's device landing
+ * Schedules the pushes of the block writer into device memory ({@link PushWriter}): serves a
+ * {@link WriteRequest} the block server admitted by launching the push kernel from the map outputs in the {@link DeviceMapOutputStore} into the reader's device landing
  * region (imported through CUDA IPC by {@code landings}), over an nvlink queue set: each block in
  * pieces of {@link WriteRequest#CHUNK_BYTES}, the pieces of a map output spread over several
  * queues (a queue has one source region; {@link PushLane}), and one queue for the block table;
@@ -58,8 +58,8 @@ import org.slf4j.LoggerFactory;
  * launch failed or that closed the server. Ownership: owns its lanes and its threads; closes
  * nothing it was given.
  */
-public final class DeviceBlockServer implements AutoCloseable {
-  private static final Logger LOG = LoggerFactory.getLogger(DeviceBlockServer.class);
+public final class PushScheduler implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(PushScheduler.class);
   /** How long {@link #close} waits for pushes in flight to end. */
   private static final long CLOSE_WAIT_MS = 5_000;
   /** The most CUDA blocks a push may spread over (queue sets are sized by doubling up to this). */
@@ -107,7 +107,7 @@ public final class DeviceBlockServer implements AutoCloseable {
    * @param firstTableId region ids for the lanes' block-table staging regions
    * @param maxInFlight requests that may push at once (at least 1)
    */
-  public DeviceBlockServer(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
+  public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
       Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight) {
     this(ctx, kernel, store, landings, firstTableId, maxInFlight, PushLane.MAX_DATA_QUEUES, PushLane.THREADS);
   }
@@ -116,15 +116,15 @@ public final class DeviceBlockServer implements AutoCloseable {
    * As above, with the push kernel's grid: a request's pieces spread over at most {@code pushQueues}
    * CUDA blocks of {@code pushThreads} threads (a multiple of 32 in 32..1024).
    */
-  public DeviceBlockServer(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
+  public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
       Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight, int pushQueues,
       int pushThreads) {
     if (maxInFlight < 1) {
-      throw new IllegalArgumentException("device block server: " + maxInFlight + " requests in flight, expected >= 1");
+      throw new IllegalArgumentException("push scheduler: " + maxInFlight + " requests in flight, expected >= 1");
     }
     if (pushQueues < 1 || pushQueues > MAX_PUSH_QUEUES || pushThreads < 32 || pushThreads > 1024
         || pushThreads % 32 != 0) {
-      throw new IllegalArgumentException("device block server: push grid of " + pushQueues + " CUDA blocks x "
+      throw new IllegalArgumentException("push scheduler: push grid of " + pushQueues + " CUDA blocks x "
           + pushThreads + " threads, expected 1.." + MAX_PUSH_QUEUES + " blocks and a multiple of 32 in 32..1024"
           + " threads");
     }
@@ -133,12 +133,12 @@ public final class DeviceBlockServer implements AutoCloseable {
     this.completion = new PushCompletion(ctx, lanes, new PushCompletion.Rounds() {
       @Override
       public void finish(PushJob job, boolean keep, TransportException error) {
-        DeviceBlockServer.this.finish(job, keep, error);
+        PushScheduler.this.finish(job, keep, error);
       }
 
       @Override
       public boolean schedule(long now, BooleanSupplier drained) {
-        return DeviceBlockServer.this.schedule(now, drained);
+        return PushScheduler.this.schedule(now, drained);
       }
     });
     this.maxInFlight = maxInFlight;
@@ -213,7 +213,7 @@ public final class DeviceBlockServer implements AutoCloseable {
     synchronized (this) {
       if (closed) {
         job.unpin();
-        throw new TransportException(TransportError.UNAVAILABLE, "device block server is closed");
+        throw new TransportException(TransportError.UNAVAILABLE, "push scheduler is closed");
       }
       launchNow = active < maxInFlight;
       job.holdsPermit = launchNow;
@@ -334,7 +334,7 @@ public final class DeviceBlockServer implements AutoCloseable {
         launcher().execute(() -> launch(j));
       } catch (RejectedExecutionException e) {
         finish(j, true, new TransportException(TransportError.UNAVAILABLE, "device write request "
-            + j.req.requestId() + ": device block server is closed"));
+            + j.req.requestId() + ": push scheduler is closed"));
       }
     }
     return true;
@@ -407,12 +407,12 @@ public final class DeviceBlockServer implements AutoCloseable {
     }
     for (PushJob j : failed) {
       finish(j, true, new TransportException(TransportError.UNAVAILABLE, "device write request "
-          + j.req.requestId() + ": device block server is closed"));
+          + j.req.requestId() + ": push scheduler is closed"));
     }
     lanes.close(); // the requests of lanes set aside are answered now: the context goes with the server's owner
     completion.wake();
     if (!completion.awaitEnd(CLOSE_WAIT_MS)) {
-      LOG.warn("Device block server closed with pushes still in flight after {} ms", CLOSE_WAIT_MS);
+      LOG.warn("Push scheduler closed with pushes still in flight after {} ms", CLOSE_WAIT_MS);
     }
     synchronized (this) {
       if (launcher != null) {

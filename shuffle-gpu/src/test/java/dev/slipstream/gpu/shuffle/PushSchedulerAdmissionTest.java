@@ -23,7 +23,7 @@ import org.junit.jupiter.api.Test;
  * by the server as well. No GPU: the store is over host memory and the server's device
  * collaborators are absent, which a refused request never reaches.
  */
-class DeviceBlockServerAdmissionTest {
+class PushSchedulerAdmissionTest {
   private static final int SHUFFLE = 3;
   private static final int[] W = {4};
 
@@ -44,8 +44,8 @@ class DeviceBlockServerAdmissionTest {
     s.commit(SHUFFLE, map, block, W, new long[] {0, b, 2 * b}, new long[] {2, 2});
   }
 
-  private static TransportException refusal(DeviceBlockServer server, WriteRequest req, AtomicInteger answers) {
-    return assertThrows(TransportException.class, () -> server.start(req, 60_000, new long[DeviceBlockServer.MARKS],
+  private static TransportException refusal(PushScheduler server, WriteRequest req, AtomicInteger answers) {
+    return assertThrows(TransportException.class, () -> server.start(req, 60_000, new long[PushScheduler.MARKS],
         (bytes, error) -> answers.incrementAndGet()));
   }
 
@@ -54,7 +54,7 @@ class DeviceBlockServerAdmissionTest {
     AtomicInteger answers = new AtomicInteger();
     HostOutputSpace space = new HostOutputSpace();
     try (DeviceMapOutputStore store = new DeviceMapOutputStore(space, 1 << 20, 0);
-        DeviceBlockServer server = new DeviceBlockServer(null, null, store, d -> null, 1, 1)) {
+        PushScheduler server = new PushScheduler(null, null, store, d -> null, 1, 1)) {
       put(store, 1);
       put(store, 2);
       assertEquals(32, BatchLayout.packedBytes(2, W));

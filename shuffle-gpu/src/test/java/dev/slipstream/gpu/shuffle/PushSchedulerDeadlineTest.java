@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
  * touching neither the store nor the device, and never answered twice. No GPU: the server's
  * collaborators are absent, which a request past its deadline never reaches.
  */
-class DeviceBlockServerDeadlineTest {
+class PushSchedulerDeadlineTest {
   private static WriteRequest request(long budgetMs) throws TransportException {
     RegionExport l = new RegionExport(MemoryKind.DEVICE, 1, 0, 5, 1 << 20, 1, null, null);
     return DeviceRequests.from(DeviceRequests.request(4, 3, l, 4096, 4096 + BlockTable.bytes(1), new int[] {8},
@@ -29,19 +29,19 @@ class DeviceBlockServerDeadlineTest {
   @Test
   void aRequestPastTheReadersBudgetIsDroppedBeforeAnythingIsTouched() throws TransportException {
     AtomicInteger answers = new AtomicInteger();
-    try (DeviceBlockServer server = new DeviceBlockServer(null, null, null, d -> null, 1, 1)) {
+    try (PushScheduler server = new PushScheduler(null, null, null, d -> null, 1, 1)) {
       long arrived = System.nanoTime() - 1_000_000_000L;
       TransportException e = assertThrows(TransportException.class, () -> server.start(request(200), arrived, 60_000,
-          new long[DeviceBlockServer.MARKS], (bytes, error) -> answers.incrementAndGet()));
+          new long[PushScheduler.MARKS], (bytes, error) -> answers.incrementAndGet()));
       assertEquals(TransportError.TIMEOUT, e.error());
       assertEquals("TIMEOUT: device write request 4: its deadline (200 ms from its arrival) passed before it was"
           + " served; dropped, nothing written", e.getMessage());
       TransportException own = assertThrows(TransportException.class, () -> server.start(request(60_000), arrived,
-          500, new long[DeviceBlockServer.MARKS], (bytes, error) -> answers.incrementAndGet()));
+          500, new long[PushScheduler.MARKS], (bytes, error) -> answers.incrementAndGet()));
       assertEquals("TIMEOUT: device write request 4: its deadline (500 ms from its arrival) passed before it was"
           + " served; dropped, nothing written", own.getMessage(), "the holder's own timeout when it is shorter");
       assertThrows(TransportException.class, () -> server.start(request(0), System.nanoTime() - 1, 60_000,
-          new long[DeviceBlockServer.MARKS], (bytes, error) -> answers.incrementAndGet()), "a zero budget");
+          new long[PushScheduler.MARKS], (bytes, error) -> answers.incrementAndGet()), "a zero budget");
     }
     assertEquals(0, answers.get(), "a refused request is answered by the caller, never by the server too");
   }
