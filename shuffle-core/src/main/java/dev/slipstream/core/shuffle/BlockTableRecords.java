@@ -63,8 +63,7 @@ record BlockTableRecords(long[] available, long[][] lengths, long[][] expected) 
     try {
       BlockTable.checkHeader(table, requestId, records);
     } catch (TransportException e) {
-      throw new BlockFetchException(first.id(), holder.holderId(), "its " + e.getMessage().substring(
-          e.error().name().length() + 2), e);
+      throw new BlockFetchException(first.id(), holder.holderId(), "its " + e.detail(), e);
     }
     return table;
   }

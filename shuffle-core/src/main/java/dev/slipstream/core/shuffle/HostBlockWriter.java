@@ -108,8 +108,8 @@ final class HostBlockWriter implements BlockWriter {
             + TimeUnit.NANOSECONDS.toMillis(late) + " ms past its time budget of " + req.budgetMillis()
             + " ms; the reader has given up on it, nothing written");
       }
-      ByteBuffer lengths = ByteBuffer.allocateDirect(Math.toIntExact(req.tableBytes())).order(ByteOrder.LITTLE_ENDIAN);
-      BlockTable.putHeader(lengths, req.requestId(), req.tableRecords());
+      ByteBuffer table = ByteBuffer.allocateDirect(Math.toIntExact(req.tableBytes())).order(ByteOrder.LITTLE_ENDIAN);
+      BlockTable.putHeader(table, req.requestId(), req.tableRecords());
       List<ByteBuffer> slices = new ArrayList<>();
       List<Long> dsts = new ArrayList<>();
       long total = 0;
@@ -147,13 +147,13 @@ final class HostBlockWriter implements BlockWriter {
         long start = 0;
         for (int p = e.partition(); p < e.endPartition(); p++) {
           long end = start + out.partitionLength(p);
-          lengths.putLong(Math.max(0, end - Math.max(start, e.blockOffset()))).putInt((int) out.checksum(p)).putInt(0);
+          table.putLong(Math.max(0, end - Math.max(start, e.blockOffset()))).putInt((int) out.checksum(p)).putInt(0);
           start = end;
         }
         total += len;
       }
-      lengths.flip();
-      Writes w = new Writes(slices, dsts, lengths, total, List.copyOf(retained));
+      table.flip();
+      Writes w = new Writes(slices, dsts, table, total, List.copyOf(retained));
       retained.clear();
       post(to, req, w, deadline, true, outcome);
     } catch (TransportException e) {

@@ -6,9 +6,10 @@ import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
 
 /**
- * When a holder served one device write request, as {@link System#nanoTime()} instants on the
- * holder's host, sent back with its answer so the reader can break a request's time down (the GPU
- * path is one host: CLOCK_MONOTONIC is one clock for every process there). In order: the request
+ * When a holder served one write request, as {@link System#nanoTime()} instants on the holder's
+ * host, sent back with its {@code WriteResult} so the reader can break a request's time down (a GPU
+ * reader and its holder share one host, so CLOCK_MONOTONIC is one clock for both); a writer that
+ * does not measure sends {@link #NONE}. In order: the request
  * arrived ({@code received}), a serving thread took it ({@code started}), checks and pins were done
  * ({@code checked}), the push lane was set up ({@code laneReady}: table copied, source slots
  * rewritten), the push kernel was launched ({@code launched}) and its end seen ({@code ended}), and

@@ -103,7 +103,7 @@ public final class ShuffleMessages {
       return widths.clone();
     }
 
-    /** This request from {@code reader}, to be given up {@code millis} after it arrives. */
+    /** This request from {@code who}, to be given up {@code millis} after it arrives. */
     public WriteRequest from(NodeIdentity who, long millis) {
       return new WriteRequest(requestId, shuffleId, who, millis, landing, tableOffset, signalOffset, entries, widths,
           flags);

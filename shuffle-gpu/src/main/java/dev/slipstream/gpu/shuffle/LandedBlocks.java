@@ -53,7 +53,7 @@ public final class LandedBlocks {
     try {
       BlockTable.checkHeader(table, id, entries.size());
     } catch (TransportException e) {
-      throw malformed(id, e.getMessage().substring(e.error().name().length() + 2));
+      throw malformed(id, e.detail());
     }
     int[] widths = req.widths();
     List<Landed> out = new ArrayList<>(entries.size());
