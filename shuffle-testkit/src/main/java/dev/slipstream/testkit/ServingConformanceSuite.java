@@ -167,6 +167,8 @@ public abstract class ServingConformanceSuite {
             + " after 30 s");
         Thread.onSpinWait();
       }
+      // The data is read after the signal was seen complete, in that order (the rig's reads are plain reads).
+      java.lang.invoke.VarHandle.acquireFence();
       checkLanded(l, req, wants, "request " + n + " as soon as its signal was complete");
       assertTrue(answer(f).served());
     }
