@@ -13,7 +13,7 @@ repo="$(cd "$here/.." && pwd)"
 out="${OUT:-$repo/gpu-out}"
 mkdir -p "$out"
 build="${SLIP_GPU_BUILD:-/tmp/slip-build}"
-bin="$build/cuda"
+bin="$build"
 stages=("$@")
 [[ ${#stages[@]} -eq 0 ]] && stages=(env build test sanitize baselines bench ncu gpunetio)
 # NVLink multicast stays off on these machines (a program using it can take the host's GPUs down).

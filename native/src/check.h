@@ -6,7 +6,7 @@
 
 #include <errno.h>
 #include <string.h>
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 #define SLIP_SYS_CHECK(cond, what)                                                        \
   do {                                                                                    \

@@ -8,7 +8,7 @@
 
 #include <atomic>
 
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 struct CudaExec {
   int device = 0;

@@ -18,8 +18,8 @@
 #include "check.h"
 #include "cuda_exec.h"
 #include "gpunetio.h"
-#include "device/slip_sync.cuh"
-#include "host/slip_native.h"
+#include "slipstream/device/sync.cuh"
+#include "slipstream/host.h"
 
 struct slip_ctx {
   int device;

@@ -1,11 +1,11 @@
 // Internal: host side of the gpunetio backend, used by slip_queueset_create. Two builds:
 //   gpunetio_host.cu  (GPUNetIO device headers found): hand-built CPU-proxy queue pairs in pinned
-//                     host memory, served by the software NIC (host/slip_softnic.h);
+//                     host memory, served by the software NIC (slipstream/softnic.h);
 //   gpunetio_none.cpp (headers not found): every entry answers SLIP_ERR_UNSUPPORTED with the reason.
 #ifndef SLIP_GPUNETIO_H
 #define SLIP_GPUNETIO_H
 
-#include "host/slip_softnic.h"
+#include "slipstream/softnic.h"
 
 struct slip_gpunetio;
 

@@ -18,7 +18,7 @@
 
 #include "check.h"
 #include "cuda_exec.h"
-#include "device/slip_sync.cuh"
+#include "slipstream/device/sync.cuh"
 #include "gpunetio.h"
 
 // ---- the NIC's wire formats against the GPUNetIO headers found at build time ----

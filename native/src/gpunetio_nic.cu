@@ -1,5 +1,5 @@
 // gpunetio on a real ConnectX NIC through an installed open-source DOCA GPUNetIO host library
-// (host/slip_gpunetio_nic.h). Built only with -DSLIP_GPUNETIO_HOST_ROOT; compiled, never run here
+// (slipstream/gpunetio_nic.h). Built only with -DSLIP_GPUNETIO_HOST_ROOT; compiled, never run here
 // (no RDMA device on the CI or GPU machines). The connection sequence follows the verbs state
 // machine (RST, INIT, RTR, RTS) with the attributes GPUNetIO's own users set.
 #include <infiniband/verbs.h>
@@ -12,7 +12,7 @@
 #include "host/doca_verbs.h"
 
 #include "check.h"
-#include "host/slip_gpunetio_nic.h"
+#include "slipstream/gpunetio_nic.h"
 
 #define SLIP_DOCA_CHECK(call)                                                                                \
   do {                                                                                                       \

@@ -1,5 +1,5 @@
-// The installed-GPUNetIO path in a build without it (see host/slip_gpunetio_nic.h).
-#include "host/slip_gpunetio_nic.h"
+// The installed-GPUNetIO path in a build without it (see slipstream/gpunetio_nic.h).
+#include "slipstream/gpunetio_nic.h"
 
 extern "C" slip_status slip_nic_probe(void) {
   return slip_set_error(SLIP_ERR_UNSUPPORTED,

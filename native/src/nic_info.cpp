@@ -1,8 +1,8 @@
-// Wire format of the gpunetio queue-pair connection data (host/slip_gpunetio_nic.h): checked
+// Wire format of the gpunetio queue-pair connection data (slipstream/gpunetio_nic.h): checked
 // before a NIC is told to connect to it.
 #include <string.h>
 
-#include "host/slip_gpunetio_nic.h"
+#include "slipstream/gpunetio_nic.h"
 
 static_assert(sizeof(slip_nic_qp_info) == 64, "slip_nic_qp_info is a wire format: 64 bytes");
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "check.h"
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 struct slip_proxy {
   slip_proxy_exec_ops ops;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 extern "C" const slip_region_entry *slip_region_find(const slip_region_entry *table, uint32_t n,
                                                      uint32_t id) {

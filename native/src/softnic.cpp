@@ -1,4 +1,4 @@
-// The software NIC of the gpunetio backend (see host/slip_softnic.h): mlx5 WQE decoding, CQE
+// The software NIC of the gpunetio backend (see slipstream/softnic.h): mlx5 WQE decoding, CQE
 // writing, and the thread that executes GPUNetIO CPU-proxy queue pairs.
 //
 // Per sweep and queue pair: read the producer count the device published (acquire), decode and
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "check.h"
-#include "host/slip_softnic.h"
+#include "slipstream/softnic.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 namespace {
 thread_local char g_error[512] = "no error";

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 #include "check.h"
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "host/slip_gpunetio_nic.h"
-#include "host/slip_softnic.h"
+#include "slipstream/gpunetio_nic.h"
+#include "slipstream/softnic.h"
 
 #include "check.h"
 

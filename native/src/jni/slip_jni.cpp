@@ -1,4 +1,4 @@
-// JNI binding of the native host API (include/host/slip_native.h) for dev.slipstream.gpu.SlipNative.
+// JNI binding of the native host API (include/slipstream/host.h) for dev.slipstream.gpu.SlipNative.
 //
 // Conventions (docs/gpu.md, STYLE.md): natives are registered in JNI_OnLoad, the exception classes
 // they throw are cached there as global references, handles travel as jlong, results that are
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 #include "slipstream/kernels.h"
 
 namespace {
@@ -98,7 +98,7 @@ jint JNICALL probe(JNIEnv *env, jclass, jintArray count) {
 }
 
 // Structs of the kernel launch ABI (kernels.h) that Java encodes itself, beside the ones in
-// slip_abi_layout() (slip_abi.h).
+// slip_abi_layout() (slipstream/abi.h).
 #define SLIP_F(T, f) {#T, #f, (uint32_t)offsetof(T, f), (uint32_t)sizeof(((T *)nullptr)->f)}
 #define SLIP_S(T) {#T, "", 0u, (uint32_t)sizeof(T)}
 const slip_layout_field kLaunchLayout[] = {
@@ -261,10 +261,6 @@ jint JNICALL queueSetCheck(JNIEnv *, jclass, jlong qs, jboolean clear) {
   return slip_queueset_check(handle<slip_queueset>(qs), clear ? 1 : 0);
 }
 
-jint JNICALL queueSetSetKey(JNIEnv *, jclass, jlong qs, jint index, jlong key) {
-  return slip_queueset_set_key(handle<slip_queueset>(qs), (uint32_t)index, (uint64_t)key);
-}
-
 jint JNICALL queueSetSetLocals(JNIEnv *env, jclass, jlong qs, jint first, jlongArray regions) {
   if (!check_array(env, regions, 0, "queueSetSetLocals regions")) return SLIP_ERR_INVALID_ARG;
   if (first < 0) {
@@ -300,17 +296,7 @@ jint JNICALL queueSetStageLocals(JNIEnv *env, jclass, jlong qs, jint first, jlon
   return st;
 }
 
-// ---- host signals ----
-
-jint JNICALL signalWaitGe(JNIEnv *env, jclass, jlong addr, jlong value, jlong timeoutNs) {
-  if (addr == 0 || (addr & 7) != 0) {
-    throw_iae(env, "signal address 0x%llx, expected a non-null 8-byte aligned host address", (unsigned long long)addr);
-    return 0;
-  }
-  return slip_signal_wait_ge(handle<const uint64_t>(addr), (uint64_t)value, (uint64_t)timeoutNs);
-}
-
-// ---- partition (cuda/src/partition.cu) ----
+// ---- partition (src/partition.cu) ----
 
 // out[0] = slip_partition_out_bound, out[1] = slip_partition_scratch_bytes for rows of an int64 key
 // and payload columns of the given widths into nparts blocks.
@@ -416,10 +402,8 @@ const JNINativeMethod kMethods[] = {
     M(queueSetDestroy, "(J)V"),
     M(queueSetDevice, "(J)J"),
     M(queueSetCheck, "(JZ)I"),
-    M(queueSetSetKey, "(JIJ)I"),
     M(queueSetSetLocals, "(JI[J)I"),
     M(queueSetStageLocals, "(JI[J[B[J)I"),
-    M(signalWaitGe, "(JJJ)I"),
     M(partitionBounds, "([IJI[J)I"),
     M(partitionRun, "(IJJ[I[JIJJJJJJJ)I"),
 };

@@ -4,7 +4,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * The hash partition of {@code cuda/src/partition.cu} ({@code slip_partition}), called through JNI:
+ * The hash partition of {@code native/src/partition.cu} ({@code slip_partition}), called through JNI:
  * an int64 key column and up to 8 fixed-width payload columns of a device-resident batch go into
  * {@code nparts} contiguous blocks of the output, block p at {@code offsets[p]} holding
  * {@code counts[p]} rows in the packed layout (keys, then each column, each section 16-byte aligned).
@@ -73,7 +73,7 @@ public final class PartitionKernel {
     }
   }
 
-  /** The partition of a key, as the kernel computes it ({@code slip_partition_of} in slip_abi.h). */
+  /** The partition of a key, as the kernel computes it ({@code slip_partition_of} in slipstream/abi.h). */
   public static int partitionOf(long key, int nparts) {
     long k = key;
     k ^= k >>> 33;

@@ -10,7 +10,7 @@ import java.util.List;
  * optionally a caller's prefix at {@link #PREFIX_AT}, then the queue configurations
  * ({@code slip_push_queue_cfg[]}), the items queue after queue ({@code slip_push_item[]}) and each
  * queue's first item index ({@code uint32_t[queues + 1]}), each part 16-byte aligned. The structs
- * are those of {@code cuda/include/slipstream/kernels.h}; {@code AbiLayoutTest} checks the offsets
+ * are those of {@code native/include/slipstream/kernels.h}; {@code AbiLayoutTest} checks the offsets
  * below against the JNI library's {@code offsetof}.
  *
  * <p>Threading: immutable once made. Ownership: keeps the caller's prefix array, unchanged by the

@@ -16,11 +16,11 @@ import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 
 /**
- * The project's push and receive kernels ({@code cuda/src/push.cu}), launched through JCuda from
+ * The project's push and receive kernels ({@code native/src/push.cu}), launched through JCuda from
  * the fatbin that the build compiles with nvcc and ships in the jar (sm_90 SASS plus compute_90
  * PTX; no NVRTC). This class loads the module and its functions and runs the kernels to their end;
  * {@link PushLauncher} launches pushes without waiting, with the arguments that
- * {@link PushArguments} packs in the layouts of {@code cuda/include/slipstream/kernels.h}.
+ * {@link PushArguments} packs in the layouts of {@code native/include/slipstream/kernels.h}.
  *
  * <p>Threading: {@link #push} and {@link #waitSignals} serialise on the module's own launcher and
  * its stream; {@link #launcher()}s have streams of their own and run concurrently. Ownership: owns

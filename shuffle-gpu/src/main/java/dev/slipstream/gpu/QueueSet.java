@@ -97,11 +97,6 @@ public final class QueueSet implements AutoCloseable {
     return new StagedLocals(SlipNative.stageQueueSetLocals(handle(), first, handles(regions), image), image);
   }
 
-  /** Overrides the key device code presents for table entry {@code index} (tests of forged requests). */
-  public void overrideKey(int index, long key) {
-    SlipNative.setQueueSetKey(handle(), index, key);
-  }
-
   long handle() {
     if (handle == 0) {
       throw new IllegalStateException(backend + " queue set is closed");

@@ -13,7 +13,7 @@ import java.util.Objects;
 /**
  * How a peer process of the same machine maps a region (its CUDA IPC handle or shared-memory
  * name), sent out of band once, in the owner's registration in the peer table: the 192-byte
- * {@code slip_region_desc} of {@code native/include/common/slip_abi.h}, little-endian. A write
+ * {@code slip_region_desc} of {@code native/include/slipstream/abi.h}, little-endian. A write
  * request names the region by the protocol's descriptor ({@link #descriptor()}); the holder maps
  * the export registered for its reader, never one a request carries. The offsets below are checked
  * against the native library's {@code offsetof}/{@code sizeof} by {@code AbiLayoutTest}.

@@ -58,13 +58,11 @@ final class SlipNative {
 
   private static native int queueSetCheck(long qs, boolean clear);
 
-  private static native int queueSetSetKey(long qs, int index, long key);
 
   private static native int queueSetSetLocals(long qs, int first, long[] regions);
 
   private static native int queueSetStageLocals(long qs, int first, long[] regions, byte[] image, long[] dst);
 
-  private static native int signalWaitGe(long address, long value, long timeoutNs);
 
   private static native int partitionBounds(int[] widths, long rows, int nparts, long[] out);
 
@@ -189,10 +187,6 @@ final class SlipNative {
     check(queueSetCheck(qs, clear), "queue set");
   }
 
-  static void setQueueSetKey(long qs, int index, long key) {
-    check(queueSetSetKey(qs, index, key), "queue set key override");
-  }
-
   static void setQueueSetLocals(long qs, int first, long[] regions) {
     check(queueSetSetLocals(qs, first, regions), "queue set local entries");
   }
@@ -206,11 +200,6 @@ final class SlipNative {
     long[] dst = new long[1];
     check(queueSetStageLocals(qs, first, regions, image, dst), "queue set local entries");
     return dst[0];
-  }
-
-  /** Waits until the host word at {@code address} is at least {@code value}. */
-  static void waitSignal(long address, long value, long timeoutNs) {
-    check(signalWaitGe(address, value, timeoutNs), "signal wait");
   }
 
   // ---- partition ----

@@ -1,7 +1,7 @@
 package dev.slipstream.gpu;
 
 /**
- * Status codes of the native library ({@code slip_status} in {@code native/include/common/slip_abi.h}).
+ * Status codes of the native library ({@code slip_status} in {@code native/include/slipstream/abi.h}).
  * The ordinal is the code; {@code SlipNativeTest} checks every name against the library's own
  * {@code slip_status_name}.
  */

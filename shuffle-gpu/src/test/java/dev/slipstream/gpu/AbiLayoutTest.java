@@ -10,7 +10,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The Java codecs against the C structs: offsets and sizes exported by the JNI library
- * ({@code offsetof}/{@code sizeof} of slip_abi.h and kernels.h, STYLE.md) must equal the constants
+ * ({@code offsetof}/{@code sizeof} of slipstream/abi.h and kernels.h, STYLE.md) must equal the constants
  * the Java side encodes with. Runs everywhere: the library loads without a GPU.
  */
 class AbiLayoutTest {

@@ -2,7 +2,7 @@ package dev.slipstream.core.transport;
 
 /**
  * Where registered memory lives, for every mechanism (transport regions, CUDA IPC exports). Wire
- * ids are stable and equal the native {@code SLIP_MEM_*} values of {@code slip_abi.h}.
+ * ids are stable and equal the native {@code SLIP_MEM_*} values of {@code slipstream/abi.h}.
  */
 public enum MemoryKind {
   /** Host memory of one process. */

@@ -9,7 +9,7 @@ import java.util.Arrays;
  * key column and fixed-width payload columns, each at a byte offset of the buffer. This is the
  * shape of cudf's {@code contiguous_split} output (one device buffer plus host metadata), so a RAPIDS
  * batch maps onto it by reading its column offsets; {@link #packed} is the layout the partition
- * kernel writes for each block ({@code cuda/include/slipstream/kernels.h}: keys at 0, then each
+ * kernel writes for each block ({@code native/include/slipstream/kernels.h}: keys at 0, then each
  * column, each section 16-byte aligned).
  *
  * <p>Immutable; the constructor checks every offset against the buffer.

@@ -1,5 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
@@ -41,6 +42,7 @@ final class PushLane implements AutoCloseable {
   private final GpuContext ctx;
   private final RemoteRegion landing;
   private final IntSupplier regionIds;
+  private final MemoryPool tables;
   private final PushLauncher launcher;
   private final int maxDataQueues;
   private final int threads;
@@ -54,12 +56,14 @@ final class PushLane implements AutoCloseable {
   /**
    * @param maxDataQueues data queues (CUDA blocks) a push spreads its pieces over, at most
    * @param threads threads per CUDA block (checked by {@link PushScheduler}, and again at launch)
+   * @param tables the pool the lane's block-table staging region is reserved from
    */
   PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, int maxDataQueues,
-      int threads) {
+      int threads, MemoryPool tables) {
     this.ctx = ctx;
     this.landing = landing;
     this.regionIds = regionIds;
+    this.tables = tables;
     this.maxDataQueues = maxDataQueues;
     this.threads = threads;
     this.launcher = kernel.launcher();
@@ -163,10 +167,18 @@ final class PushLane implements AutoCloseable {
       while (want < tableLength) {
         want *= 2;
       }
-      GpuRegion t = GpuRegion.create(ctx, MemoryKind.DEVICE, want, regionIds.getAsInt());
-      if (table != null) {
-        table.close();
+      if (!tables.tryReserve(want)) {
+        throw new IllegalStateException("push lane: a block-table region of " + want + " bytes does not fit "
+            + tables);
       }
+      GpuRegion t;
+      try {
+        t = GpuRegion.create(ctx, MemoryKind.DEVICE, want, regionIds.getAsInt());
+      } catch (RuntimeException e) {
+        tables.release(want);
+        throw e;
+      }
+      closeTable();
       table = t;
       tableSet = false;
     }
@@ -199,9 +211,15 @@ final class PushLane implements AutoCloseable {
       qs = null;
     }
     launcher.close();
+    closeTable();
+  }
+
+  private void closeTable() {
     if (table != null) {
+      long n = table.length();
       table.close();
       table = null;
+      tables.release(n);
     }
   }
 }

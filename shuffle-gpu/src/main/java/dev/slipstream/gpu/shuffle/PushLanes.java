@@ -1,5 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
@@ -31,6 +32,7 @@ import java.util.function.Function;
  */
 final class PushLanes {
   private final GpuContext ctx;
+  private final MemoryPool tables;
   private final PushKernel kernel;
   private final Function<RegionDescriptor, RemoteRegion> landings;
   private final AtomicInteger tableIds;
@@ -62,9 +64,11 @@ final class PushLanes {
    * @param firstTableId region ids for the lanes' block-table staging regions
    * @param pushQueues data queues (CUDA blocks) a lane's push spreads over, at most
    * @param pushThreads threads per CUDA block
+   * @param tables the pool the lanes' block-table staging regions are reserved from
    */
   PushLanes(GpuContext ctx, PushKernel kernel, Function<RegionDescriptor, RemoteRegion> landings, int firstTableId,
-      int pushQueues, int pushThreads) {
+      int pushQueues, int pushThreads, MemoryPool tables) {
+    this.tables = tables;
     this.ctx = ctx;
     this.kernel = kernel;
     this.landings = landings;
@@ -86,7 +90,7 @@ final class PushLanes {
     PushLane lane = q == null ? null : q.pollFirst();
     if (lane == null) {
       lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, pushQueues,
-          pushThreads);
+          pushThreads, tables);
       made++;
     }
     busy.put(lane, req.landing());

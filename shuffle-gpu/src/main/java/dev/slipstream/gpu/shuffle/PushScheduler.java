@@ -1,5 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
@@ -109,16 +110,19 @@ public final class PushScheduler implements AutoCloseable {
    */
   public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
       Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight) {
-    this(ctx, kernel, store, landings, firstTableId, maxInFlight, PushLane.MAX_DATA_QUEUES, PushLane.THREADS);
+    this(ctx, kernel, store, landings, firstTableId, maxInFlight, PushLane.MAX_DATA_QUEUES, PushLane.THREADS,
+        MemoryPool.root("push-tables", Long.MAX_VALUE));
   }
 
   /**
    * As above, with the push kernel's grid: a request's pieces spread over at most {@code pushQueues}
-   * CUDA blocks of {@code pushThreads} threads (a multiple of 32 in 32..1024).
+   * CUDA blocks of {@code pushThreads} threads (a multiple of 32 in 32..1024); the lanes' block-table
+   * staging regions (device memory) are reserved from {@code tables}, and released once every lane
+   * closed.
    */
   public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
       Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight, int pushQueues,
-      int pushThreads) {
+      int pushThreads, MemoryPool tables) {
     if (maxInFlight < 1) {
       throw new IllegalArgumentException("push scheduler: " + maxInFlight + " requests in flight, expected >= 1");
     }
@@ -129,7 +133,7 @@ public final class PushScheduler implements AutoCloseable {
           + " threads");
     }
     this.admission = new PushAdmission(store);
-    this.lanes = new PushLanes(ctx, kernel, landings, firstTableId, pushQueues, pushThreads);
+    this.lanes = new PushLanes(ctx, kernel, landings, firstTableId, pushQueues, pushThreads, tables);
     this.completion = new PushCompletion(ctx, lanes, new PushCompletion.Rounds() {
       @Override
       public void finish(PushJob job, boolean keep, TransportException error) {

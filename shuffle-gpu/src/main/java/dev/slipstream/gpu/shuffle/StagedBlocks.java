@@ -29,8 +29,8 @@ import java.util.zip.Checksum;
 public final class StagedBlocks {
   /** Bytes after a block's packed bytes in its served form: rows, then {@link #MAGIC}. */
   public static final int TRAILER = 16;
-  /** The served form's trailer magic: "SLPROXY1" read as a little-endian long. */
-  static final long MAGIC = 0x3159584f52504c53L;
+  /** The served form's trailer magic: "SLSTAGE1" read as a little-endian long. */
+  static final long MAGIC = 0x3145474154534c53L;
   /** Largest host copy of device bytes made at once, and the reader's pieces. */
   static final int PIECE = 4 << 20;
 

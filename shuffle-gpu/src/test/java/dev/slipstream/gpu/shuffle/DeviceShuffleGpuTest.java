@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.TransportException;
@@ -127,7 +128,10 @@ class DeviceShuffleGpuTest {
       assertEquals(ref2, got2);
 
       // Push every block of both maps in one request; compare the landed batches with the sections.
-      PushScheduler server = new PushScheduler(ctx, kernel, store, d -> landingView, 1 << 20, 1);
+      // The lanes' block-table regions are device memory in the accounting tree.
+      MemoryPool tables = MemoryPool.root("push-tables", Long.MAX_VALUE);
+      PushScheduler server = new PushScheduler(ctx, kernel, store, d -> landingView, 1 << 20, 1,
+          PushLane.MAX_DATA_QUEUES, PushLane.THREADS, tables);
       List<DeviceLanding.Want> wants = new ArrayList<>();
       for (long map : new long[] {1, 2}) {
         for (int q = 0; q < PARTS; q++) {
@@ -168,7 +172,10 @@ class DeviceShuffleGpuTest {
         assertTrue(e.getMessage().contains("has payload widths [8, 4], the request expects [8]"), e.getMessage());
       }
       assertEquals(1, server.lanesMade(), "one push lane for the one landing region");
+      assertTrue(tables.used() >= 4096, "the lane's table region is accounted: " + tables);
       server.close();
+      assertEquals(0, tables.used(), "released with the lanes: " + tables);
+      tables.close();
       assertEquals(2, store.removeShuffle(7));
       assertEquals(0, store.deviceInUse());
     }

@@ -228,8 +228,8 @@ class StagedBlocksTest {
     byte[] badMagic = ok.clone();
     badMagic[badMagic.length - 1] ^= 1;
     assertTrue(assertThrows(IOException.class, () -> StagedBlocks.land(new ByteArrayInputStream(badMagic),
-        badMagic.length, W, none, "block b")).getMessage().startsWith("block b: trailer magic 0x3059584f52504c53,"
-            + " expected 0x3159584f52504c53"));
+        badMagic.length, W, none, "block b")).getMessage().startsWith("block b: trailer magic 0x3045474154534c53,"
+            + " expected 0x3145474154534c53"));
     // 5 rows of 8 + 8 + 4 bytes pack into 48 + 48 + 32 = 128 bytes; 6 rows into 48 + 48 + 32 too (padding),
     // so 6 is a size match; 9 rows is not.
     byte[] nine = served(block, 9);

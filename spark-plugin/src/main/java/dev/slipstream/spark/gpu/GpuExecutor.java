@@ -85,7 +85,7 @@ public final class GpuExecutor implements AutoCloseable {
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
       this.server = new PushScheduler(ctx, kernel, store, this::importedLanding, FIRST_TABLE_ID,
-          conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads());
+          conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads(), pool.child("push-tables", Long.MAX_VALUE));
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
           landing.export());

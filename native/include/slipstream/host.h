@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "common/slip_abi.h"
+#include "slipstream/abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,7 +134,7 @@ typedef struct slip_queueset slip_queueset;
 /* Builds `nqueues` device queues of `backend` over the given local (source) and remote
  * (destination) regions. Proxy: also pins the rings and starts the executor thread (CUDA copies
  * on a private stream). gpunetio: builds one DOCA GPUNetIO queue pair per queue in CPU-proxy mode
- * and starts the software NIC thread (host/slip_softnic.h); SLIP_ERR_UNSUPPORTED with the reason
+ * and starts the software NIC thread (slipstream/softnic.h); SLIP_ERR_UNSUPPORTED with the reason
  * when the library was built without the GPUNetIO device headers; region ids below 2^24 - 1.
  * depth: proxy ring slots or gpunetio send-queue WQEs (power of two), ignored for nvlink. */
 slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t nqueues, uint32_t depth,
@@ -147,7 +147,7 @@ uint32_t slip_queueset_size(const slip_queueset *qs);
 /* Proxy executor counters (zeros for other backends). */
 void slip_queueset_proxy_stats(const slip_queueset *qs, slip_proxy_stats *out);
 /* Overrides the key that device code will present for table entry `index` (tests of forged
- * requests: the proxy executor must reject it). */
+ * requests: the proxy executor and the software NIC must reject it). */
 slip_status slip_queueset_set_key(slip_queueset *qs, uint32_t index, uint64_t key);
 /* Replaces local table entries [first, first + n) with `regions` (nvlink sets only: the proxy
  * executor and the software NIC keep their own copy of the table; SLIP_ERR_UNSUPPORTED otherwise),

@@ -1,7 +1,8 @@
 /*
- * Slipstream device write API: the one set of calls every shuffle kernel uses, whatever moves the
- * bytes (NVLink stores into CUDA-IPC-mapped peer memory, descriptors for the CPU proxy, or WQEs
- * posted by DOCA GPUNetIO's device functions to a queue pair: gpunetio.cuh).
+ * Slipstream device write API: the one set of calls through which the push kernels write into a
+ * peer, whatever moves the bytes (NVLink stores into CUDA-IPC-mapped peer memory, descriptors for
+ * the CPU proxy, or WQEs posted by DOCA GPUNetIO's device functions to a queue pair:
+ * gpunetio.cuh).
  *
  *   write        copy len bytes from (src region, offset) to (dst region, offset)
  *   write_signal write, then add to a signal word; a receiver that sees the add sees the data
@@ -20,7 +21,9 @@
  * Ordering: NVLink: all threads store, the group synchronises, the leader issues a system-scope
  * fence and then a release add on the signal word. Proxy: the executor issues the signal only after
  * the copies posted before it on the same queue have completed. gpunetio: the signal is an atomic
- * fetch-add WQE after the write WQEs on the same queue pair. Nothing is ordered across queues.
+ * fetch-add WQE posted after the write WQEs on the same queue pair, and a reliable-connected
+ * responder executes a queue pair's requests in order (the software NIC issues them in order on one
+ * CUDA stream). Nothing is ordered across queues.
  * Signals in host memory (SLIP_DEV_REGION_HOST) must have a single writer queue: GPU atomics on
  * host memory are not atomic for the CPU over PCIe, so the add is a released read-modify-write.
  */
@@ -29,8 +32,8 @@
 
 #include <stdint.h>
 
-#include "common/slip_abi.h"
-#include "device/slip_sync.cuh"
+#include "slipstream/abi.h"
+#include "slipstream/device/sync.cuh"
 
 namespace slip {
 namespace dev {

@@ -12,7 +12,7 @@
  * found at build time (SLIP_HAVE_GPUNETIO), src/gpunetio_host.cu checks every offset below against
  * the headers' own structs with static_assert, and fills the doca_gpu_dev_verbs_qp from them.
  *
- * Addressing: SLIP_IOVA and SLIP_MKEY in common/slip_abi.h (memory key = low 32 bits of the region
+ * Addressing: SLIP_IOVA and SLIP_MKEY in slipstream/abi.h (memory key = low 32 bits of the region
  * key; iova = region id << 40 | offset).
  *
  * Errors: a WQE that fails a check gets an error CQE (opcode 0xd, a PRM syndrome), writes nothing,
@@ -25,7 +25,7 @@
 #define SLIP_SOFTNIC_H
 
 #include <stdint.h>
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 #ifdef __cplusplus
 extern "C" {

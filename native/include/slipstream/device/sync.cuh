@@ -1,6 +1,6 @@
 /*
  * Device-side memory-order primitives (PTX), shared by the native library's own kernels and the
- * device write API in cuda/. System scope everywhere: the other side is another GPU or a CPU.
+ * device write API (write_api.cuh). System scope everywhere: the other side is another GPU or a CPU.
  */
 #ifndef SLIP_SYNC_CUH
 #define SLIP_SYNC_CUH

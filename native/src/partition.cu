@@ -18,7 +18,7 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 
-#include "../../native/src/check.h"
+#include "check.h"
 #include "slipstream/kernels.h"
 #include "slipstream/partition_tuning.h"
 

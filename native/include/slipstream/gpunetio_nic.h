@@ -2,12 +2,12 @@
  * gpunetio on a real ConnectX NIC: queue pairs created by an installed open-source DOCA
  * GPUNetIO host library (doca_gpu_verbs_* over rdma-core mlx5 DevX), connected with data exchanged
  * out of band, and memory registered so that the device write API's addressing holds on the wire
- * (iova = region id << 40, memory key = SLIP_MKEY: common/slip_abi.h).
+ * (iova = region id << 40, memory key = SLIP_MKEY: slipstream/abi.h).
  *
  * Built only with -DSLIP_GPUNETIO_HOST_ROOT=<prefix of an installed GPUNetIO> and rdma-core
  * (libibverbs, libmlx5); otherwise every call but the wire-format parser answers
  * SLIP_ERR_UNSUPPORTED with the reason. Not run in this project's CI or on its GPU machine, which
- * have no RDMA device: the software NIC (host/slip_softnic.h) is what the tests exercise.
+ * have no RDMA device: the software NIC (slipstream/softnic.h) is what the tests exercise.
  *
  * Sequence per peer: slip_nic_open, slip_nic_qp_info_get (send it), slip_nic_qp_info_parse (what the
  * peer sent), slip_nic_connect, slip_nic_reg for every region both sides address, then hand
@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,7 +13,7 @@
 
 #include <cuda_runtime.h>
 
-#include "host/slip_native.h"
+#include "slipstream/host.h"
 
 // Test programs abort the process on an unexpected failure, naming the call and the reason.
 #define T_CUDA(call)                                                                                 \

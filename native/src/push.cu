@@ -2,7 +2,7 @@
 // q; its threads post the writes of one batch in parallel (a warp per small item, the whole block
 // per large one); after a barrier one thread adds the batch's signal, commits, and waits for local
 // completion before the next batch reuses anything.
-#include "../../native/src/check.h"
+#include "check.h"
 #include "slipstream/device/write_api.cuh"
 #include "slipstream/kernels.h"
 

@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include "common/slip_abi.h"
+#include "slipstream/abi.h"
 
 #ifdef __cplusplus
 extern "C" {

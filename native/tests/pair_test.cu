@@ -16,7 +16,7 @@
 
 #include <vector>
 
-#include "host/slip_softnic.h"
+#include "slipstream/softnic.h"
 #include "pair_common.cuh"
 #include "slipstream/device/write_api.cuh"
 #include "slipstream/kernels.h"

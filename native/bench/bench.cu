@@ -19,7 +19,7 @@
 
 #include "../tests/pair_common.cuh"
 #include "push_plan.cuh"
-#include "host/slip_softnic.h"
+#include "slipstream/softnic.h"
 #include "slipstream/kernels.h"
 #include "slipstream/partition_tuning.h"
 
