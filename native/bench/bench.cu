@@ -160,7 +160,7 @@ void push_experiment(Bench &b, slip_queueset *qs, const char *backend, uint32_t 
   if (sending && strcmp(backend, "gpunetio") == 0) {
     slip_softnic_stats ns;
     slip_queueset_nic_stats(qs, &ns);
-    print_sweeps("softnic-stats", "WQEs", block, ns.wqes, ns.sweeps, ns.issue_ns, ns.flush_ns);
+    print_sweeps("softnic-stats", "WQEs", block, ns.wqes, ns.sweeps, ns.issue_ns, ns.run_ns);
   }
   if (b.p.rank == 0) {
     const char *v = ok && other_ok ? "yes" : "NO";

@@ -18,7 +18,9 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
 void slip_gpunetio_destroy(slip_gpunetio *g);
 void *slip_gpunetio_qp(const slip_gpunetio *g, uint32_t q);  // device address of queue pair q
 uint32_t slip_gpunetio_sink_key(const slip_gpunetio *g);
-void slip_gpunetio_clear(slip_gpunetio *g);  // queue pairs leave the error state
+// Resets every queue pair (error state, indices, rings), as a QP reset and reconnect does, and
+// the device's view of them. Only while no kernel uses them.
+slip_status slip_gpunetio_reset(slip_gpunetio *g);
 void slip_gpunetio_stats(const slip_gpunetio *g, slip_softnic_stats *out);
 
 #endif

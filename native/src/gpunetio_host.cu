@@ -2,15 +2,17 @@
 //
 // Each queue gets a doca_gpu_dev_verbs_qp filled by hand in CPU-proxy mode, exactly as the
 // device functions read it: send queue, completion queue and doorbell words in pinned host memory
-// mapped into the GPU, the struct itself in device memory (the device code updates its indices
-// with atomics). The software NIC thread (softnic.cpp) serves the queue pairs; its copies and
-// atomics run on a private CUDA stream. The struct layouts come from the headers found at build
-// time; the mlx5 wire formats the NIC decodes are checked against the same headers below.
+// mapped into the GPU, the struct itself in device memory (the device code updates its indices).
+// The software NIC threads (softnic.cpp) serve the queue pairs; each runs a sweep's copies and
+// fetch-adds as one kernel on its own CUDA stream. The struct layouts come from the headers found
+// at build time; the mlx5 wire formats the NIC decodes are checked against the same headers below.
 #include <cuda.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "common/doca_gpunetio_verbs_def.h"
@@ -18,8 +20,9 @@
 
 #include "check.h"
 #include "cuda_exec.h"
-#include "slipstream/device/sync.cuh"
 #include "gpunetio.h"
+#include "slipstream/device/sync.cuh"
+#include "slipstream/device/write_api.cuh"
 
 // ---- the NIC's wire formats against the GPUNetIO headers found at build time ----
 static_assert(sizeof(struct doca_gpu_dev_verbs_wqe) == SLIP_MLX5_WQE_BYTES, "WQE size");
@@ -70,28 +73,129 @@ __device__ __forceinline__ uint64_t bswap64(uint64_t v) {
   return (uint64_t)__byte_perm((uint32_t)v, 0, 0x0123) << 32 | __byte_perm((uint32_t)(v >> 32), 0, 0x0123);
 }
 
-// The responder side of ATOMIC_FA, after every copy before it on the executor's stream.
-__global__ void nic_fetch_add_kernel(uint64_t *target, uint64_t add, int host_slot, uint64_t *result) {
-  uint64_t old;
-  if (host_slot) {
-    // Single-writer slot in host memory (see write_api.cuh): read-modify-write, released.
-    old = slip::sync::ld_volatile(target);
-    slip::sync::st_release_sys(target, old + add);
-  } else {
-    asm volatile("atom.add.release.sys.global.u64 %0, [%1], %2;" : "=l"(old) : "l"(target), "l"(add) : "memory");
+constexpr uint64_t kChunkBytes = 256 * 1024;  // copies are split so that every SM has work
+constexpr unsigned kSweepThreads = 512;
+
+// One sweep of a NIC thread: the blocks share the copies' chunks; the last block to finish runs the
+// fetch-adds in order, after every block's copies (each block fences at system scope first).
+__global__ void nic_sweep_kernel(const slip_softnic_copy *chunks, uint32_t nchunks, const slip_softnic_add *adds,
+                                 uint32_t nadds, unsigned *arrived) {
+  for (uint32_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    const slip_softnic_copy k = chunks[c];
+    slip::dev::detail::copy(slip::dev::Block{}, (char *)k.dst, (const char *)k.src, k.len);
   }
-  *result = bswap64(old);  // a NIC returns the fetched value big-endian
+  if (nadds == 0) return;
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  __threadfence_system();
+  for (uint32_t i = 0; i < nadds; i++) {
+    const slip_softnic_add a = adds[i];
+    uint64_t old;
+    if (a.target_flags & SLIP_DEV_REGION_HOST) {
+      // Single-writer slot in host memory (see write_api.cuh): read-modify-write, released.
+      old = slip::sync::ld_volatile(a.target);
+      slip::sync::st_release_sys(a.target, old + a.add);
+    } else {
+      asm volatile("atom.add.release.sys.global.u64 %0, [%1], %2;" : "=l"(old) : "l"(a.target), "l"(a.add) : "memory");
+    }
+    *a.result = bswap64(old);  // a NIC returns the fetched value big-endian
+  }
+  *arrived = 0;  // for the next sweep, ordered after it on the stream
 }
 
-slip_status nic_fetch_add(void *state, uint64_t *target, uint64_t add, uint32_t target_flags, uint64_t *result,
-                          uint32_t) {
+// A NIC thread's executor: its stream, and the sweep's chunks and adds in pinned host memory that
+// the kernel reads directly.
+struct SweepExec {
+  CudaExec *exec = nullptr;
+  int sms = 1;
+  unsigned *d_arrived = nullptr;
+  slip_softnic_copy *h_chunks = nullptr;
+  slip_softnic_add *h_adds = nullptr;
+  uint32_t chunk_cap = 0, add_cap = 0;
+};
+
+void sweep_exec_destroy(SweepExec *x) {
+  if (!x) return;
+  if (x->exec) (void)cudaSetDevice(x->exec->device);
+  (void)cudaFree(x->d_arrived);
+  (void)cudaFreeHost(x->h_chunks);
+  (void)cudaFreeHost(x->h_adds);
+  cuda_exec_destroy(x->exec);
+  delete x;
+}
+
+template <class T>
+slip_status grow(T **buf, uint32_t *cap, uint32_t need) {
   slip_status st = SLIP_OK;
-  CudaExec *x = (CudaExec *)state;
-  SLIP_CHECK(cuda_exec_bind(x));
-  nic_fetch_add_kernel<<<1, 1, 0, x->stream>>>(target, add, (target_flags & SLIP_DEV_REGION_HOST) ? 1 : 0, result);
-  SLIP_LAUNCH_CHECK();
+  if (need <= *cap) return SLIP_OK;
+  uint32_t n = std::max<uint32_t>(need, std::max<uint32_t>(256, *cap * 2));
+  if (*buf) SLIP_CUDA_CHECK(cudaFreeHost(*buf));
+  *buf = nullptr;
+  *cap = 0;
+  SLIP_CUDA_CHECK(cudaHostAlloc((void **)buf, (size_t)n * sizeof(T), cudaHostAllocMapped | cudaHostAllocPortable));
+  *cap = n;
 done:
   return st;
+}
+
+slip_status sweep_run(void *state, const slip_softnic_copy *copies, uint32_t ncopies, const slip_softnic_add *adds,
+                      uint32_t nadds) {
+  slip_status st = SLIP_OK;
+  SweepExec *x = (SweepExec *)state;
+  uint64_t nchunks = 0;
+  SLIP_CHECK(cuda_exec_bind(x->exec));
+  for (uint32_t i = 0; i < ncopies; i++) nchunks += (copies[i].len + kChunkBytes - 1) / kChunkBytes;
+  if (nchunks > UINT32_MAX) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "sweep of %llu chunks", (unsigned long long)nchunks);
+  SLIP_CHECK(grow(&x->h_chunks, &x->chunk_cap, (uint32_t)nchunks));
+  SLIP_CHECK(grow(&x->h_adds, &x->add_cap, nadds));
+  {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < ncopies; i++)
+      for (uint64_t off = 0; off < copies[i].len; off += kChunkBytes)
+        x->h_chunks[k++] = {(char *)copies[i].dst + off, (const char *)copies[i].src + off,
+                            std::min<uint64_t>(kChunkBytes, copies[i].len - off)};
+    if (nadds) memcpy(x->h_adds, adds, (size_t)nadds * sizeof *adds);
+    const uint32_t grid = (uint32_t)std::max<uint64_t>(1, std::min<uint64_t>(nchunks, 2ull * x->sms));
+    nic_sweep_kernel<<<grid, kSweepThreads, 0, x->exec->stream>>>(x->h_chunks, (uint32_t)nchunks, x->h_adds, nadds,
+                                                                  x->d_arrived);
+    SLIP_LAUNCH_CHECK();
+  }
+  SLIP_CHECK(cuda_exec_flush(x->exec));
+done:
+  return st;
+}
+
+slip_status sweep_exec_create(int device, SweepExec **out) {
+  slip_status st = SLIP_OK;
+  SweepExec *x = new SweepExec();
+  SLIP_CHECK(cuda_exec_create(device, &x->exec));
+  SLIP_CUDA_CHECK(cudaDeviceGetAttribute(&x->sms, cudaDevAttrMultiProcessorCount, device));
+  SLIP_CUDA_CHECK(cudaMalloc(&x->d_arrived, sizeof(unsigned)));
+  SLIP_CUDA_CHECK(cudaMemset(x->d_arrived, 0, sizeof(unsigned)));
+  // Load the kernel now: with lazy loading its first launch would wait for the module while a
+  // push kernel spins on the completion that launch produces (see the proxy in cuda_host.cu).
+  nic_sweep_kernel<<<1, kSweepThreads, 0, x->exec->stream>>>(nullptr, 0, nullptr, 0, x->d_arrived);
+  SLIP_LAUNCH_CHECK();
+  SLIP_CUDA_CHECK(cudaStreamSynchronize(x->exec->stream));
+  *out = x;
+  x = nullptr;
+done:
+  sweep_exec_destroy(x);
+  return st;
+}
+
+// NIC threads per queue set: SLIP_SOFTNIC_THREADS, else up to 4 (never more than queue pairs).
+uint32_t nic_threads(uint32_t nq) {
+  const char *v = getenv("SLIP_SOFTNIC_THREADS");
+  long t = v && *v ? strtol(v, nullptr, 10) : 4;
+  if (t < 1) t = 1;
+  return (uint32_t)std::min<long>(t, nq);
 }
 
 template <class T>
@@ -114,14 +218,15 @@ struct slip_gpunetio {
   doca_gpu_dev_verbs_qp *d_qps = nullptr;
   uint64_t *d_sink = nullptr;                // nq x 8 bytes: values fetched by atomics
   uint32_t sink_key = 0;
-  CudaExec *exec = nullptr;
+  std::vector<doca_gpu_dev_verbs_qp> fresh;  // the queue pairs as created (reset copies them back)
+  std::vector<SweepExec *> execs;            // one per NIC thread
   slip_softnic *nic = nullptr;
 };
 
 void slip_gpunetio_destroy(slip_gpunetio *g) {
   if (!g) return;
-  slip_softnic_destroy(g->nic);  // joins the NIC before its memory goes away
-  cuda_exec_destroy(g->exec);
+  slip_softnic_destroy(g->nic);  // joins the NIC threads before their memory goes away
+  for (SweepExec *x : g->execs) sweep_exec_destroy(x);
   (void)cudaSetDevice(g->device);
   (void)cudaFree(g->d_qps);
   (void)cudaFree(g->d_sink);
@@ -139,7 +244,6 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
   std::vector<slip_region_entry> loc, rem;
   std::vector<slip_softnic_qp> nqps(nq);
   std::vector<doca_gpu_dev_verbs_qp> qps(nq);
-  uint64_t *warm = nullptr;
   const size_t ring = (size_t)depth * SLIP_MLX5_WQE_BYTES;
   if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "gpunetio queue depth %u, expected a power of two in 2..32768 (16-bit WQE mask)",
@@ -197,22 +301,22 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
     nqps[q] = {sq, depth, qpn, (const uint64_t *)words, cq, depth};
   }
   SLIP_CUDA_CHECK(cudaMemcpy(g->d_qps, qps.data(), nq * sizeof(doca_gpu_dev_verbs_qp), cudaMemcpyHostToDevice));
-  SLIP_CHECK(cuda_exec_create(device, &g->exec));
-  // Load the atomic kernel now: with lazy loading its first launch would wait for the module while
-  // a push kernel spins on the completion that launch produces (see the proxy in cuda_host.cu).
-  SLIP_CUDA_CHECK(cudaMalloc(&warm, 2 * sizeof(uint64_t)));
-  nic_fetch_add_kernel<<<1, 1, 0, g->exec->stream>>>(warm, 0, 0, warm + 1);
-  SLIP_LAUNCH_CHECK();
-  SLIP_CUDA_CHECK(cudaStreamSynchronize(g->exec->stream));
+  g->fresh = qps;
   {
-    slip_softnic_ops ops = {cuda_exec_copy, nic_fetch_add, cuda_exec_flush, g->exec};
-    SLIP_CHECK(slip_softnic_create(&ops, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), rem.data(),
+    const uint32_t nt = nic_threads(nq);
+    std::vector<slip_softnic_ops> ops;
+    for (uint32_t t = 0; t < nt; t++) {
+      SweepExec *x = nullptr;
+      SLIP_CHECK(sweep_exec_create(device, &x));
+      g->execs.push_back(x);
+      ops.push_back({sweep_run, x});
+    }
+    SLIP_CHECK(slip_softnic_create(ops.data(), nt, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), rem.data(),
                                    (uint32_t)rem.size(), &g->nic));
   }
   *out = g;
   g = nullptr;
 done:
-  if (warm) (void)cudaFree(warm);
   slip_gpunetio_destroy(g);
   return st;
 }
@@ -221,7 +325,16 @@ extern "C" slip_status slip_gpunetio_probe(void) { return SLIP_OK; }
 
 void *slip_gpunetio_qp(const slip_gpunetio *g, uint32_t q) { return g && q < g->nq ? g->d_qps + q : nullptr; }
 uint32_t slip_gpunetio_sink_key(const slip_gpunetio *g) { return g ? g->sink_key : 0; }
-void slip_gpunetio_clear(slip_gpunetio *g) {
-  if (g) slip_softnic_clear(g->nic);
+slip_status slip_gpunetio_reset(slip_gpunetio *g) {
+  slip_status st = SLIP_OK;
+  if (!g) return SLIP_OK;
+  // No kernel uses the queue pairs (the caller's contract): producer words to 0, the NIC's side
+  // reset, then the device's view of every queue pair as it was created.
+  for (uint32_t q = 0; q < g->nq; q++) __atomic_store_n((uint64_t *)(g->h_words + q * 3 * kLine), 0, __ATOMIC_RELEASE);
+  slip_softnic_reset(g->nic);
+  SLIP_CUDA_CHECK(cudaSetDevice(g->device));
+  SLIP_CUDA_CHECK(cudaMemcpy(g->d_qps, g->fresh.data(), g->nq * sizeof(doca_gpu_dev_verbs_qp), cudaMemcpyHostToDevice));
+done:
+  return st;
 }
 void slip_gpunetio_stats(const slip_gpunetio *g, slip_softnic_stats *out) { slip_softnic_get_stats(g ? g->nic : nullptr, out); }

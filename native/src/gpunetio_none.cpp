@@ -19,5 +19,5 @@ slip_status slip_gpunetio_create(int, uint32_t, uint32_t, const slip_region_entr
 void slip_gpunetio_destroy(slip_gpunetio *) {}
 void *slip_gpunetio_qp(const slip_gpunetio *, uint32_t) { return nullptr; }
 uint32_t slip_gpunetio_sink_key(const slip_gpunetio *) { return 0; }
-void slip_gpunetio_clear(slip_gpunetio *) {}
+slip_status slip_gpunetio_reset(slip_gpunetio *) { return SLIP_OK; }
 void slip_gpunetio_stats(const slip_gpunetio *, slip_softnic_stats *out) { memset(out, 0, sizeof *out); }

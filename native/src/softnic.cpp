@@ -1,15 +1,17 @@
 // The software NIC of the gpunetio backend (see slipstream/softnic.h): mlx5 WQE decoding, CQE
-// writing, and the thread that executes GPUNetIO CPU-proxy queue pairs.
+// writing, and the threads that execute GPUNetIO CPU-proxy queue pairs.
 //
-// Per sweep and queue pair: read the producer count the device published (acquire), decode and
-// check the new WQEs, issue their copies and atomics through the executor, flush it once, then
-// write the CQEs in WQE order. A CQE therefore means what it means on a NIC: the operation has
-// completed at the target, and the source may be reused.
+// Per sweep, over the thread's queue pairs: read the producer count each device queue published
+// (acquire), decode and check the new WQEs, hand all their copies and atomics to the executor in
+// one call that returns once they completed, then write the CQEs the WQEs asked for, in WQE order.
+// A CQE therefore means what it means on a NIC: the operation and every one before it on its queue
+// pair have completed at the target, and their sources may be reused.
 #include <sched.h>
 #include <string.h>
 #include <time.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -153,33 +155,43 @@ extern "C" void slip_cqe_read(const void *cqe64, uint8_t *owner, uint8_t *opcode
 }
 
 // ---------------------------------------------------------------------------------------------
-// The NIC thread
-
-struct slip_softnic {
-  slip_softnic_ops ops;
-  std::vector<slip_softnic_qp> qps;
-  std::vector<uint64_t> ci;        // WQEs consumed per queue pair (owned by the thread)
-  std::vector<uint8_t> in_error;   // per queue pair (owned by the thread)
-  slip_dev_error *err = nullptr;
-  std::vector<slip_region_entry> local, remote;
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> clear_requests{0}, clears_done{0};
-  std::atomic<uint64_t> wqes{0}, errors{0}, sweeps{0}, issue_ns{0}, flush_ns{0};
-  std::thread thread;
-};
+// The NIC threads
 
 namespace {
+constexpr uint8_t kCqUpdate = 0x08;  // fm_ce_se: CE = 2 (CQE always) << 2
 
-// One completion to write after the sweep's flush.
+// One completion to write after the sweep's executor call.
 struct Pending {
   uint32_t qp;
   uint64_t index;
-  uint16_t counter;
   uint8_t wqe_opcode;
   uint8_t syndrome;  // 0: success
+  bool cqe;          // the WQE asked for a CQE (error CQEs are written regardless)
   uint32_t bytes;
 };
 
+struct Worker {
+  slip_softnic_ops ops;
+  std::vector<uint32_t> qps;  // the queue pairs this thread serves
+  std::atomic<uint64_t> resets_done{0};
+  std::thread thread;
+};
+}  // namespace
+
+struct slip_softnic {
+  std::vector<slip_softnic_qp> qps;
+  std::vector<uint64_t> ci;        // WQEs consumed per queue pair (owned by its thread)
+  std::vector<uint64_t> cqi;       // CQEs written per queue pair (owned by its thread)
+  std::vector<uint8_t> in_error;   // per queue pair (owned by its thread)
+  slip_dev_error *err = nullptr;
+  std::vector<slip_region_entry> local, remote;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reset_requests{0};
+  std::atomic<uint64_t> wqes{0}, cqes{0}, errors{0}, sweeps{0}, issue_ns{0}, run_ns{0};
+  std::vector<std::unique_ptr<Worker>> workers;
+};
+
+namespace {
 void publish_error(slip_softnic *n, const slip_dev_error &e, uint32_t qp) {
   n->errors.fetch_add(1, std::memory_order_relaxed);
   slip_dev_error_publish(n->err, &e, qp);
@@ -215,28 +227,29 @@ uint32_t flags_of(const std::vector<slip_region_entry> &t, uint64_t iova) {
   return r ? r->flags : 0u;
 }
 
-// Checks every address of one decoded WQE before anything is issued, then issues it. Returns the
-// executor's status; a WQE that fails its checks returns SLIP_OK with *synd set and e filled.
-slip_status execute(slip_softnic *n, const slip_wqe &w, const uint8_t *slot, slip_dev_error *e, uint8_t *synd) {
+// Checks every address of one decoded WQE, then adds its copies or its fetch-add to the sweep. A
+// WQE that fails its checks adds nothing and sets *synd and e.
+void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::vector<slip_softnic_copy> &copies,
+           std::vector<slip_softnic_add> &adds, slip_dev_error *e, uint8_t *synd) {
   switch (w.opcode) {
     case SLIP_MLX5_OPCODE_NOP:
-      return SLIP_OK;
+      return;
     case SLIP_MLX5_OPCODE_RDMA_WRITE: {
       const uint64_t total = slip_wqe_write_bytes(&w);
-      if (!check_remote(n, w.raddr, w.rkey, total, e, synd)) return SLIP_OK;
+      if (!check_remote(n, w.raddr, w.rkey, total, e, synd)) return;
       for (uint32_t s = 0; s < w.nseg; s++)
-        if (!check_local(n, w.seg[s].addr, w.seg[s].lkey, w.seg[s].bytes, SLIP_DEV_REGION_READABLE, e, synd))
-          return SLIP_OK;
+        if (!check_local(n, w.seg[s].addr, w.seg[s].lkey, w.seg[s].bytes, SLIP_DEV_REGION_READABLE, e, synd)) return;
       char *dst = remote_ptr(n, w.raddr);
-      if (w.inline_bytes)  // from the WQE slot itself: it stays valid until its CQE is written
-        return n->ops.copy(n->ops.state, dst, slot + SLIP_WQE_DSEG0 + 4, w.inline_bytes);
+      if (w.inline_bytes) {  // from the WQE slot itself: it stays valid until its completion is known
+        copies.push_back({dst, slot + SLIP_WQE_DSEG0 + 4, w.inline_bytes});
+        return;
+      }
       for (uint32_t s = 0; s < w.nseg; s++) {
         if (w.seg[s].bytes == 0) continue;
-        slip_status st = n->ops.copy(n->ops.state, dst, local_ptr(n, w.seg[s].addr), w.seg[s].bytes);
-        if (st != SLIP_OK) return st;
+        copies.push_back({dst, local_ptr(n, w.seg[s].addr), w.seg[s].bytes});
         dst += w.seg[s].bytes;
       }
-      return SLIP_OK;
+      return;
     }
     case SLIP_MLX5_OPCODE_ATOMIC_FA: {
       if (w.seg[0].bytes != 8) {
@@ -244,10 +257,10 @@ slip_status execute(slip_softnic *n, const slip_wqe &w, const uint8_t *slot, sli
         e->length = w.seg[0].bytes;  // got
         e->limit = 8;                // expected
         *synd = SLIP_MLX5_SYND_LOCAL_LENGTH_ERR;
-        return SLIP_OK;
+        return;
       }
-      if (!check_remote(n, w.raddr, w.rkey, 8, e, synd)) return SLIP_OK;
-      if (!check_local(n, w.seg[0].addr, w.seg[0].lkey, 8, SLIP_DEV_REGION_WRITABLE, e, synd)) return SLIP_OK;
+      if (!check_remote(n, w.raddr, w.rkey, 8, e, synd)) return;
+      if (!check_local(n, w.seg[0].addr, w.seg[0].lkey, 8, SLIP_DEV_REGION_WRITABLE, e, synd)) return;
       if (SLIP_IOVA_OFFSET(w.raddr) % 8 != 0 || SLIP_IOVA_OFFSET(w.seg[0].addr) % 8 != 0) {
         e->code = SLIP_ERR_INVALID_ARG;
         e->region_id = SLIP_IOVA_ID(w.raddr);
@@ -255,22 +268,23 @@ slip_status execute(slip_softnic *n, const slip_wqe &w, const uint8_t *slot, sli
         e->length = 8;
         e->limit = 8;
         *synd = SLIP_MLX5_SYND_REMOTE_ACCESS_ERR;
-        return SLIP_OK;
+        return;
       }
-      return n->ops.fetch_add(n->ops.state, (uint64_t *)remote_ptr(n, w.raddr), w.swap_add,
-                              flags_of(n->remote, w.raddr), (uint64_t *)local_ptr(n, w.seg[0].addr),
-                              flags_of(n->local, w.seg[0].addr));
+      adds.push_back({(uint64_t *)remote_ptr(n, w.raddr), (uint64_t *)local_ptr(n, w.seg[0].addr), w.swap_add,
+                      flags_of(n->remote, w.raddr), 0});
+      return;
     }
     default:
       *synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;  // slip_wqe_decode admits no other opcode
       e->code = SLIP_ERR_BAD_DESCRIPTOR;
-      return SLIP_OK;
+      return;
   }
 }
 
 // Reads slot `index` once its control segment carries that index: the device stores a WQE's
-// segments before it publishes the producer count, but a stale slot (from the previous lap) must
-// never be executed. Gives up after 1 s (a producer that broke the protocol).
+// segments before it publishes the producer count (with a system-scope fence), but a stale slot
+// (from the previous lap) must never be executed. Gives up after 1 s (a producer that broke the
+// protocol).
 bool read_wqe(const slip_softnic_qp &qp, uint64_t index, uint8_t *out) {
   const uint8_t *slot = (const uint8_t *)qp.sq + (index & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES;
   const uint64_t t0 = mono_ns();
@@ -283,133 +297,172 @@ bool read_wqe(const slip_softnic_qp &qp, uint64_t index, uint8_t *out) {
   }
 }
 
-void run(slip_softnic *n) {
-  const uint32_t nq = (uint32_t)n->qps.size();
+// Stamps every SQ slot with an index of the previous lap and hands every CQE to the NIC.
+void init_rings(const slip_softnic_qp &qp) {
+  for (uint32_t s = 0; s < qp.wqe_num; s++)
+    put_be32((uint8_t *)qp.sq + (size_t)s * SLIP_MLX5_WQE_BYTES, ((s + qp.wqe_num) & 0xffffu) << 8);
+  slip_cq_init(qp.cq, qp.cqe_num);
+}
+
+// Decodes, checks and admits the WQEs [from, to) of queue pair q into the sweep.
+void gather(slip_softnic *n, uint32_t q, uint64_t from, uint64_t to, bool fatal, std::vector<Pending> &pending,
+            std::vector<slip_softnic_copy> &copies, std::vector<slip_softnic_add> &adds) {
+  const slip_softnic_qp &qp = n->qps[q];
+  for (uint64_t i = from; i < to; i++) {
+    const uint8_t *slot = (const uint8_t *)qp.sq + (i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES;
+    uint8_t raw[SLIP_MLX5_WQE_BYTES];
+    slip_wqe w;
+    slip_dev_error e;
+    memset(&e, 0, sizeof e);
+    uint8_t synd = 0;
+    Pending pd = {q, i, 0, 0, true, 0};
+    if (n->in_error[q] || fatal) {
+      pd.syndrome = SLIP_MLX5_SYND_WR_FLUSH_ERR;
+      pd.wqe_opcode = slot[3];
+      pd.cqe = (slot[SLIP_WQE_CTRL_FM_CE_SE] & kCqUpdate) != 0;
+      pending.push_back(pd);
+      continue;
+    }
+    if (!read_wqe(qp, i, raw)) {
+      e.code = SLIP_ERR_BAD_DESCRIPTOR;
+      e.offset = i;                              // the WQE index
+      e.limit = (uint16_t)i;                     // the index expected in the slot
+      e.length = (uint16_t)(be32_at(raw) >> 8);  // the index found
+      synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+    } else if (slip_wqe_decode(raw, &w) != SLIP_OK) {
+      e.code = SLIP_ERR_BAD_DESCRIPTOR;
+      e.offset = i;
+      e.limit = raw[3];
+      synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+    } else if (w.qpn != qp.qpn) {
+      e.code = SLIP_ERR_BAD_DESCRIPTOR;
+      e.offset = i;
+      e.length = w.qpn;  // got
+      e.limit = qp.qpn;  // expected
+      synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
+    } else {
+      pd.wqe_opcode = w.opcode;
+      pd.cqe = (w.fm_ce_se & kCqUpdate) != 0;
+      admit(n, w, slot, copies, adds, &e, &synd);
+      if (synd == 0) pd.bytes = w.opcode == SLIP_MLX5_OPCODE_RDMA_WRITE ? (uint32_t)slip_wqe_write_bytes(&w) : 8u;
+    }
+    if (synd != 0) {
+      pd.wqe_opcode = raw[3];
+      pd.syndrome = synd;
+      n->in_error[q] = 1;
+      publish_error(n, e, q);
+    }
+    pending.push_back(pd);
+  }
+}
+
+void reset_qps(slip_softnic *n, const Worker &wk) {
+  for (uint32_t q : wk.qps) {
+    init_rings(n->qps[q]);
+    n->ci[q] = 0;
+    n->cqi[q] = 0;
+    n->in_error[q] = 0;
+  }
+}
+
+void run(slip_softnic *n, Worker *wk) {
   constexpr uint64_t kQuietNs = 5000, kGatherNs = 200000;
   std::vector<Pending> pending;
-  std::vector<uint64_t> next;  // per queue pair: the next WQE this sweep reads
+  std::vector<slip_softnic_copy> copies;
+  std::vector<slip_softnic_add> adds;
+  std::vector<uint64_t> next(wk->qps.size());  // per queue pair: the next WQE this sweep reads
   unsigned idle = 0;
-  bool fatal = false;  // the executor failed: every later WQE completes with a flush error
   while (!n->stop.load(std::memory_order_acquire)) {
-    const uint64_t clears = n->clear_requests.load(std::memory_order_acquire);
-    if (clears != n->clears_done.load(std::memory_order_relaxed)) {
-      for (uint32_t q = 0; q < nq; q++) n->in_error[q] = 0;
-      n->clears_done.store(clears, std::memory_order_release);
+    const uint64_t resets = n->reset_requests.load(std::memory_order_acquire);
+    if (resets != wk->resets_done.load(std::memory_order_relaxed)) {
+      reset_qps(n, *wk);
+      wk->resets_done.store(resets, std::memory_order_release);
     }
     pending.clear();
+    copies.clear();
+    adds.clear();
     const uint64_t t0 = mono_ns();
-    bool issued = false;
-    next.assign(n->ci.begin(), n->ci.end());
-    // Passes over all queue pairs until none has posted anything for kQuietNs (at most kGatherNs):
-    // copies start as soon as they are issued, and WQEs that arrive meanwhile, from this queue or
-    // others, join the same flush instead of each paying for one (a device posts a WQE every few
-    // microseconds, and every flush waits for the stream to drain).
+    for (size_t k = 0; k < wk->qps.size(); k++) next[k] = n->ci[wk->qps[k]];
+    // Passes over the thread's queue pairs until none has posted anything for kQuietNs (at most
+    // kGatherNs): WQEs that arrive meanwhile, from this queue pair or others, join the same
+    // executor call instead of each paying for one.
     uint64_t last_found = t0;
     for (;;) {
       const size_t found_before = pending.size();
-      for (uint32_t q = 0; q < nq; q++) {
-        const slip_softnic_qp &qp = n->qps[q];
-        const uint64_t pi = __atomic_load_n(qp.pi, __ATOMIC_ACQUIRE);
-        for (uint64_t i = next[q]; i < pi; i++) {
-          uint8_t raw[SLIP_MLX5_WQE_BYTES];
-          slip_wqe w;
-          slip_dev_error e;
-          memset(&e, 0, sizeof e);
-          uint8_t synd = 0;
-          Pending pd = {q, i, (uint16_t)i, 0, 0, 0};
-          if (n->in_error[q] || fatal) {
-            pd.syndrome = SLIP_MLX5_SYND_WR_FLUSH_ERR;
-            pd.wqe_opcode = ((const uint8_t *)qp.sq)[(i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES + 3];
-            pending.push_back(pd);
-            continue;
-          }
-          if (!read_wqe(qp, i, raw)) {
-            e.code = SLIP_ERR_BAD_DESCRIPTOR;
-            e.offset = i;                     // the WQE index
-            e.limit = (uint16_t)i;            // the index expected in the slot
-            e.length = (uint16_t)(be32_at(raw) >> 8);  // the index found
-            synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
-          } else if (slip_wqe_decode(raw, &w) != SLIP_OK) {
-            e.code = SLIP_ERR_BAD_DESCRIPTOR;
-            e.offset = i;
-            e.limit = raw[3];
-            synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
-          } else if (w.qpn != qp.qpn) {
-            e.code = SLIP_ERR_BAD_DESCRIPTOR;
-            e.offset = i;
-            e.length = w.qpn;  // got
-            e.limit = qp.qpn;  // expected
-            synd = SLIP_MLX5_SYND_LOCAL_QP_OP_ERR;
-          } else {
-            pd.wqe_opcode = w.opcode;
-            const uint8_t *slot = (const uint8_t *)qp.sq + (i & (qp.wqe_num - 1)) * SLIP_MLX5_WQE_BYTES;
-            if (execute(n, w, slot, &e, &synd) != SLIP_OK) {
-              fatal = true;
-              e.code = SLIP_ERR_CUDA;
-              synd = SLIP_MLX5_SYND_WR_FLUSH_ERR;
-            } else if (synd == 0) {
-              issued |= w.opcode != SLIP_MLX5_OPCODE_NOP;
-              pd.bytes = w.opcode == SLIP_MLX5_OPCODE_RDMA_WRITE ? (uint32_t)slip_wqe_write_bytes(&w) : 8u;
-            }
-          }
-          if (synd != 0) {
-            pd.wqe_opcode = raw[3];
-            pd.syndrome = synd;
-            n->in_error[q] = 1;
-            publish_error(n, e, q);
-          }
-          pending.push_back(pd);
-        }
-        next[q] = pi > next[q] ? pi : next[q];
+      for (size_t k = 0; k < wk->qps.size(); k++) {
+        const uint32_t q = wk->qps[k];
+        const uint64_t pi = __atomic_load_n(n->qps[q].pi, __ATOMIC_ACQUIRE);
+        if (pi <= next[k]) continue;
+        gather(n, q, next[k], pi, false, pending, copies, adds);
+        next[k] = pi;
       }
       const uint64_t now = mono_ns();
       if (pending.size() != found_before) last_found = now;
-      if (pending.empty() || fatal || now - last_found > kQuietNs || now - t0 > kGatherNs) break;
+      if (pending.empty() || now - last_found > kQuietNs || now - t0 > kGatherNs) break;
     }
-    if (pending.empty() && !fatal) {
+    if (pending.empty()) {
       if (++idle > 1024) sched_yield();
       continue;
     }
     idle = 0;
     const uint64_t t1 = mono_ns();
-    if (issued && !fatal && n->ops.flush(n->ops.state) != SLIP_OK) {
+    bool fatal = false;
+    if ((!copies.empty() || !adds.empty()) &&
+        wk->ops.run(wk->ops.state, copies.data(), (uint32_t)copies.size(), adds.data(), (uint32_t)adds.size()) !=
+            SLIP_OK) {
+      // The executor failed: nothing of this sweep is known to have landed. Its WQEs and every
+      // later one of these queue pairs complete with flush errors.
       slip_dev_error e;
       memset(&e, 0, sizeof e);
       e.code = SLIP_ERR_CUDA;
-      publish_error(n, e, 0);
+      publish_error(n, e, pending.front().qp);
       fatal = true;
     }
+    uint64_t cqes = 0;
     for (const Pending &pd : pending) {
       const slip_softnic_qp &qp = n->qps[pd.qp];
-      void *cqe = (uint8_t *)qp.cq + (pd.index & (qp.cqe_num - 1)) * SLIP_MLX5_CQE_BYTES;
-      if (pd.syndrome == 0 && !fatal)
-        slip_cqe_write(cqe, pd.index, qp.cqe_num, pd.counter, qp.qpn, pd.bytes);
-      else
-        slip_cqe_write_error(cqe, pd.index, qp.cqe_num, pd.counter, qp.qpn, pd.wqe_opcode,
-                             pd.syndrome ? pd.syndrome : (uint8_t)SLIP_MLX5_SYND_WR_FLUSH_ERR);
+      const bool ok = pd.syndrome == 0 && !fatal;
+      // An error CQE is written for a WQE that failed (or every WQE, once the executor failed);
+      // a flushed or successful WQE gets one only when it asked.
+      const bool failed_here = pd.syndrome != 0 && pd.syndrome != SLIP_MLX5_SYND_WR_FLUSH_ERR;
+      if (pd.cqe || failed_here || fatal) {
+        void *cqe = (uint8_t *)qp.cq + (n->cqi[pd.qp] & (qp.cqe_num - 1)) * SLIP_MLX5_CQE_BYTES;
+        if (ok)
+          slip_cqe_write(cqe, n->cqi[pd.qp], qp.cqe_num, (uint16_t)pd.index, qp.qpn, pd.bytes);
+        else
+          slip_cqe_write_error(cqe, n->cqi[pd.qp], qp.cqe_num, (uint16_t)pd.index, qp.qpn, pd.wqe_opcode,
+                               pd.syndrome ? pd.syndrome : (uint8_t)SLIP_MLX5_SYND_WR_FLUSH_ERR);
+        n->cqi[pd.qp]++;
+        cqes++;
+      }
       n->ci[pd.qp] = pd.index + 1;
     }
     if (fatal)
-      for (uint32_t q = 0; q < nq; q++) n->in_error[q] = 1;
-    fatal = false;  // later WQEs see in_error and complete with flush errors
+      for (uint32_t q : wk->qps) n->in_error[q] = 1;
     n->wqes.fetch_add(pending.size(), std::memory_order_relaxed);
+    n->cqes.fetch_add(cqes, std::memory_order_relaxed);
     n->sweeps.fetch_add(1, std::memory_order_relaxed);
     n->issue_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
-    n->flush_ns.fetch_add(mono_ns() - t1, std::memory_order_relaxed);
+    n->run_ns.fetch_add(mono_ns() - t1, std::memory_order_relaxed);
   }
 }
 
 }  // namespace
 
-extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nqps, const slip_softnic_qp *qps,
-                                           slip_dev_error *err, const slip_region_entry *local, uint32_t nlocal,
+extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nthreads, uint32_t nqps,
+                                           const slip_softnic_qp *qps, slip_dev_error *err,
+                                           const slip_region_entry *local, uint32_t nlocal,
                                            const slip_region_entry *remote, uint32_t nremote, slip_softnic **out) {
   slip_status st = SLIP_OK;
   slip_softnic *n = nullptr;
-  if (!ops || !ops->copy || !ops->fetch_add || !ops->flush || !qps || !err || !out || (nlocal && !local) ||
-      (nremote && !remote))
+  if (!ops || !qps || !err || !out || (nlocal && !local) || (nremote && !remote))
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: null argument");
   if (nqps == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: no queue pairs");
+  if (nthreads == 0 || nthreads > nqps)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: %u threads, expected 1..%u (one queue pair at least each)",
+              nthreads, nqps);
+  for (uint32_t t = 0; t < nthreads; t++)
+    if (!ops[t].run) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: thread %u has no run operation", t);
   for (uint32_t q = 0; q < nqps; q++) {
     const slip_softnic_qp &qp = qps[q];
     if (!qp.sq || !qp.cq || !qp.pi) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue pair %u: null ring", q);
@@ -428,22 +481,22 @@ extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t
       SLIP_FAIL(SLIP_ERR_INVALID_ARG, "region %u: length %llu, expected at most 2^%d", r.id,
                 (unsigned long long)r.length, SLIP_IOVA_SHIFT);
   }
-  for (uint32_t q = 0; q < nqps; q++) {
-    // No slot may read as written before the device writes it: stamp each with the index it had
-    // one lap earlier, and hand every CQE to the NIC.
-    for (uint32_t s = 0; s < qps[q].wqe_num; s++)
-      put_be32((uint8_t *)qps[q].sq + (size_t)s * SLIP_MLX5_WQE_BYTES, ((s + qps[q].wqe_num) & 0xffffu) << 8);
-    slip_cq_init(qps[q].cq, qps[q].cqe_num);
-  }
+  // No slot may read as written before the device writes it, and no CQE as completed.
+  for (uint32_t q = 0; q < nqps; q++) init_rings(qps[q]);
   n = new slip_softnic();
-  n->ops = *ops;
   n->qps.assign(qps, qps + nqps);
   n->ci.assign(nqps, 0);
+  n->cqi.assign(nqps, 0);
   n->in_error.assign(nqps, 0);
   n->err = err;
   n->local.assign(local, local + nlocal);
   n->remote.assign(remote, remote + nremote);
-  n->thread = std::thread(run, n);
+  for (uint32_t t = 0; t < nthreads; t++) {
+    n->workers.emplace_back(new Worker());
+    n->workers.back()->ops = ops[t];
+  }
+  for (uint32_t q = 0; q < nqps; q++) n->workers[q % nthreads]->qps.push_back(q);
+  for (auto &w : n->workers) w->thread = std::thread(run, n, w.get());
   *out = n;
   n = nullptr;
 done:
@@ -454,24 +507,27 @@ done:
 extern "C" void slip_softnic_destroy(slip_softnic *n) {
   if (!n) return;
   n->stop.store(true, std::memory_order_release);
-  if (n->thread.joinable()) n->thread.join();
+  for (auto &w : n->workers)
+    if (w->thread.joinable()) w->thread.join();
   delete n;
 }
 
-extern "C" void slip_softnic_clear(slip_softnic *n) {
+extern "C" void slip_softnic_reset(slip_softnic *n) {
   if (!n) return;
-  // Synchronous: a WQE posted after this returns is read by a sweep that started after the clear.
-  const uint64_t want = n->clear_requests.fetch_add(1, std::memory_order_acq_rel) + 1;
-  while (n->clears_done.load(std::memory_order_acquire) < want && !n->stop.load(std::memory_order_acquire))
-    std::this_thread::yield();
+  // Synchronous: a WQE posted after this returns is read by a sweep that started after the reset.
+  const uint64_t want = n->reset_requests.fetch_add(1, std::memory_order_acq_rel) + 1;
+  for (auto &w : n->workers)
+    while (w->resets_done.load(std::memory_order_acquire) < want && !n->stop.load(std::memory_order_acquire))
+      std::this_thread::yield();
 }
 
 extern "C" void slip_softnic_get_stats(const slip_softnic *n, slip_softnic_stats *out) {
   memset(out, 0, sizeof *out);
   if (!n) return;
   out->wqes = n->wqes.load(std::memory_order_relaxed);
+  out->cqes = n->cqes.load(std::memory_order_relaxed);
   out->errors = n->errors.load(std::memory_order_relaxed);
   out->sweeps = n->sweeps.load(std::memory_order_relaxed);
   out->issue_ns = n->issue_ns.load(std::memory_order_relaxed);
-  out->flush_ns = n->flush_ns.load(std::memory_order_relaxed);
+  out->run_ns = n->run_ns.load(std::memory_order_relaxed);
 }

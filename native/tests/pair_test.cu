@@ -162,7 +162,7 @@ __global__ void raw_put(slip_dev_queue *qs, uint32_t dst_id, uint64_t dst_key, u
     slip::dev::gpunetio::Lock lock(q);
     doca_gpu_dev_verbs_put<slip::dev::gpunetio::kShare>(slip::dev::gpunetio::qp(q), r, l, len, &t);
   }
-  *status = slip::dev::gpunetio::wait(q, t + 1);
+  *status = slip::dev::gpunetio::wait(q, slip::dev::gpunetio::expect_cqe(q));
 }
 #endif
 

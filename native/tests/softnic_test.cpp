@@ -32,7 +32,7 @@ void ctrl(uint8_t *w, uint16_t idx, uint8_t opcode, uint32_t qpn, uint8_t ds) {
   memset(w, 0, 64);
   be32(w, (uint32_t)idx << 8 | opcode);
   be32(w + 4, qpn << 8 | ds);
-  w[11] = 0x8;  // CQ update
+  w[11] = 0x8;  // CQ update (cleared by Rig::unsignalled)
 }
 void enc_write(uint8_t *w, uint16_t idx, uint32_t qpn, uint64_t raddr, uint32_t rkey, uint64_t laddr, uint32_t lkey,
                uint32_t bytes) {
@@ -64,17 +64,18 @@ void enc_fadd(uint8_t *w, uint16_t idx, uint32_t qpn, uint64_t raddr, uint32_t r
 }
 void enc_nop(uint8_t *w, uint16_t idx, uint32_t qpn) { ctrl(w, idx, 0x00, qpn, 1); }
 
-// ---- executor: memcpy and CPU atomics ----
-slip_status h_copy(void *, void *dst, const void *src, uint64_t len) {
-  memcpy(dst, src, len);
+// ---- executor: memcpy and CPU atomics; counts its calls ----
+std::atomic<uint64_t> g_runs{0};
+slip_status h_run(void *, const slip_softnic_copy *copies, uint32_t ncopies, const slip_softnic_add *adds,
+                  uint32_t nadds) {
+  for (uint32_t i = 0; i < ncopies; i++) memcpy(copies[i].dst, copies[i].src, copies[i].len);
+  for (uint32_t i = 0; i < nadds; i++) {
+    const uint64_t old = __atomic_fetch_add(adds[i].target, adds[i].add, __ATOMIC_RELEASE);
+    be64((uint8_t *)adds[i].result, old);
+  }
+  g_runs++;
   return SLIP_OK;
 }
-slip_status h_fadd(void *, uint64_t *t, uint64_t add, uint32_t, uint64_t *result, uint32_t) {
-  const uint64_t old = __atomic_fetch_add(t, add, __ATOMIC_RELEASE);
-  be64((uint8_t *)result, old);
-  return SLIP_OK;
-}
-slip_status h_flush(void *) { return SLIP_OK; }
 
 constexpr uint32_t kQpn = 0x1234, kSrcId = 1, kSinkId = 2, kDstId = 7, kSigId = 8;
 constexpr uint32_t kSrcKey = 0x11110001, kSinkKey = 0x22220002, kDstKey = 0xA5A5F00D, kSigKey = 0x5151C0DE;
@@ -86,6 +87,7 @@ struct Rig {
   uint64_t sig[4] = {0, 0, 0, 0};
   uint64_t pi = 0;
   uint64_t posted = 0;
+  bool selective = false;  // CQEs only for some WQEs: the test waits for each batch itself
   slip_dev_error err;
   slip_softnic *nic = nullptr;
   Rig(uint32_t nwqe, size_t src_len, size_t dst_len)
@@ -98,10 +100,18 @@ struct Rig {
                                    sink}};
     slip_region_entry remote[2] = {{kDstId, SLIP_DEV_REGION_WRITABLE, kDstKey, dst.size(), dst.data()},
                                    {kSigId, SLIP_DEV_REGION_WRITABLE | SLIP_DEV_REGION_HOST, kSigKey, sizeof sig, sig}};
-    slip_softnic_ops ops = {h_copy, h_fadd, h_flush, nullptr};
+    slip_softnic_ops ops = {h_run, nullptr};
     slip_softnic_qp qp = {sq.data(), nwqe, kQpn, &pi, cq.data(), nwqe};
-    EXPECT(slip_softnic_create(&ops, 1, &qp, &err, local, 2, remote, 2, &nic) == SLIP_OK, "%s", slip_last_error());
+    EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, local, 2, remote, 2, &nic) == SLIP_OK, "%s", slip_last_error());
   }
+  // A QP reset and reconnect: the producer starts again from 0.
+  void reset() {
+    __atomic_store_n(&pi, 0, __ATOMIC_RELEASE);
+    posted = 0;
+    slip_softnic_reset(nic);
+  }
+  // Clears the completion request of WQE idx (before it is published).
+  void unsignalled(uint64_t idx) { sq[(idx % wqes) * 64 + 11] = 0; }
   ~Rig() { slip_softnic_destroy(nic); }
   bool completed(uint64_t idx) const {
     uint8_t owner, op;
@@ -119,7 +129,7 @@ struct Rig {
   // Reserves a slot (waiting for the CQE of the WQE one lap earlier, as the device does).
   uint8_t *slot(uint64_t *idx) {
     *idx = posted++;
-    if (*idx >= wqes) wait(*idx - wqes);
+    if (*idx >= wqes && !selective) wait(*idx - wqes);
     return &sq[(*idx % wqes) * 64];
   }
   void publish() { __atomic_store_n(&pi, posted, __ATOMIC_RELEASE); }
@@ -135,6 +145,16 @@ struct Rig {
     uint8_t *w = slot(&i);
     enc_fadd(w, (uint16_t)i, kQpn, SLIP_IOVA(kSigId, sig_off), rkey, SLIP_IOVA(kSinkId, 8), kSinkKey, add);
     return i;
+  }
+  // CQE number k (one per WQE that asked, or that failed) completes WQE idx.
+  void expect_cqe_at(uint64_t k, uint64_t idx, uint8_t opcode, uint8_t synd, const char *what) {
+    wait(k);
+    uint8_t owner, op, s;
+    uint16_t counter;
+    slip_cqe_read(&cq[(k % wqes) * 64], &owner, &op, &counter, &s);
+    EXPECT(op == opcode && counter == (uint16_t)idx && (opcode == 0 || s == synd),
+           "%s: CQE %llu: opcode 0x%x counter %u syndrome 0x%x, expected opcode 0x%x counter %u syndrome 0x%x", what,
+           (unsigned long long)k, op, counter, s, opcode, (unsigned)(uint16_t)idx, synd);
   }
   void expect_cqe(uint64_t idx, uint8_t opcode, uint8_t synd, const char *what) {
     wait(idx);
@@ -278,11 +298,12 @@ void test_rejects() {
     EXPECT(strstr(text, "key 0x00000000a5a5f04d presented for region 7 does not match its registered key"), "got '%s'",
            text);
     memset(&rig.err, 0, sizeof rig.err);
-    slip_softnic_clear(rig.nic);
+    rig.reset();
     const uint64_t d = rig.write(256, 0, 16);
+    EXPECT(d == 0, "after the reset the producer starts at WQE 0, not %llu", (unsigned long long)d);
     rig.publish();
-    rig.expect_cqe(d, SLIP_MLX5_CQE_REQ, 0, "after clear");
-    EXPECT(memcmp(&rig.dst[256], &rig.src[0], 16) == 0 && rig.err.code == 0, "write after clear did not land");
+    rig.expect_cqe(d, SLIP_MLX5_CQE_REQ, 0, "after reset");
+    EXPECT(memcmp(&rig.dst[256], &rig.src[0], 16) == 0 && rig.err.code == 0, "write after reset did not land");
   }
   {
     Rig rig(8, 8192, 4096);
@@ -361,16 +382,137 @@ void test_create_checks() {
   uint64_t pi = 0;
   slip_dev_error err;
   slip_softnic *nic = nullptr;
-  slip_softnic_ops ops = {h_copy, h_fadd, h_flush, nullptr};
+  slip_softnic_ops ops = {h_run, nullptr};
   slip_softnic_qp qp = {sq, 3, 1, &pi, cq, 4};
-  EXPECT(slip_softnic_create(&ops, 1, &qp, &err, nullptr, 0, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
+  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
   EXPECT(strstr(slip_last_error(), "3 WQEs, expected a power of two") != nullptr, "got '%s'", slip_last_error());
   qp.wqe_num = 2;
   slip_region_entry big = {1u << 24, SLIP_DEV_REGION_WRITABLE, 1, 8, sq};
-  EXPECT(slip_softnic_create(&ops, 1, &qp, &err, nullptr, 0, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
+  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
   EXPECT(strstr(slip_last_error(), "region id 16777216, expected at most 16777215") != nullptr, "got '%s'",
          slip_last_error());
+  EXPECT(slip_softnic_create(&ops, 2, 1, &qp, &err, nullptr, 0, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "2 threads");
+  EXPECT(strstr(slip_last_error(), "2 threads, expected 1..1") != nullptr, "got '%s'", slip_last_error());
   EXPECT(nic == nullptr, "nothing created");
+}
+
+// DOCA GPUNetIO's batch pattern: only the batch's last WQE asks for a CQE. The NIC writes CQEs
+// only for WQEs that ask (and for one that fails), into consecutive CQ slots, each naming its WQE;
+// one executor call serves a whole published batch.
+void test_selective_completions() {
+  const uint32_t kBatch = 7, kBatches = 40;
+  Rig rig(16, 4096, 64 * kBatch * kBatches);
+  rig.selective = true;
+  uint64_t bytes = 0;
+  for (uint32_t b = 0; b < kBatches; b++) {
+    uint64_t last = 0;
+    for (uint32_t k = 0; k < kBatch; k++) {
+      const uint32_t len = 16 + 8 * k;
+      const uint64_t i = rig.write((uint64_t)(b * kBatch + k) * 64, 0, len);
+      rig.unsignalled(i);
+      bytes += len;
+    }
+    last = rig.fadd(SLIP_SIGNAL_PACK(kBatch, bytes));  // the batch's one completion request
+    const uint64_t runs = g_runs.load();
+    rig.publish();
+    rig.expect_cqe_at(b, last, SLIP_MLX5_CQE_REQ, 0, "batch CQE");
+    EXPECT(g_runs.load() - runs == 1, "batch %u took %llu executor calls, expected 1", b,
+           (unsigned long long)(g_runs.load() - runs));
+    // Nothing was written after it: the next slot still belongs to the NIC.
+    uint8_t owner, op;
+    slip_cqe_read(&rig.cq[((b + 1) % rig.wqes) * 64], &owner, &op, nullptr, nullptr);
+    EXPECT(op == SLIP_MLX5_CQE_INVALID || owner != (((b + 1) / rig.wqes) & 1),
+           "batch %u: a CQE beyond the one asked for (opcode 0x%x owner %u)", b, op, owner);
+    bytes = 0;
+  }
+  for (uint32_t i = 0; i < kBatch * kBatches; i++)
+    EXPECT(memcmp(&rig.dst[(size_t)i * 64], &rig.src[0], 16 + 8 * (i % kBatch)) == 0, "write %u did not land", i);
+  slip_softnic_stats st;
+  slip_softnic_get_stats(rig.nic, &st);
+  EXPECT(st.wqes == (kBatch + 1ull) * kBatches && st.cqes == kBatches, "%llu WQEs, %llu CQEs",
+         (unsigned long long)st.wqes, (unsigned long long)st.cqes);
+  {
+    // A write that fails in the middle of an unsignalled batch: its error CQE takes the next slot
+    // (so the producer waiting for the batch sees the error), the rest flush, nothing lands.
+    Rig bad(16, 4096, 4096);
+    const uint64_t a = bad.write(0, 0, 64);
+    bad.unsignalled(a);
+    const uint64_t b = bad.write(64, 0, 64, kDstKey ^ 1);
+    bad.unsignalled(b);
+    const uint64_t c = bad.write(128, 0, 64);
+    bad.unsignalled(c);
+    const uint64_t d = bad.fadd(SLIP_SIGNAL_PACK(3, 192));
+    bad.publish();
+    bad.expect_cqe_at(0, b, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_REMOTE_ACCESS_ERR, "failed write");
+    bad.expect_cqe_at(1, d, SLIP_MLX5_CQE_REQ_ERR, SLIP_MLX5_SYND_WR_FLUSH_ERR, "flushed signal");
+    EXPECT(memcmp(&bad.dst[0], &bad.src[0], 64) == 0, "the write before the failure landed");
+    EXPECT(bad.dst[64] == 0xEE && bad.dst[128] == 0xEE && bad.sig[0] == 0, "nothing after the failure landed");
+  }
+}
+
+// Queue pairs spread over several NIC threads: every write lands, every queue pair's signal after
+// its data.
+void test_threads() {
+  constexpr uint32_t kQps = 6, kThreads = 3, kWqes = 8, kBlocks = 500, kLen = 48;
+  std::vector<std::vector<uint8_t>> sq(kQps, std::vector<uint8_t>(kWqes * 64)), cq(kQps, std::vector<uint8_t>(kWqes * 64));
+  std::vector<uint64_t> pi(kQps, 0);
+  std::vector<uint8_t> src(kLen * kBlocks), dst(kQps * kLen * kBlocks, 0xEE);
+  for (size_t i = 0; i < src.size(); i++) src[i] = (uint8_t)(i * 7 + 1);
+  uint64_t sig[kQps] = {}, sink[kQps] = {};
+  slip_region_entry local[2] = {{kSrcId, SLIP_DEV_REGION_READABLE, kSrcKey, src.size(), src.data()},
+                                {kSinkId, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE, kSinkKey, sizeof sink,
+                                 sink}};
+  slip_region_entry remote[2] = {{kDstId, SLIP_DEV_REGION_WRITABLE, kDstKey, dst.size(), dst.data()},
+                                 {kSigId, SLIP_DEV_REGION_WRITABLE | SLIP_DEV_REGION_HOST, kSigKey, sizeof sig, sig}};
+  std::vector<slip_softnic_qp> qps;
+  for (uint32_t q = 0; q < kQps; q++) qps.push_back({sq[q].data(), kWqes, kQpn + q, &pi[q], cq[q].data(), kWqes});
+  slip_softnic_ops ops[kThreads] = {{h_run, nullptr}, {h_run, nullptr}, {h_run, nullptr}};
+  slip_dev_error err;
+  memset(&err, 0, sizeof err);
+  slip_softnic *nic = nullptr;
+  EXPECT(slip_softnic_create(ops, kThreads, kQps, qps.data(), &err, local, 2, remote, 2, &nic) == SLIP_OK, "%s",
+         slip_last_error());
+  std::vector<std::thread> producers;
+  std::atomic<uint64_t> early{0};
+  for (uint32_t q = 0; q < kQps; q++)
+    producers.emplace_back([&, q] {
+      uint64_t posted = 0;
+      auto done = [&](uint64_t idx) {
+        uint8_t owner, op;
+        slip_cqe_read(&cq[q][(idx % kWqes) * 64], &owner, &op, nullptr, nullptr);
+        return op != SLIP_MLX5_CQE_INVALID && owner == ((idx / kWqes) & 1);
+      };
+      for (uint32_t b = 0; b < kBlocks; b++) {
+        for (int k = 0; k < 2; k++) {  // a write, then its signal
+          const uint64_t i = posted++;
+          if (i >= kWqes)
+            while (!done(i - kWqes)) {
+            }
+          uint8_t *w = &sq[q][(i % kWqes) * 64];
+          if (k == 0)
+            enc_write(w, (uint16_t)i, kQpn + q, SLIP_IOVA(kDstId, ((uint64_t)q * kBlocks + b) * kLen), kDstKey,
+                      SLIP_IOVA(kSrcId, (uint64_t)b * kLen), kSrcKey, kLen);
+          else
+            enc_fadd(w, (uint16_t)i, kQpn + q, SLIP_IOVA(kSigId, q * 8), kSigKey, SLIP_IOVA(kSinkId, q * 8), kSinkKey,
+                     1);
+          __atomic_store_n(&pi[q], posted, __ATOMIC_RELEASE);
+        }
+        // The signal says b + 1 blocks: all of them must be there.
+        const uint64_t seen = __atomic_load_n(&sig[q], __ATOMIC_ACQUIRE);
+        for (uint64_t k = 0; k < seen; k++)
+          if (dst[((uint64_t)q * kBlocks + k) * kLen + kLen - 1] != src[k * kLen + kLen - 1]) early++;
+      }
+      while (!done(posted - 1)) {
+      }
+    });
+  for (auto &t : producers) t.join();
+  EXPECT(early.load() == 0 && err.code == 0, "%llu blocks signalled before their data, error %u",
+         (unsigned long long)early.load(), err.code);
+  for (uint32_t q = 0; q < kQps; q++) {
+    EXPECT(sig[q] == kBlocks, "queue pair %u: signal %llu, expected %u", q, (unsigned long long)sig[q], kBlocks);
+    EXPECT(memcmp(&dst[(size_t)q * kBlocks * kLen], src.data(), src.size()) == 0, "queue pair %u: data", q);
+  }
+  slip_softnic_destroy(nic);
 }
 
 // The queue-pair connection record of the real-NIC path: a peer's bytes are checked before use.
@@ -412,5 +554,7 @@ int main() {
   test_create_checks();
   test_delivery_and_laps();
   test_rejects();
+  test_selective_completions();
+  test_threads();
   return check_report("softnic_test");
 }

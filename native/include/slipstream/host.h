@@ -163,7 +163,8 @@ slip_status slip_queueset_set_locals(slip_queueset *qs, uint32_t first, const sl
 slip_status slip_queueset_stage_locals(slip_queueset *qs, uint32_t first, const slip_region *const *regions,
                                        uint32_t n, void *image, uint64_t image_bytes, uint64_t *dst);
 /* SLIP_OK, or the first error completion reported by a kernel or the executor, with its text in
- * slip_last_error(). clear != 0 resets the record. */
+ * slip_last_error(). clear != 0 resets the record, and resets a gpunetio set's queue pairs (as a QP
+ * reset and reconnect does): only while no kernel uses the set. */
 slip_status slip_queueset_check(slip_queueset *qs, int clear);
 
 /* ---- out-of-band exchange helpers (tests and benchmarks; Spark RPC does this in production) ---- */

@@ -1,11 +1,12 @@
 /*
- * Software NIC for the gpunetio backend: a CPU thread that plays the ConnectX NIC behind
- * DOCA GPUNetIO's CPU-proxy queue pairs. The GPU runs the real doca_gpu_dev_verbs_* device code,
- * which writes 64-byte mlx5 WQEs into a send queue in pinned host memory and publishes its producer
- * index (an atomic max on the word that `sq_db` points at). This thread decodes each new WQE,
- * checks it against the registered regions (slip_region_validate, as the proxy executor does),
- * executes it through an executor (CUDA copies on the GPU machine, memcpy in the CPU tests) and
- * writes one 64-byte CQE per WQE with the owner bit the device code polls for.
+ * Software NIC for the gpunetio backend: CPU threads that play the ConnectX NIC behind
+ * DOCA GPUNetIO's CPU-proxy queue pairs. The GPU runs DOCA GPUNetIO's device code, which writes
+ * 64-byte mlx5 WQEs into a send queue in pinned host memory and publishes its producer index in
+ * the word `sq_db` points at. Each NIC thread serves its share of the queue pairs in sweeps: it
+ * reads every WQE published since its last sweep on any of them, decodes and checks it against the
+ * registered regions (slip_region_validate, as the proxy executor does), hands the sweep's copies
+ * and fetch-adds to its executor in one call (one CUDA kernel on the GPU machine, memcpy in the
+ * CPU tests), and then writes the CQEs the WQEs asked for, with the owner bit the device polls.
  *
  * Wire formats: the mlx5 WQE segments and the CQE are fixed by the ConnectX hardware (PRM), so the
  * decoder names byte offsets here and is tested without the GPUNetIO headers. Where the headers are
@@ -18,8 +19,8 @@
  * Errors: a WQE that fails a check gets an error CQE (opcode 0xd, a PRM syndrome), writes nothing,
  * and moves its queue pair to the error state, as on a ConnectX NIC: every later WQE of that queue
  * pair is completed with a flush error and not executed (so the signal of a rejected write never
- * fires). The first failure is also recorded in the shared slip_dev_error. slip_softnic_clear()
- * takes the queue pairs out of the error state (a real NIC needs a QP reset and reconnect).
+ * fires). The first failure is also recorded in the shared slip_dev_error. slip_softnic_reset()
+ * brings the queue pairs back, as a QP reset and reconnect does on a NIC.
  */
 #ifndef SLIP_SOFTNIC_H
 #define SLIP_SOFTNIC_H
@@ -115,16 +116,26 @@ void slip_cq_init(void *cq, uint32_t cqe_num);
 /* Owner bit, opcode, WQE counter and syndrome of a CQE (tests and diagnostics). */
 void slip_cqe_read(const void *cqe64, uint8_t *owner, uint8_t *opcode, uint16_t *wqe_counter, uint8_t *syndrome);
 
-/* ---- the software NIC thread ---- */
+/* ---- the software NIC threads ---- */
+/* One copy of an RDMA write (host or device-accessible pointers), and one fetch-add. */
+typedef struct slip_softnic_copy {
+  void *dst;
+  const void *src;
+  uint64_t len;
+} slip_softnic_copy;
+typedef struct slip_softnic_add {
+  uint64_t *target;      /* += add */
+  uint64_t *result;      /* receives the old value, big-endian */
+  uint64_t add;
+  uint32_t target_flags; /* SLIP_DEV_REGION_* of the target's region (HOST: single-writer slot) */
+  uint32_t reserved;
+} slip_softnic_add;
+
 typedef struct slip_softnic_ops {
-  /* Copy `len` bytes, ordered before later copies and atomics issued through these ops. */
-  slip_status (*copy)(void *state, void *dst, const void *src, uint64_t len);
-  /* *target += add after every earlier copy; the old value is stored big-endian at `result`.
-   * flags: SLIP_DEV_REGION_* of the target and of the result region. */
-  slip_status (*fetch_add)(void *state, uint64_t *target, uint64_t add, uint32_t target_flags, uint64_t *result,
-                           uint32_t result_flags);
-  /* Wait until every copy and atomic issued so far has completed. */
-  slip_status (*flush)(void *state);
+  /* Executes one sweep: every copy (in any order, or all at once), then the adds in the order
+   * given, each after every copy; returns once all of them completed. */
+  slip_status (*run)(void *state, const slip_softnic_copy *copies, uint32_t ncopies, const slip_softnic_add *adds,
+                     uint32_t nadds);
   void *state;
 } slip_softnic_ops;
 
@@ -134,24 +145,35 @@ typedef struct slip_softnic_qp {
   uint32_t wqe_num;     /* power of two */
   uint32_t qpn;         /* expected in every WQE's control segment */
   const uint64_t *pi;   /* producer count published by the device (the word sq_db points at) */
-  void *cq;             /* cqe_num x 64-byte CQEs; one CQE per WQE, CQ index = WQE index */
+  void *cq;             /* cqe_num x 64-byte CQEs */
   uint32_t cqe_num;     /* power of two, >= wqe_num */
 } slip_softnic_qp;
 
 typedef struct slip_softnic slip_softnic;
-/* Starts the NIC thread over `nqps` queue pairs, after stamping every SQ slot with an index of the
- * previous lap and initialising the CQs (slip_cq_init). local: regions the lkeys name (sources; atomic
- * result buffers need SLIP_DEV_REGION_WRITABLE); remote: regions the rkeys name. Entries' keys are
- * the 32-bit memory keys (SLIP_MKEY). Tables are copied. */
-slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nqps, const slip_softnic_qp *qps,
-                                slip_dev_error *err, const slip_region_entry *local, uint32_t nlocal,
-                                const slip_region_entry *remote, uint32_t nremote, slip_softnic **out);
-void slip_softnic_destroy(slip_softnic *n);  /* stops and joins the thread */
-/* Takes every queue pair out of the error state (after the caller read and cleared the error);
- * returns once the NIC thread has done so. */
-void slip_softnic_clear(slip_softnic *n);
+/* Starts `nthreads` NIC threads over `nqps` queue pairs (queue pair q is served by thread
+ * q % nthreads, with ops[q % nthreads]), after stamping every SQ slot with an index of the
+ * previous lap and initialising the CQs (slip_cq_init). local: regions the lkeys name (sources;
+ * atomic result buffers need SLIP_DEV_REGION_WRITABLE); remote: regions the rkeys name. Entries'
+ * keys are the 32-bit memory keys (SLIP_MKEY). Tables are copied.
+ *
+ * Completions, as on a ConnectX NIC: a WQE whose control segment requests a CQE (fm_ce_se bit
+ * 0x08, CQ update) gets one when it and every WQE before it on its queue pair completed; a WQE
+ * that fails its checks always gets an error CQE; after it, the queue pair is in the error state
+ * and every later WQE completes with a flush error (a CQE for those that request one) and is not
+ * executed. CQEs fill the CQ in order: the k-th CQE of a queue pair goes to slot k % cqe_num with
+ * owner bit (k / cqe_num) & 1, and carries the WQE's index as its counter. */
+slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nthreads, uint32_t nqps,
+                                const slip_softnic_qp *qps, slip_dev_error *err, const slip_region_entry *local,
+                                uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
+                                slip_softnic **out);
+void slip_softnic_destroy(slip_softnic *n);  /* stops and joins the threads */
+/* Resets every queue pair, as a QP reset and reconnect does on a NIC: out of the error state, WQE
+ * and CQE counts back to 0, SQ slots stamped and CQs initialised again. The producer must be
+ * quiescent and start again from index 0, with its producer word already set to 0. Returns once
+ * every NIC thread has done so. */
+void slip_softnic_reset(slip_softnic *n);
 typedef struct slip_softnic_stats {
-  uint64_t wqes, errors, sweeps, issue_ns, flush_ns;
+  uint64_t wqes, cqes, errors, sweeps, issue_ns, run_ns;
 } slip_softnic_stats;
 void slip_softnic_get_stats(const slip_softnic *n, slip_softnic_stats *out);
 /* SLIP_OK when this build has the gpunetio backend, else SLIP_ERR_UNSUPPORTED with the reason. */

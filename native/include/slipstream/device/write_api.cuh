@@ -8,7 +8,7 @@
  *   write_signal write, then add to a signal word; a receiver that sees the add sees the data
  *   signal_add   add to a signal word after every earlier write of this group on this queue
  *   commit       make posted work visible to the executor (proxy: publish the producer index;
- *                gpunetio: each post already published it)
+ *                gpunetio: ask for a CQE on the batch's last WQE and ring the doorbell once)
  *   wait/wait_all local completion: sources may be reused (not remote visibility: use signals)
  *   wait_signal_ge  receiver side: wait until a local signal word reaches a value
  *
@@ -217,13 +217,15 @@ __device__ inline int no_gpunetio(const slip_dev_queue &q) {
   report(q, SLIP_ERR_UNSUPPORTED, 0, 0, 0, 0);
   return SLIP_ERR_UNSUPPORTED;
 }
-/* The leader posts a gpunetio operation; the whole group returns its status. */
+/* The leader posts a gpunetio operation (a WQE built, not yet submitted); the whole group returns
+ * its status. */
 #if SLIP_HAVE_GPUNETIO
-#define SLIP_GPUNETIO_POST(g, q, call)   \
-  do {                                   \
-    g.sync();                            \
-    if (g.rank() == 0) call;             \
-    return SLIP_OK;                      \
+#define SLIP_GPUNETIO_POST(g, q, call)  \
+  do {                                  \
+    int post_st = SLIP_OK;              \
+    g.sync();                           \
+    if (g.rank() == 0) post_st = call;  \
+    return g.broadcast(post_st);        \
   } while (0)
 #else
 #define SLIP_GPUNETIO_POST(g, q, call) return detail::no_gpunetio(q)
@@ -294,6 +296,9 @@ __device__ inline void commit(G g, slip_dev_queue &q) {
     slip::sync::fence_sys();
     slip::sync::st_release_sys(&q.ctrl->head, *(volatile uint64_t *)&q.head);
   }
+#if SLIP_HAVE_GPUNETIO
+  if (q.backend == SLIP_BACKEND_GPUNETIO && g.rank() == 0) gpunetio::commit(q);
+#endif
 }
 
 /* Ticket of the last post: wait(g, q, ticket(q)) waits for everything posted so far. */
