@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <vector>
 
 #include "check.h"
@@ -23,6 +24,11 @@
 
 struct slip_ctx {
   int device;
+  // Every region registered on this context (its protection domain, as a NIC sees one): the
+  // software NIC of a gpunetio set resolves the source regions its WQEs name here, so a set's
+  // source slots can change between pushes without re-registering anything.
+  std::mutex mu;
+  std::vector<slip_region_entry> registered;
 };
 
 struct slip_region {
@@ -68,13 +74,31 @@ extern "C" slip_status slip_ctx_create(int device, slip_ctx **out) {
   if (device < 0 || device >= n) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "device %d out of range (0..%d)", device, n - 1);
   SLIP_CUDA_CHECK(cudaSetDevice(device));
   SLIP_CUDA_CHECK(cudaFree(nullptr));  // creates (retains) the device's primary context now
-  *out = new slip_ctx{device};
+  *out = new slip_ctx();
+  (*out)->device = device;
 done:
   return st;
 }
 
 extern "C" void slip_ctx_destroy(slip_ctx *ctx) { delete ctx; }
 extern "C" int slip_ctx_device(const slip_ctx *ctx) { return ctx ? ctx->device : -1; }
+
+// The registered region of `id` whose memory key (low 32 bits of its key) is `mkey`, else any
+// region of that id (its key then fails the caller's check); 0 when none is. Entries carry the
+// memory key.
+int slip_ctx_find_registered(void *state, uint32_t id, uint32_t mkey, slip_region_entry *out) {
+  slip_ctx *ctx = (slip_ctx *)state;
+  std::lock_guard<std::mutex> g(ctx->mu);
+  int found = 0;
+  for (const slip_region_entry &e : ctx->registered) {
+    if (e.id != id) continue;
+    *out = e;
+    out->key = SLIP_MKEY(e.key);
+    found = 1;
+    if (SLIP_MKEY(e.key) == mkey) break;
+  }
+  return found;
+}
 
 static slip_status random_key(uint64_t *key) {
   slip_status st = SLIP_OK;
@@ -112,6 +136,13 @@ extern "C" slip_status slip_region_create(slip_ctx *ctx, int kind, uint64_t leng
     SLIP_CUDA_CHECK(cudaHostRegister(r->hptr, length, cudaHostRegisterMapped | cudaHostRegisterPortable));
     SLIP_CUDA_CHECK(cudaHostGetDevicePointer(&r->dptr, r->hptr, 0));
   }
+  {
+    std::lock_guard<std::mutex> g(ctx->mu);
+    ctx->registered.push_back({r->id,
+                               SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE |
+                                   (kind == SLIP_MEM_HOST_SHM ? (uint32_t)SLIP_DEV_REGION_HOST : 0u),
+                               r->key, r->length, r->dptr});
+  }
   *out = r;
   r = nullptr;
 done:
@@ -126,6 +157,15 @@ done:
 
 extern "C" void slip_region_destroy(slip_region *r) {
   if (!r) return;
+  {
+    std::lock_guard<std::mutex> g(r->ctx->mu);
+    auto &v = r->ctx->registered;
+    for (size_t i = 0; i < v.size(); i++)
+      if (v[i].ptr == r->dptr && v[i].id == r->id) {
+        v.erase(v.begin() + (long)i);
+        break;
+      }
+  }
   (void)cudaSetDevice(r->ctx->device);
   if (r->kind == SLIP_MEM_DEVICE) {
     (void)cudaFree(r->dptr);
@@ -401,7 +441,7 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
   }
   if (backend == SLIP_BACKEND_GPUNETIO)
     SLIP_CHECK(slip_gpunetio_create(ctx->device, nqueues, depth, src.data(), (uint32_t)src.size(), dst.data(),
-                                    (uint32_t)dst.size(), qs->h_perror, &qs->nic));
+                                    (uint32_t)dst.size(), {slip_ctx_find_registered, ctx}, qs->h_perror, &qs->nic));
   queues.resize(nqueues);
   for (uint32_t q = 0; q < nqueues; q++) {
     slip_dev_queue &dq = queues[q];
@@ -482,9 +522,10 @@ extern "C" slip_status slip_queueset_stage_locals(slip_queueset *qs, uint32_t fi
   slip_status st = SLIP_OK;
   if (!qs || (n && !regions) || (n && !image) || !dst)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_stage_locals: null argument");
-  if (qs->backend != SLIP_BACKEND_NVLINK)
-    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "slip_queueset_stage_locals: backend %d, expected %d (nvlink: the proxy executor"
-              " and the software NIC keep their own copy of the table)", qs->backend, SLIP_BACKEND_NVLINK);
+  if (qs->backend != SLIP_BACKEND_NVLINK && qs->backend != SLIP_BACKEND_GPUNETIO)
+    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "slip_queueset_stage_locals: backend %d, expected %d (nvlink) or %d (gpunetio: its "
+              "NIC finds any registered region); the proxy executor keeps its own copy of the table", qs->backend,
+              SLIP_BACKEND_NVLINK, SLIP_BACKEND_GPUNETIO);
   if ((uint64_t)first + n > qs->nlocals)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "local table entries %u + %u, expected within the %u local entries", first, n,
               qs->nlocals);

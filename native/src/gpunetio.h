@@ -10,11 +10,13 @@
 struct slip_gpunetio;
 
 // nq queue pairs of `depth` WQEs (a power of two, 2..32768) on `device`. local: the set's source
-// regions, remote: its destinations; keys are the regions' 64-bit keys (the memory keys are their
+// regions (other registered regions through pd), remote: its destinations; keys are the regions' 64-bit keys (the memory keys are their
 // low 32 bits). err: the set's host-pinned error record, written by the NIC.
 slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const slip_region_entry *local,
                                  uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
-                                 slip_dev_error *err, slip_gpunetio **out);
+                                 slip_softnic_pd pd, slip_dev_error *err, slip_gpunetio **out);
+// The regions registered on a context (its protection domain; cuda_host.cu), for slip_softnic_pd.
+int slip_ctx_find_registered(void *ctx, uint32_t id, uint32_t mkey, slip_region_entry *out);
 void slip_gpunetio_destroy(slip_gpunetio *g);
 void *slip_gpunetio_qp(const slip_gpunetio *g, uint32_t q);  // device address of queue pair q
 uint32_t slip_gpunetio_sink_key(const slip_gpunetio *g);

@@ -238,7 +238,7 @@ void slip_gpunetio_destroy(slip_gpunetio *g) {
 
 slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const slip_region_entry *local,
                                  uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
-                                 slip_dev_error *err, slip_gpunetio **out) {
+                                 slip_softnic_pd pd, slip_dev_error *err, slip_gpunetio **out) {
   slip_status st = SLIP_OK;
   slip_gpunetio *g = nullptr;
   std::vector<slip_region_entry> loc, rem;
@@ -311,8 +311,8 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
       g->execs.push_back(x);
       ops.push_back({sweep_run, x});
     }
-    SLIP_CHECK(slip_softnic_create(ops.data(), nt, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), rem.data(),
-                                   (uint32_t)rem.size(), &g->nic));
+    SLIP_CHECK(slip_softnic_create(ops.data(), nt, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), &pd,
+                                   rem.data(), (uint32_t)rem.size(), &g->nic));
   }
   *out = g;
   g = nullptr;

@@ -185,6 +185,7 @@ struct slip_softnic {
   std::vector<uint8_t> in_error;   // per queue pair (owned by its thread)
   slip_dev_error *err = nullptr;
   std::vector<slip_region_entry> local, remote;
+  slip_softnic_pd pd = {nullptr, nullptr};
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> reset_requests{0};
   std::atomic<uint64_t> wqes{0}, cqes{0}, errors{0}, sweeps{0}, issue_ns{0}, run_ns{0};
@@ -206,20 +207,27 @@ bool check_remote(const slip_softnic *n, uint64_t raddr, uint32_t rkey, uint64_t
   *synd = SLIP_MLX5_SYND_REMOTE_ACCESS_ERR;
   return false;
 }
+// The local region: the create call's table first, then the protection domain. On success *at is
+// where the range starts.
 bool check_local(const slip_softnic *n, uint64_t laddr, uint32_t lkey, uint64_t len, int need, slip_dev_error *e,
-                 uint8_t *synd) {
-  if (slip_region_validate(n->local.data(), (uint32_t)n->local.size(), SLIP_IOVA_ID(laddr), 1, lkey,
-                           SLIP_IOVA_OFFSET(laddr), len, need, e) == SLIP_OK)
+                 uint8_t *synd, char **at) {
+  const uint32_t id = SLIP_IOVA_ID(laddr);
+  const slip_region_entry *t = n->local.data();
+  uint32_t nt = (uint32_t)n->local.size();
+  slip_region_entry one;
+  if (!slip_region_find(t, nt, id) && n->pd.find && n->pd.find(n->pd.state, id, lkey, &one)) {
+    t = &one;
+    nt = 1;
+  }
+  if (slip_region_validate(t, nt, id, 1, lkey, SLIP_IOVA_OFFSET(laddr), len, need, e) == SLIP_OK) {
+    *at = (char *)slip_region_find(t, nt, id)->ptr + SLIP_IOVA_OFFSET(laddr);
     return true;
+  }
   *synd = SLIP_MLX5_SYND_LOCAL_PROT_ERR;
   return false;
 }
 char *remote_ptr(const slip_softnic *n, uint64_t iova) {
   const slip_region_entry *r = slip_region_find(n->remote.data(), (uint32_t)n->remote.size(), SLIP_IOVA_ID(iova));
-  return (char *)r->ptr + SLIP_IOVA_OFFSET(iova);
-}
-char *local_ptr(const slip_softnic *n, uint64_t iova) {
-  const slip_region_entry *r = slip_region_find(n->local.data(), (uint32_t)n->local.size(), SLIP_IOVA_ID(iova));
   return (char *)r->ptr + SLIP_IOVA_OFFSET(iova);
 }
 uint32_t flags_of(const std::vector<slip_region_entry> &t, uint64_t iova) {
@@ -237,8 +245,10 @@ void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::v
     case SLIP_MLX5_OPCODE_RDMA_WRITE: {
       const uint64_t total = slip_wqe_write_bytes(&w);
       if (!check_remote(n, w.raddr, w.rkey, total, e, synd)) return;
+      char *src[2] = {nullptr, nullptr};
       for (uint32_t s = 0; s < w.nseg; s++)
-        if (!check_local(n, w.seg[s].addr, w.seg[s].lkey, w.seg[s].bytes, SLIP_DEV_REGION_READABLE, e, synd)) return;
+        if (!check_local(n, w.seg[s].addr, w.seg[s].lkey, w.seg[s].bytes, SLIP_DEV_REGION_READABLE, e, synd, &src[s]))
+          return;
       char *dst = remote_ptr(n, w.raddr);
       if (w.inline_bytes) {  // from the WQE slot itself: it stays valid until its completion is known
         copies.push_back({dst, slot + SLIP_WQE_DSEG0 + 4, w.inline_bytes});
@@ -246,7 +256,7 @@ void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::v
       }
       for (uint32_t s = 0; s < w.nseg; s++) {
         if (w.seg[s].bytes == 0) continue;
-        copies.push_back({dst, local_ptr(n, w.seg[s].addr), w.seg[s].bytes});
+        copies.push_back({dst, src[s], w.seg[s].bytes});
         dst += w.seg[s].bytes;
       }
       return;
@@ -260,7 +270,8 @@ void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::v
         return;
       }
       if (!check_remote(n, w.raddr, w.rkey, 8, e, synd)) return;
-      if (!check_local(n, w.seg[0].addr, w.seg[0].lkey, 8, SLIP_DEV_REGION_WRITABLE, e, synd)) return;
+      char *result = nullptr;
+      if (!check_local(n, w.seg[0].addr, w.seg[0].lkey, 8, SLIP_DEV_REGION_WRITABLE, e, synd, &result)) return;
       if (SLIP_IOVA_OFFSET(w.raddr) % 8 != 0 || SLIP_IOVA_OFFSET(w.seg[0].addr) % 8 != 0) {
         e->code = SLIP_ERR_INVALID_ARG;
         e->region_id = SLIP_IOVA_ID(w.raddr);
@@ -270,8 +281,8 @@ void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::v
         *synd = SLIP_MLX5_SYND_REMOTE_ACCESS_ERR;
         return;
       }
-      adds.push_back({(uint64_t *)remote_ptr(n, w.raddr), (uint64_t *)local_ptr(n, w.seg[0].addr), w.swap_add,
-                      flags_of(n->remote, w.raddr), 0});
+      adds.push_back({(uint64_t *)remote_ptr(n, w.raddr), (uint64_t *)result, w.swap_add, flags_of(n->remote, w.raddr),
+                      0});
       return;
     }
     default:
@@ -401,7 +412,16 @@ void run(slip_softnic *n, Worker *wk) {
       if (pending.empty() || now - last_found > kQuietNs || now - t0 > kGatherNs) break;
     }
     if (pending.empty()) {
-      if (++idle > 1024) sched_yield();
+      // Idle: spin, then yield, then (after 65536 empty sweeps) nap 20 us between looks,
+      // so that idle queue sets cost little CPU.
+      if (++idle > 1024) {
+        if (idle > (1u << 16)) {
+          struct timespec nap = {0, 20000};
+          nanosleep(&nap, nullptr);
+        } else {
+          sched_yield();
+        }
+      }
       continue;
     }
     idle = 0;
@@ -452,7 +472,8 @@ void run(slip_softnic *n, Worker *wk) {
 extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nthreads, uint32_t nqps,
                                            const slip_softnic_qp *qps, slip_dev_error *err,
                                            const slip_region_entry *local, uint32_t nlocal,
-                                           const slip_region_entry *remote, uint32_t nremote, slip_softnic **out) {
+                                           const slip_softnic_pd *pd, const slip_region_entry *remote,
+                                           uint32_t nremote, slip_softnic **out) {
   slip_status st = SLIP_OK;
   slip_softnic *n = nullptr;
   if (!ops || !qps || !err || !out || (nlocal && !local) || (nremote && !remote))
@@ -491,6 +512,7 @@ extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t
   n->err = err;
   n->local.assign(local, local + nlocal);
   n->remote.assign(remote, remote + nremote);
+  if (pd) n->pd = *pd;
   for (uint32_t t = 0; t < nthreads; t++) {
     n->workers.emplace_back(new Worker());
     n->workers.back()->ops = ops[t];

@@ -102,7 +102,7 @@ struct Rig {
                                    {kSigId, SLIP_DEV_REGION_WRITABLE | SLIP_DEV_REGION_HOST, kSigKey, sizeof sig, sig}};
     slip_softnic_ops ops = {h_run, nullptr};
     slip_softnic_qp qp = {sq.data(), nwqe, kQpn, &pi, cq.data(), nwqe};
-    EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, local, 2, remote, 2, &nic) == SLIP_OK, "%s", slip_last_error());
+    EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s", slip_last_error());
   }
   // A QP reset and reconnect: the producer starts again from 0.
   void reset() {
@@ -384,14 +384,14 @@ void test_create_checks() {
   slip_softnic *nic = nullptr;
   slip_softnic_ops ops = {h_run, nullptr};
   slip_softnic_qp qp = {sq, 3, 1, &pi, cq, 4};
-  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
+  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, nullptr, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
   EXPECT(strstr(slip_last_error(), "3 WQEs, expected a power of two") != nullptr, "got '%s'", slip_last_error());
   qp.wqe_num = 2;
   slip_region_entry big = {1u << 24, SLIP_DEV_REGION_WRITABLE, 1, 8, sq};
-  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
+  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, nullptr, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
   EXPECT(strstr(slip_last_error(), "region id 16777216, expected at most 16777215") != nullptr, "got '%s'",
          slip_last_error());
-  EXPECT(slip_softnic_create(&ops, 2, 1, &qp, &err, nullptr, 0, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "2 threads");
+  EXPECT(slip_softnic_create(&ops, 2, 1, &qp, &err, nullptr, 0, nullptr, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "2 threads");
   EXPECT(strstr(slip_last_error(), "2 threads, expected 1..1") != nullptr, "got '%s'", slip_last_error());
   EXPECT(nic == nullptr, "nothing created");
 }
@@ -450,6 +450,62 @@ void test_selective_completions() {
   }
 }
 
+// A source region registered after the queue pairs were made is found through the protection
+// domain; a wrong key for it, or an id nobody registered, is refused with nothing written.
+std::vector<slip_region_entry> g_pd;
+int pd_find(void *, uint32_t id, uint32_t mkey, slip_region_entry *out) {
+  int found = 0;
+  for (const slip_region_entry &e : g_pd)
+    if (e.id == id) {
+      *out = e;
+      found = 1;
+      if (e.key == mkey) break;
+    }
+  return found;
+}
+void test_protection_domain() {
+  constexpr uint32_t kLateId = 40, kLateKey = 0x0BADCAFE;
+  std::vector<uint8_t> late(256);
+  for (size_t i = 0; i < late.size(); i++) late[i] = (uint8_t)(255 - i);
+  uint8_t sq[8 * 64], cq[8 * 64];
+  uint64_t pi = 0;
+  std::vector<uint8_t> dst(1024, 0xEE);
+  uint64_t sink = 0;
+  slip_region_entry local[1] = {{kSinkId, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE, kSinkKey, 8, &sink}};
+  slip_region_entry remote[1] = {{kDstId, SLIP_DEV_REGION_WRITABLE, kDstKey, dst.size(), dst.data()}};
+  slip_softnic_ops ops = {h_run, nullptr};
+  slip_softnic_pd pd = {pd_find, nullptr};
+  slip_softnic_qp qp = {sq, 8, kQpn, &pi, cq, 8};
+  slip_dev_error err;
+  memset(&err, 0, sizeof err);
+  slip_softnic *nic = nullptr;
+  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, local, 1, &pd, remote, 1, &nic) == SLIP_OK, "%s", slip_last_error());
+  g_pd.push_back({kLateId, SLIP_DEV_REGION_READABLE, kLateKey, late.size(), late.data()});  // registered later
+  auto cqe = [&](uint64_t idx, uint8_t *op, uint8_t *synd) {
+    uint8_t owner = 2;
+    for (long spins = 0; spins < 2000000000L; spins++) {
+      slip_cqe_read(&cq[(idx % 8) * 64], &owner, op, nullptr, synd);
+      if (*op != SLIP_MLX5_CQE_INVALID && owner == ((idx / 8) & 1)) return;
+    }
+    fprintf(stderr, "no CQE %llu\n", (unsigned long long)idx);
+    abort();
+  };
+  enc_write(&sq[0], 0, kQpn, SLIP_IOVA(kDstId, 0), kDstKey, SLIP_IOVA(kLateId, 16), kLateKey, 100);
+  __atomic_store_n(&pi, 1, __ATOMIC_RELEASE);
+  uint8_t op, synd;
+  cqe(0, &op, &synd);
+  EXPECT(op == SLIP_MLX5_CQE_REQ && memcmp(dst.data(), &late[16], 100) == 0, "write from a region found in the "
+         "protection domain: CQE opcode 0x%x", op);
+  enc_write(&sq[64], 1, kQpn, SLIP_IOVA(kDstId, 200), kDstKey, SLIP_IOVA(kLateId, 0), kLateKey ^ 8, 16);
+  __atomic_store_n(&pi, 2, __ATOMIC_RELEASE);
+  cqe(1, &op, &synd);
+  EXPECT(op == SLIP_MLX5_CQE_REQ_ERR && synd == SLIP_MLX5_SYND_LOCAL_PROT_ERR && err.code == SLIP_ERR_BAD_KEY &&
+             err.region_id == kLateId && dst[200] == 0xEE,
+         "wrong lkey for a protection-domain region: opcode 0x%x syndrome 0x%x code %u", op, synd, err.code);
+  slip_softnic_destroy(nic);
+  g_pd.clear();
+}
+
 // Queue pairs spread over several NIC threads: every write lands, every queue pair's signal after
 // its data.
 void test_threads() {
@@ -470,7 +526,7 @@ void test_threads() {
   slip_dev_error err;
   memset(&err, 0, sizeof err);
   slip_softnic *nic = nullptr;
-  EXPECT(slip_softnic_create(ops, kThreads, kQps, qps.data(), &err, local, 2, remote, 2, &nic) == SLIP_OK, "%s",
+  EXPECT(slip_softnic_create(ops, kThreads, kQps, qps.data(), &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s",
          slip_last_error());
   std::vector<std::thread> producers;
   std::atomic<uint64_t> early{0};
@@ -556,5 +612,6 @@ int main() {
   test_rejects();
   test_selective_completions();
   test_threads();
+  test_protection_domain();
   return check_report("softnic_test");
 }

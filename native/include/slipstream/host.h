@@ -149,8 +149,9 @@ void slip_queueset_proxy_stats(const slip_queueset *qs, slip_proxy_stats *out);
 /* Overrides the key that device code will present for table entry `index` (tests of forged
  * requests: the proxy executor and the software NIC must reject it). */
 slip_status slip_queueset_set_key(slip_queueset *qs, uint32_t index, uint64_t key);
-/* Replaces local table entries [first, first + n) with `regions` (nvlink sets only: the proxy
- * executor and the software NIC keep their own copy of the table; SLIP_ERR_UNSUPPORTED otherwise),
+/* Replaces local table entries [first, first + n) with `regions` (nvlink and gpunetio sets: the
+ * software NIC finds any region registered on the context; the proxy executor keeps its own copy of
+ * the table, so proxy sets answer SLIP_ERR_UNSUPPORTED),
  * so one set serves pushes from changing sources. Only while no kernel uses the set: the copy to
  * the device table is synchronous and not ordered against running kernels. */
 slip_status slip_queueset_set_locals(slip_queueset *qs, uint32_t first, const slip_region *const *regions,

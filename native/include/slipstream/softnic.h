@@ -149,12 +149,23 @@ typedef struct slip_softnic_qp {
   uint32_t cqe_num;     /* power of two, >= wqe_num */
 } slip_softnic_qp;
 
+/* The protection domain the queue pairs belong to: every region registered with it. A WQE's local
+ * (lkey) region that is not in the create call's local table is looked up here, so regions
+ * registered once serve every later WQE. find: the region `id` whose 32-bit memory key is `mkey`
+ * (else any region `id`, so that the check names the wrong key), as an entry with its memory key;
+ * 0 when none is. */
+typedef struct slip_softnic_pd {
+  int (*find)(void *state, uint32_t id, uint32_t mkey, slip_region_entry *out);
+  void *state;
+} slip_softnic_pd;
+
 typedef struct slip_softnic slip_softnic;
 /* Starts `nthreads` NIC threads over `nqps` queue pairs (queue pair q is served by thread
  * q % nthreads, with ops[q % nthreads]), after stamping every SQ slot with an index of the
  * previous lap and initialising the CQs (slip_cq_init). local: regions the lkeys name (sources;
- * atomic result buffers need SLIP_DEV_REGION_WRITABLE); remote: regions the rkeys name. Entries'
- * keys are the 32-bit memory keys (SLIP_MKEY). Tables are copied.
+ * atomic result buffers need SLIP_DEV_REGION_WRITABLE), with `pd` for the rest (pd or pd->find
+ * may be NULL); remote: regions the rkeys name. Entries' keys are the 32-bit memory keys
+ * (SLIP_MKEY). Tables are copied.
  *
  * Completions, as on a ConnectX NIC: a WQE whose control segment requests a CQE (fm_ce_se bit
  * 0x08, CQ update) gets one when it and every WQE before it on its queue pair completed; a WQE
@@ -164,8 +175,8 @@ typedef struct slip_softnic slip_softnic;
  * owner bit (k / cqe_num) & 1, and carries the WQE's index as its counter. */
 slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nthreads, uint32_t nqps,
                                 const slip_softnic_qp *qps, slip_dev_error *err, const slip_region_entry *local,
-                                uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
-                                slip_softnic **out);
+                                uint32_t nlocal, const slip_softnic_pd *pd, const slip_region_entry *remote,
+                                uint32_t nremote, slip_softnic **out);
 void slip_softnic_destroy(slip_softnic *n);  /* stops and joins the threads */
 /* Resets every queue pair, as a QP reset and reconnect does on a NIC: out of the error state, WQE
  * and CQE counts back to 0, SQ slots stamped and CQs initialised again. The producer must be

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "slipstream/host.h"
+#include "slipstream/softnic.h"
 #include "slipstream/kernels.h"
 
 namespace {
@@ -96,6 +97,9 @@ jint JNICALL probe(JNIEnv *env, jclass, jintArray count) {
   env->SetIntArrayRegion(count, 0, 1, &v);
   return st;
 }
+
+// SLIP_OK when this build has the gpunetio backend (host side and kernels), else why not.
+jint JNICALL gpunetioProbe(JNIEnv *, jclass) { return slip_gpunetio_probe(); }
 
 // Structs of the kernel launch ABI (kernels.h) that Java encodes itself, beside the ones in
 // slip_abi_layout() (slipstream/abi.h).
@@ -385,6 +389,7 @@ const JNINativeMethod kMethods[] = {
     M(lastError, "()Ljava/lang/String;"),
     M(statusName, "(I)Ljava/lang/String;"),
     M(probe, "([I)I"),
+    M(gpunetioProbe, "()I"),
     M(abiLayout, "()Ljava/lang/String;"),
     M(ctxCreate, "(I[J)I"),
     M(ctxDestroy, "(J)V"),

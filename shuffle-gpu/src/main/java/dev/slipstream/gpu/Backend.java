@@ -10,13 +10,12 @@ public enum Backend {
    */
   PROXY(2),
   /**
-   * GPU-initiated RDMA through DOCA GPUNetIO's device functions. The native library builds queue
-   * sets of this backend only when it was built with the GPUNetIO device headers, and they then run
-   * against its software NIC (a CPU thread that does what the ConnectX NIC would; native/README.md),
-   * never a real NIC; built without the headers, it refuses them with {@code SLIP_ERR_UNSUPPORTED}
-   * and the reason. The push kernel that Java launches ({@link PushKernel}) is compiled without
-   * those headers, so its pushes over such a set end with {@code SLIP_ERR_UNSUPPORTED}; the GPU
-   * shuffle makes no such set.
+   * GPU-initiated RDMA through DOCA GPUNetIO's device functions: the push kernel builds the WQEs and
+   * rings the doorbell once per batch. The native library builds queue sets of this backend only
+   * when it was built with the GPUNetIO device headers (its kernels are then compiled with them too:
+   * {@link GpuRuntime#gpunetioUnavailable()}), and they run against its software NIC (CPU threads
+   * that do what the ConnectX NIC would; native/README.md), never a real NIC here; built without
+   * the headers, it refuses them with {@code SLIP_ERR_UNSUPPORTED} and the reason.
    */
   GPUNETIO(3);
 

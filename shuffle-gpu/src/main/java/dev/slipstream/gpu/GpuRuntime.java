@@ -33,6 +33,16 @@ public final class GpuRuntime {
     return p;
   }
 
+  /**
+   * Null when the gpunetio backend is built into this native library (its host side and the
+   * kernels' device side, compiled with the GPUNetIO device headers; queue pairs then run against
+   * the library's software NIC), else why not. Needs a positive {@link #probe()}.
+   */
+  public static String gpunetioUnavailable() {
+    GpuProbe p = probe();
+    return p.available() ? SlipNative.gpunetioUnavailable() : p.reason();
+  }
+
   static GpuProbe compute() {
     try {
       NativeLibrary.load();

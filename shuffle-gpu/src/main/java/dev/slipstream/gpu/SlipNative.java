@@ -23,6 +23,8 @@ final class SlipNative {
 
   private static native int probe(int[] count);
 
+  private static native int gpunetioProbe();
+
   private static native String abiLayout();
 
   private static native int ctxCreate(int device, long[] out);
@@ -84,6 +86,15 @@ final class SlipNative {
     int[] n = new int[1];
     check(probe(n), "CUDA probe");
     return n[0];
+  }
+
+  /**
+   * Null when this build of the native library has the gpunetio backend (its host side and the
+   * kernels' device side, both compiled with the GPUNetIO device headers), else why not.
+   */
+  static String gpunetioUnavailable() {
+    int st = gpunetioProbe();
+    return st == 0 ? null : lastError();
   }
 
   static String nativeStatusName(int code) {

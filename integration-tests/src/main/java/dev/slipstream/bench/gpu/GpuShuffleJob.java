@@ -161,10 +161,11 @@ public final class GpuShuffleJob {
           + p.gpu().get().device() + " " + p.gpu().get().pciBusId() + " " + p.gpu().get().uuid()));
       List<String> ids = new ArrayList<>(driver.peers().keySet());
       if (ids.size() >= 2) {
-        boolean stagedOnly = new dev.slipstream.spark.gpu.GpuConf(dev.slipstream.spark.SlipstreamConf.source(conf))
-            .stagedOnly();
+        var gconf = new dev.slipstream.spark.gpu.GpuConf(dev.slipstream.spark.SlipstreamConf.source(conf));
+        String key = dev.slipstream.spark.gpu.GpuConf.PATH.key();
         System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1))
-            + (stagedOnly ? " (read over the staging path: " + dev.slipstream.spark.gpu.GpuConf.PATH.key() + "=staged)" : ""));
+            + (gconf.stagedOnly() ? " (read over the staging path: " + key + "=staged)" : "")
+            + (gconf.gpunetio() ? " (pushed as DOCA GPUNetIO RDMA writes, software NIC: " + key + "=gpunetio)" : ""));
       }
       long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
       System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors, %d task(s) at once"

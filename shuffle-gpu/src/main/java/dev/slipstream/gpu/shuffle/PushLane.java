@@ -16,8 +16,10 @@ import java.util.List;
 import java.util.function.IntSupplier;
 
 /**
- * What a holder keeps per reader landing region to push into it without per-request setup: an
- * nvlink queue set (up to its data queues + 1, grown by doubling) over
+ * What a holder keeps per reader landing region to push into it without per-request setup: a
+ * queue set of the lanes' backend (nvlink stores, or gpunetio WQEs served by the native library's
+ * software NIC, which finds the map outputs' regions among those registered on the context; up to
+ * its data queues + 1, grown by doubling) over
  * {@code sources} source slots, the block-table slot and the landing region,
  * the table region (the block table and the push's arguments, copied together before each push),
  * and a {@link PushLauncher} (its own stream). A request rewrites the source slots with its map outputs' regions
@@ -38,11 +40,14 @@ final class PushLane implements AutoCloseable {
   static final int MAX_DATA_QUEUES = 64;
   /** Threads per push CUDA block by default. */
   static final int THREADS = 256;
+  /** WQEs per queue pair of a gpunetio lane: a batch of the push kernel is at most this less one (its signal). */
+  static final int GPUNETIO_DEPTH = 1024;
 
   private final GpuContext ctx;
   private final RemoteRegion landing;
   private final IntSupplier regionIds;
   private final MemoryPool tables;
+  private final Backend backend;
   private final PushLauncher launcher;
   private final int maxDataQueues;
   private final int threads;
@@ -54,18 +59,18 @@ final class PushLane implements AutoCloseable {
   private long ready;
 
   /**
-   * @param maxDataQueues data queues (CUDA blocks) a push spreads its pieces over, at most
-   * @param threads threads per CUDA block (checked by {@link PushScheduler}, and again at launch)
-   * @param tables the pool the lane's block-table staging region is reserved from
+   * @param config the queue backend, the grid (data queues a push spreads its pieces over, at most;
+   *     threads per CUDA block, checked by {@link PushScheduler} and again at launch) and the pool the
+   *     lane's block-table staging region is reserved from
    */
-  PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, int maxDataQueues,
-      int threads, MemoryPool tables) {
+  PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, PushScheduler.Lanes config) {
     this.ctx = ctx;
     this.landing = landing;
     this.regionIds = regionIds;
-    this.tables = tables;
-    this.maxDataQueues = maxDataQueues;
-    this.threads = threads;
+    this.tables = config.tables();
+    this.backend = config.backend();
+    this.maxDataQueues = config.queues();
+    this.threads = config.threads();
     this.launcher = kernel.launcher();
   }
 
@@ -121,6 +126,9 @@ final class PushLane implements AutoCloseable {
     cfg.add(new PushKernel.Queue(sources, landingIndex, landingIndex, signalOffset));
     perQueue.add(List.of(new PushKernel.Item(PushLauncher.PREFIX_AT, tableOffset, tableBytes.length)));
     int batch = perQueue.stream().mapToInt(List::size).max().orElse(1);
+    if (backend == Backend.GPUNETIO) {
+      batch = Math.min(batch, GPUNETIO_DEPTH - 1); // a batch's writes and its signal fit the send queue
+    }
     ready = System.nanoTime();
     launcher.start(qs, cfg, perQueue, batch, threads, tableBytes, table.devicePointer(), table.length());
   }
@@ -193,7 +201,8 @@ final class PushLane implements AutoCloseable {
       }
       // Every slot starts as the table region; a push rewrites the slots it uses first.
       List<GpuRegion> locals = new ArrayList<>(Collections.nCopies(k + 1, table));
-      QueueSet fresh = QueueSet.create(ctx, Backend.NVLINK, nq, 0, locals, List.of(landing));
+      QueueSet fresh = QueueSet.create(ctx, backend, nq, backend == Backend.GPUNETIO ? GPUNETIO_DEPTH : 0, locals,
+          List.of(landing));
       if (qs != null) {
         qs.close();
       }

@@ -1,6 +1,5 @@
 package dev.slipstream.gpu.shuffle;
 
-import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
@@ -32,12 +31,10 @@ import java.util.function.Function;
  */
 final class PushLanes {
   private final GpuContext ctx;
-  private final MemoryPool tables;
+  private final PushScheduler.Lanes config;
   private final PushKernel kernel;
   private final Function<RegionDescriptor, RemoteRegion> landings;
   private final AtomicInteger tableIds;
-  private final int pushQueues;
-  private final int pushThreads;
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
   /** Revoked landing regions with a lane busy when they were: that lane closes once its push ends. */
@@ -62,19 +59,15 @@ final class PushLanes {
   /**
    * @param landings maps a reader's landing descriptor to the imported region (cached by the caller)
    * @param firstTableId region ids for the lanes' block-table staging regions
-   * @param pushQueues data queues (CUDA blocks) a lane's push spreads over, at most
-   * @param pushThreads threads per CUDA block
-   * @param tables the pool the lanes' block-table staging regions are reserved from
+   * @param config the lanes' backend, grid and table pool
    */
   PushLanes(GpuContext ctx, PushKernel kernel, Function<RegionDescriptor, RemoteRegion> landings, int firstTableId,
-      int pushQueues, int pushThreads, MemoryPool tables) {
-    this.tables = tables;
+      PushScheduler.Lanes config) {
+    this.config = config;
     this.ctx = ctx;
     this.kernel = kernel;
     this.landings = landings;
     this.tableIds = new AtomicInteger(firstTableId);
-    this.pushQueues = pushQueues;
-    this.pushThreads = pushThreads;
   }
 
   /** An idle lane into the request's landing region, or a new one; busy until {@link #giveBack}. */
@@ -89,8 +82,7 @@ final class PushLanes {
     Deque<PushLane> q = idle.get(req.landing());
     PushLane lane = q == null ? null : q.pollFirst();
     if (lane == null) {
-      lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, pushQueues,
-          pushThreads, tables);
+      lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, config);
       made++;
     }
     busy.put(lane, req.landing());

@@ -5,6 +5,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.RemoteRegion;
@@ -110,30 +111,48 @@ public final class PushScheduler implements AutoCloseable {
    */
   public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
       Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight) {
-    this(ctx, kernel, store, landings, firstTableId, maxInFlight, PushLane.MAX_DATA_QUEUES, PushLane.THREADS,
-        MemoryPool.root("push-tables", Long.MAX_VALUE));
+    this(ctx, kernel, store, landings, firstTableId, maxInFlight, Lanes.nvlink());
   }
 
   /**
-   * As above, with the push kernel's grid: a request's pieces spread over at most {@code pushQueues}
-   * CUDA blocks of {@code pushThreads} threads (a multiple of 32 in 32..1024); the lanes' block-table
-   * staging regions (device memory) are reserved from {@code tables}, and released once every lane
-   * closed.
+   * How the lanes push: over queues of {@code backend} ({@link Backend#NVLINK} stores, or
+   * {@link Backend#GPUNETIO} WQEs), a request's pieces spread over at most {@code queues} CUDA blocks
+   * of {@code threads} threads (a multiple of 32 in 32..1024); the lanes' block-table staging
+   * regions (device memory) are reserved from {@code tables}, and released once every lane closed.
    */
+  public record Lanes(Backend backend, int queues, int threads, MemoryPool tables) {
+    /** nvlink lanes with the default grid and a pool of their own. */
+    public static Lanes nvlink() {
+      return of(Backend.NVLINK);
+    }
+
+    /** Lanes of {@code backend} with the default grid and a pool of their own. */
+    public static Lanes of(Backend backend) {
+      return new Lanes(backend, PushLane.MAX_DATA_QUEUES, PushLane.THREADS, MemoryPool.root("push-tables",
+          Long.MAX_VALUE));
+    }
+  }
+
+  /** As above, with the lanes' backend, grid and accounting. */
   public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
-      Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight, int pushQueues,
-      int pushThreads, MemoryPool tables) {
+      Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight, Lanes config) {
     if (maxInFlight < 1) {
       throw new IllegalArgumentException("push scheduler: " + maxInFlight + " requests in flight, expected >= 1");
     }
+    int pushQueues = config.queues();
+    int pushThreads = config.threads();
     if (pushQueues < 1 || pushQueues > MAX_PUSH_QUEUES || pushThreads < 32 || pushThreads > 1024
         || pushThreads % 32 != 0) {
       throw new IllegalArgumentException("push scheduler: push grid of " + pushQueues + " CUDA blocks x "
           + pushThreads + " threads, expected 1.." + MAX_PUSH_QUEUES + " blocks and a multiple of 32 in 32..1024"
           + " threads");
     }
+    if (config.backend() != Backend.NVLINK && config.backend() != Backend.GPUNETIO) {
+      throw new IllegalArgumentException("push scheduler: lanes over " + config.backend() + " queues, expected NVLINK"
+          + " or GPUNETIO");
+    }
     this.admission = new PushAdmission(store);
-    this.lanes = new PushLanes(ctx, kernel, landings, firstTableId, pushQueues, pushThreads, tables);
+    this.lanes = new PushLanes(ctx, kernel, landings, firstTableId, config);
     this.completion = new PushCompletion(ctx, lanes, new PushCompletion.Rounds() {
       @Override
       public void finish(PushJob job, boolean keep, TransportException error) {

@@ -12,6 +12,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.DeviceBuffer;
+import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
@@ -131,7 +132,7 @@ class DeviceShuffleGpuTest {
       // The lanes' block-table regions are device memory in the accounting tree.
       MemoryPool tables = MemoryPool.root("push-tables", Long.MAX_VALUE);
       PushScheduler server = new PushScheduler(ctx, kernel, store, d -> landingView, 1 << 20, 1,
-          PushLane.MAX_DATA_QUEUES, PushLane.THREADS, tables);
+          new PushScheduler.Lanes(Backend.NVLINK, PushLane.MAX_DATA_QUEUES, PushLane.THREADS, tables));
       List<DeviceLanding.Want> wants = new ArrayList<>();
       for (long map : new long[] {1, 2}) {
         for (int q = 0; q < PARTS; q++) {

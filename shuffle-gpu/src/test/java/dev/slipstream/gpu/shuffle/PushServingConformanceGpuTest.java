@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
@@ -27,7 +28,7 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
   protected ServingRig newRig() throws Exception {
     GpuProbe p = GpuRuntime.probe();
     assumeTrue(p.available(), p.reason());
-    return new DeviceRig();
+    return new DeviceRig(Backend.NVLINK);
   }
 
   /** The GPU side both device rigs share: a context, the holder's device store, map outputs committed there. */
@@ -64,17 +65,19 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
     }
   }
 
-  private static final class DeviceRig implements ServingRig {
+  /** The holder's push lanes over queues of one backend, into the reader's landing region. */
+  static final class DeviceRig implements ServingRig {
     private final RigNodes nodes = new RigNodes("loopback");
     private final GpuOutputs outputs = new GpuOutputs();
     private final PushKernel kernel = PushKernel.load(outputs.ctx);
     private final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
     private final RemoteRegion view = RemoteRegion.alias(landing.region());
-    private final PushScheduler server = new PushScheduler(outputs.ctx, kernel, outputs.store, d -> view,
-        1 << 20, 4);
+    private final PushScheduler server;
     private long next;
 
-    DeviceRig() throws Exception {
+    DeviceRig(Backend backend) throws Exception {
+      server = new PushScheduler(outputs.ctx, kernel, outputs.store, d -> view, 1 << 20, 4,
+          PushScheduler.Lanes.of(backend));
       GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", false, landing.export());
       PeerLandings landings = new PeerLandings("holder", self, id -> id.equals("reader") && nodes.readerKnown()
           ? Optional.of(new PeerLandings.Peer(nodes.reader().localEndpoint(), Optional.of(self))) : Optional.empty());

@@ -75,12 +75,15 @@ public final class GpuConf {
   public static final ConfigEntry<Integer> PUSH_THREADS = ConfigEntry.integer("spark.slipstream.gpu.push.threads",
       "256", 32, 1024, "Threads per CUDA block of the push kernel: a multiple of 32.");
   public static final ConfigEntry<String> PATH = ConfigEntry.choice("spark.slipstream.gpu.path", "auto",
-      List.of("auto", "staged"),
+      List.of("auto", "gpunetio", "staged"),
       "How a reduce task reads GPU shuffle blocks from other executors: auto = pushed by the holder's GPU into this"
-          + " GPU's landing region when both share a machine (nvlink: CUDA IPC), else the staging path (the holder"
-          + " copies the blocks to host memory and writes them into this executor's host landing region over the"
-          + " transport; this executor copies them to its GPU); staged = the staging path for every holder (where"
-          + " executors of one machine cannot share CUDA IPC handles, e.g. separate containers).");
+          + " GPU's landing region when both share a machine (nvlink: the push kernel stores through CUDA IPC), else"
+          + " the staging path (the holder copies the blocks to host memory and writes them into this executor's host"
+          + " landing region over the transport; this executor copies them to its GPU); gpunetio = as auto, but the"
+          + " holder's push kernel posts DOCA GPUNetIO RDMA writes instead of storing (needs a native library built"
+          + " with the GPUNetIO device headers; its queue pairs run against the library's software NIC, as no"
+          + " ConnectX path is built, so only between executors of one machine); staged = the staging path for every"
+          + " holder (where executors of one machine cannot share CUDA IPC handles, e.g. separate containers).");
 
   public static final ConfigEntry<java.time.Duration> RETAIN_GRACE = ConfigEntry.duration(
       "spark.slipstream.gpu.landing.retainGrace", "30s",
@@ -109,6 +112,7 @@ public final class GpuConf {
   private final int pushBlocks;
   private final int pushThreads;
   private final boolean stagedOnly;
+  private final boolean gpunetio;
   private final java.time.Duration retainGrace;
 
   public GpuConf(ConfigSource source) {
@@ -138,6 +142,7 @@ public final class GpuConf {
           + ", expected a multiple of 32 (whole warps) in 32..1024");
     }
     this.stagedOnly = "staged".equals(PATH.get(source));
+    this.gpunetio = "gpunetio".equals(PATH.get(source));
     this.retainGrace = RETAIN_GRACE.get(source);
     if (retainGrace.isNegative() || retainGrace.toMillis() > 3_600_000L) {
       throw new IllegalArgumentException(RETAIN_GRACE.key() + ": got " + retainGrace.toMillis()
@@ -180,6 +185,8 @@ public final class GpuConf {
   public int pushThreads() { return pushThreads; }
   /** True when every remote GPU block is read over the staging path, also from holders of this machine. */
   public boolean stagedOnly() { return stagedOnly; }
+  /** True when holders push over gpunetio queue pairs instead of nvlink stores. */
+  public boolean gpunetio() { return gpunetio; }
   /** How long past the fetch deadline a request's landing range waits for its holder's answer. */
   public java.time.Duration retainGrace() { return retainGrace; }
 

@@ -4,6 +4,7 @@ import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
@@ -85,7 +86,8 @@ public final class GpuExecutor implements AutoCloseable {
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
       this.server = new PushScheduler(ctx, kernel, store, this::importedLanding, FIRST_TABLE_ID,
-          conf.serveInFlight(), conf.pushBlocks(), conf.pushThreads(), pool.child("push-tables", Long.MAX_VALUE));
+          conf.serveInFlight(), new PushScheduler.Lanes(pushBackend(conf), conf.pushBlocks(), conf.pushThreads(),
+              pool.child("push-tables", Long.MAX_VALUE)));
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
           landing.export());
@@ -101,6 +103,22 @@ public final class GpuExecutor implements AutoCloseable {
       }
       throw e;
     }
+  }
+
+  /**
+   * The queues the push lanes write through: nvlink stores, or with
+   * {@code spark.slipstream.gpu.path=gpunetio} DOCA GPUNetIO WQEs (served by the native library's
+   * software NIC); a library built without the GPUNetIO headers refuses the latter with the reason.
+   */
+  static Backend pushBackend(GpuConf conf) {
+    if (!conf.gpunetio()) {
+      return Backend.NVLINK;
+    }
+    String why = GpuRuntime.gpunetioUnavailable();
+    if (why != null) {
+      throw new IllegalStateException(GpuConf.PATH.key() + "=gpunetio, but this build has no gpunetio backend: " + why);
+    }
+    return Backend.GPUNETIO;
   }
 
   /**
@@ -123,8 +141,9 @@ public final class GpuExecutor implements AutoCloseable {
     GpuContext ctx = GpuContext.open(ordinal);
     try {
       GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds, fetchTimeoutMs);
-      LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes",
-          executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(), conf.mapOutputBytes());
+      LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes,"
+          + " pushes over {} queues", executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(),
+          conf.mapOutputBytes(), pushBackend(conf));
       return g;
     } catch (RuntimeException e) {
       ctx.close();

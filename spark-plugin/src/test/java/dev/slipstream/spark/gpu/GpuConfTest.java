@@ -31,12 +31,29 @@ class GpuConfTest {
     assertFalse(conf(Map.of("spark.slipstream.gpu.requestRing", "false")).requestRing());
     assertEquals(java.time.Duration.ZERO, conf(Map.of("spark.slipstream.gpu.serve.spin", "0")).serveSpin());
     assertFalse(c.stagedOnly());
+    assertFalse(c.gpunetio());
     assertTrue(conf(Map.of("spark.slipstream.gpu.path", "staged")).stagedOnly());
+    GpuConf g = conf(Map.of("spark.slipstream.gpu.path", "gpunetio"));
+    assertTrue(g.gpunetio());
+    assertFalse(g.stagedOnly());
     assertEquals(16, conf(Map.of("spark.slipstream.gpu.serve.inFlight", "16")).serveInFlight());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "REQUIRE")).required());
     assertTrue(conf(Map.of("spark.slipstream.gpu.mode", "off")).off());
     assertEquals(java.time.Duration.ofSeconds(30), c.retainGrace());
     assertEquals(java.time.Duration.ZERO, conf(Map.of("spark.slipstream.gpu.landing.retainGrace", "0")).retainGrace());
+  }
+
+  @Test
+  void theGpunetioPathPushesOverGpunetioQueuesOrSaysWhyItCannot() {
+    assertEquals(dev.slipstream.gpu.Backend.NVLINK, GpuExecutor.pushBackend(conf(Map.of())));
+    GpuConf g = conf(Map.of("spark.slipstream.gpu.path", "gpunetio"));
+    String why = dev.slipstream.gpu.GpuRuntime.gpunetioUnavailable();
+    if (why == null) {
+      assertEquals(dev.slipstream.gpu.Backend.GPUNETIO, GpuExecutor.pushBackend(g));
+    } else {
+      assertEquals("spark.slipstream.gpu.path=gpunetio, but this build has no gpunetio backend: " + why,
+          assertThrows(IllegalStateException.class, () -> GpuExecutor.pushBackend(g)).getMessage());
+    }
   }
 
   @Test
@@ -46,10 +63,10 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.landing.bytes: got 4096 bytes, expected at least 1048576",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.landing.bytes", "4k"))).getMessage());
-    assertEquals("spark.slipstream.gpu.path: got 'nvlink', expected one of [auto, staged]",
+    assertEquals("spark.slipstream.gpu.path: got 'nvlink', expected one of [auto, gpunetio, staged]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.path", "nvlink"))).getMessage());
-    assertEquals("spark.slipstream.gpu.path: got 'proxy', expected one of [auto, staged]",
+    assertEquals("spark.slipstream.gpu.path: got 'proxy', expected one of [auto, gpunetio, staged]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.path", "proxy"))).getMessage(), "the staging path's old name");
     assertEquals("spark.slipstream.gpu.serve.inFlight: got '0', expected an integer in [1, 64]",
