@@ -14,8 +14,9 @@ public enum GpuPath {
   NVLINK,
   /**
    * Different machines, both with a GPUNetIO NIC: GPU-initiated RDMA. No executor registers such a
-   * NIC yet, and the shuffle has no data path of its own for it: a reader would read the pair over
-   * the staging path.
+   * NIC (the software NIC reaches only this machine's processes), so a reader would read the pair
+   * over the staging path. Between executors of one machine, {@code spark.slipstream.gpu.path=gpunetio}
+   * keeps the {@link #NVLINK} pair's protocol and pushes over gpunetio queue pairs.
    */
   GPUNETIO,
   /**

@@ -175,8 +175,9 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   /**
    * Whether the holder's GPU pushes into this one's landing region (nvlink: one machine, and
    * {@code spark.slipstream.gpu.path} is not {@code staged}); otherwise its blocks come over the
-   * staging path. A {@link GpuPath#GPUNETIO} pair would use the staging path too: the shuffle has no
-   * GPUNetIO data path (executors register no GPUNetIO NIC).
+   * staging path. The holder's push lanes decide how the push moves (nvlink stores, or gpunetio WQEs
+   * with {@code spark.slipstream.gpu.path=gpunetio}). A {@link GpuPath#GPUNETIO} pair (different
+   * machines) uses the staging path: executors register no GPUNetIO NIC.
    */
   private boolean direct(GpuExecutor gpu, PeerInfo peer) {
     return GpuPath.between(gpu.endpoint(), peer.gpu().get()) == GpuPath.NVLINK && !runtime.conf().stagedOnly();
