@@ -566,9 +566,11 @@ done:
 
 extern "C" slip_status slip_queueset_check(slip_queueset *qs, int clear) {
   slip_status st = SLIP_OK;
+  slip_softnic_stats nic;
   slip_dev_error e;
   char text[256];
   if (!qs) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_queueset_check: null queue set");
+  slip_gpunetio_stats(qs->nic, &nic);  // before a reset clears its syndrome
   SLIP_CUDA_CHECK(cudaSetDevice(qs->ctx->device));
   SLIP_CUDA_CHECK(cudaMemcpy(&e, qs->d_error, sizeof e, cudaMemcpyDeviceToHost));
   if (e.code == 0) {
@@ -589,6 +591,9 @@ extern "C" slip_status slip_queueset_check(slip_queueset *qs, int clear) {
   }
   if (e.code != 0) {
     slip_dev_error_format(&e, text, sizeof text);
+    if (nic.first_syndrome != 0)
+      SLIP_FAIL((slip_status)e.code, "error completion: %s (CQE syndrome 0x%02x, %s)", text, nic.first_syndrome,
+                slip_mlx5_syndrome_name(nic.first_syndrome));
     SLIP_FAIL((slip_status)e.code, "error completion: %s", text);
   }
 done:

@@ -189,6 +189,7 @@ struct slip_softnic {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> reset_requests{0};
   std::atomic<uint64_t> wqes{0}, cqes{0}, errors{0}, sweeps{0}, issue_ns{0}, run_ns{0};
+  std::atomic<uint32_t> first_syndrome{0};
   std::vector<std::unique_ptr<Worker>> workers;
 };
 
@@ -360,6 +361,8 @@ void gather(slip_softnic *n, uint32_t q, uint64_t from, uint64_t to, bool fatal,
     if (synd != 0) {
       pd.wqe_opcode = raw[3];
       pd.syndrome = synd;
+      uint32_t none = 0;
+      n->first_syndrome.compare_exchange_strong(none, synd);
       n->in_error[q] = 1;
       publish_error(n, e, q);
     }
@@ -538,6 +541,7 @@ extern "C" void slip_softnic_reset(slip_softnic *n) {
   if (!n) return;
   // Synchronous: a WQE posted after this returns is read by a sweep that started after the reset.
   const uint64_t want = n->reset_requests.fetch_add(1, std::memory_order_acq_rel) + 1;
+  n->first_syndrome.store(0);
   for (auto &w : n->workers)
     while (w->resets_done.load(std::memory_order_acquire) < want && !n->stop.load(std::memory_order_acquire))
       std::this_thread::yield();
@@ -552,4 +556,17 @@ extern "C" void slip_softnic_get_stats(const slip_softnic *n, slip_softnic_stats
   out->sweeps = n->sweeps.load(std::memory_order_relaxed);
   out->issue_ns = n->issue_ns.load(std::memory_order_relaxed);
   out->run_ns = n->run_ns.load(std::memory_order_relaxed);
+  out->first_syndrome = n->first_syndrome.load();
+}
+
+extern "C" const char *slip_mlx5_syndrome_name(uint32_t syndrome) {
+  switch (syndrome) {
+    case SLIP_MLX5_SYND_LOCAL_LENGTH_ERR: return "local length error";
+    case SLIP_MLX5_SYND_LOCAL_QP_OP_ERR: return "local QP operation error";
+    case SLIP_MLX5_SYND_LOCAL_PROT_ERR: return "local protection error";
+    case SLIP_MLX5_SYND_WR_FLUSH_ERR: return "work request flushed error";
+    case SLIP_MLX5_SYND_REMOTE_ACCESS_ERR: return "remote access error";
+    case SLIP_MLX5_SYND_REMOTE_OP_ERR: return "remote operation error";
+    default: return "unknown syndrome";
+  }
 }

@@ -530,6 +530,8 @@ void sender(const Pair &p, const Config &c) {
       CHECK(st == SLIP_ERR_PEER, "NIC range check: wait gave %d, expected an error completion (%d)", st, SLIP_ERR_PEER);
       CHECK(slip_queueset_check(qs, 1) == SLIP_ERR_OUT_OF_RANGE, "NIC range check: %s", slip_last_error());
       CHECK(strstr(slip_last_error(), want) != nullptr, "got '%s', expected '%s'", slip_last_error(), want);
+      CHECK(strstr(slip_last_error(), "(CQE syndrome 0x13, remote access error)") != nullptr,
+            "got '%s', expected the error CQE's syndrome", slip_last_error());
       slip_softnic_stats ns;
       slip_queueset_nic_stats(qs, &ns);
       CHECK(ns.errors >= 2, "software NIC counted %llu errors, expected the forged key and the range",

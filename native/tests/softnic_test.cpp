@@ -297,8 +297,15 @@ void test_rejects() {
     slip_dev_error_format(&rig.err, text, sizeof text);
     EXPECT(strstr(text, "key 0x00000000a5a5f04d presented for region 7 does not match its registered key"), "got '%s'",
            text);
+    slip_softnic_stats st;
+    slip_softnic_get_stats(rig.nic, &st);
+    EXPECT(st.first_syndrome == SLIP_MLX5_SYND_REMOTE_ACCESS_ERR &&
+               strcmp(slip_mlx5_syndrome_name(st.first_syndrome), "remote access error") == 0,
+           "first syndrome 0x%x", st.first_syndrome);
     memset(&rig.err, 0, sizeof rig.err);
     rig.reset();
+    slip_softnic_get_stats(rig.nic, &st);
+    EXPECT(st.first_syndrome == 0, "the reset keeps syndrome 0x%x", st.first_syndrome);
     const uint64_t d = rig.write(256, 0, 16);
     EXPECT(d == 0, "after the reset the producer starts at WQE 0, not %llu", (unsigned long long)d);
     rig.publish();

@@ -185,7 +185,11 @@ void slip_softnic_destroy(slip_softnic *n);  /* stops and joins the threads */
 void slip_softnic_reset(slip_softnic *n);
 typedef struct slip_softnic_stats {
   uint64_t wqes, cqes, errors, sweeps, issue_ns, run_ns;
+  uint32_t first_syndrome;  /* the syndrome of the first error CQE since creation or reset (0: none) */
+  uint32_t reserved;
 } slip_softnic_stats;
+/* The PRM's name of an error CQE syndrome ("remote access error"), or "unknown syndrome". */
+const char *slip_mlx5_syndrome_name(uint32_t syndrome);
 void slip_softnic_get_stats(const slip_softnic *n, slip_softnic_stats *out);
 /* SLIP_OK when this build has the gpunetio backend, else SLIP_ERR_UNSUPPORTED with the reason. */
 slip_status slip_gpunetio_probe(void);
