@@ -190,10 +190,12 @@ done:
   return st;
 }
 
-// NIC threads per queue set: SLIP_SOFTNIC_THREADS, else up to 4 (never more than queue pairs).
+// NIC threads per queue set: SLIP_SOFTNIC_THREADS, else 1 (never more than queue pairs). One was
+// faster than four in the GPU shuffle job, where every push lane has a queue set of its own
+// (docs/benchmarks/2026-12-02-gpunetio-spark-job.md); one queue set alone gains from four.
 uint32_t nic_threads(uint32_t nq) {
   const char *v = getenv("SLIP_SOFTNIC_THREADS");
-  long t = v && *v ? strtol(v, nullptr, 10) : 4;
+  long t = v && *v ? strtol(v, nullptr, 10) : 1;
   if (t < 1) t = 1;
   return (uint32_t)std::min<long>(t, nq);
 }
