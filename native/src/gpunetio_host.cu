@@ -13,6 +13,8 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "common/doca_gpunetio_verbs_def.h"
@@ -190,14 +192,55 @@ done:
   return st;
 }
 
-// NIC threads per queue set: SLIP_SOFTNIC_THREADS, else 1 (never more than queue pairs). One was
-// faster than four in the GPU shuffle job, where every push lane has a queue set of its own
-// (docs/benchmarks/2026-12-02-gpunetio-spark-job.md); one queue set alone gains from four.
-uint32_t nic_threads(uint32_t nq) {
+// NIC threads per GPU: SLIP_SOFTNIC_THREADS (1..64), else 2. Every queue set of a device is
+// served by the same threads, as one NIC serves all of a host's queue pairs.
+uint32_t nic_threads() {
   const char *v = getenv("SLIP_SOFTNIC_THREADS");
-  long t = v && *v ? strtol(v, nullptr, 10) : 1;
-  if (t < 1) t = 1;
-  return (uint32_t)std::min<long>(t, nq);
+  long t = v && *v ? strtol(v, nullptr, 10) : 2;
+  return (uint32_t)std::max<long>(1, std::min<long>(t, 64));
+}
+
+// One software NIC engine per device, made with the first queue set on it and stopped with the
+// last one.
+struct DeviceEngine {
+  slip_softnic_engine *engine = nullptr;
+  std::vector<SweepExec *> execs;  // one per engine thread
+  uint32_t users = 0;
+};
+std::mutex g_engines_mu;
+std::map<int, DeviceEngine> g_engines;
+
+slip_status engine_acquire(int device, slip_softnic_engine **out) {
+  slip_status st = SLIP_OK;
+  std::lock_guard<std::mutex> g(g_engines_mu);
+  DeviceEngine &d = g_engines[device];
+  if (!d.engine) {
+    std::vector<slip_softnic_ops> ops;
+    for (uint32_t t = 0, n = nic_threads(); t < n; t++) {
+      SweepExec *x = nullptr;
+      SLIP_CHECK(sweep_exec_create(device, &x));
+      d.execs.push_back(x);
+      ops.push_back({sweep_run, x});
+    }
+    SLIP_CHECK(slip_softnic_engine_create(ops.data(), (uint32_t)ops.size(), &d.engine));
+  }
+  d.users++;
+  *out = d.engine;
+done:
+  if (st != SLIP_OK && !d.engine) {
+    for (SweepExec *x : d.execs) sweep_exec_destroy(x);
+    g_engines.erase(device);
+  }
+  return st;
+}
+
+void engine_release(int device) {
+  std::lock_guard<std::mutex> g(g_engines_mu);
+  auto it = g_engines.find(device);
+  if (it == g_engines.end() || --it->second.users > 0) return;
+  slip_softnic_engine_destroy(it->second.engine);  // joins its threads before their executors go
+  for (SweepExec *x : it->second.execs) sweep_exec_destroy(x);
+  g_engines.erase(it);
 }
 
 template <class T>
@@ -221,14 +264,14 @@ struct slip_gpunetio {
   uint64_t *d_sink = nullptr;                // nq x 8 bytes: values fetched by atomics
   uint32_t sink_key = 0;
   std::vector<doca_gpu_dev_verbs_qp> fresh;  // the queue pairs as created (reset copies them back)
-  std::vector<SweepExec *> execs;            // one per NIC thread
+  bool engine = false;                       // holds a use of the device's NIC engine
   slip_softnic *nic = nullptr;
 };
 
 void slip_gpunetio_destroy(slip_gpunetio *g) {
   if (!g) return;
-  slip_softnic_destroy(g->nic);  // joins the NIC threads before their memory goes away
-  for (SweepExec *x : g->execs) sweep_exec_destroy(x);
+  slip_softnic_destroy(g->nic);  // no engine thread looks at its queue pairs any more
+  if (g->engine) engine_release(g->device);
   (void)cudaSetDevice(g->device);
   (void)cudaFree(g->d_qps);
   (void)cudaFree(g->d_sink);
@@ -305,16 +348,11 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
   SLIP_CUDA_CHECK(cudaMemcpy(g->d_qps, qps.data(), nq * sizeof(doca_gpu_dev_verbs_qp), cudaMemcpyHostToDevice));
   g->fresh = qps;
   {
-    const uint32_t nt = nic_threads(nq);
-    std::vector<slip_softnic_ops> ops;
-    for (uint32_t t = 0; t < nt; t++) {
-      SweepExec *x = nullptr;
-      SLIP_CHECK(sweep_exec_create(device, &x));
-      g->execs.push_back(x);
-      ops.push_back({sweep_run, x});
-    }
-    SLIP_CHECK(slip_softnic_create(ops.data(), nt, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), &pd,
-                                   rem.data(), (uint32_t)rem.size(), &g->nic));
+    slip_softnic_engine *engine = nullptr;
+    SLIP_CHECK(engine_acquire(device, &engine));
+    g->engine = true;
+    SLIP_CHECK(slip_softnic_create(engine, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), &pd, rem.data(),
+                                   (uint32_t)rem.size(), &g->nic));
   }
   *out = g;
   g = nullptr;

@@ -10,8 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -162,6 +165,7 @@ constexpr uint8_t kCqUpdate = 0x08;  // fm_ce_se: CE = 2 (CQE always) << 2
 
 // One completion to write after the sweep's executor call.
 struct Pending {
+  slip_softnic *nic;
   uint32_t qp;
   uint64_t index;
   uint8_t wqe_opcode;
@@ -170,27 +174,42 @@ struct Pending {
   uint32_t bytes;
 };
 
+}  // namespace
+
+// One NIC (a protection domain's queue pairs, tables and error record), served by its engine's
+// threads: queue pair q by worker (first_worker + q) % threads.
+struct slip_softnic {
+  slip_softnic_engine *engine = nullptr;
+  uint32_t first_worker = 0;
+  std::vector<slip_softnic_qp> qps;
+  std::vector<uint64_t> ci;        // WQEs consumed per queue pair (owned by its worker)
+  std::vector<uint64_t> next;      // WQEs read in the current sweep (owned by its worker)
+  std::vector<uint64_t> cqi;       // CQEs written per queue pair (owned by its worker)
+  std::vector<uint8_t> in_error;   // per queue pair (owned by its worker)
+  slip_dev_error *err = nullptr;
+  std::vector<slip_region_entry> local, remote;
+  slip_softnic_pd pd = {nullptr, nullptr};
+  std::atomic<uint64_t> reset_requests{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> resets_done;  // per worker
+  std::atomic<uint64_t> wqes{0}, cqes{0}, errors{0}, sweeps{0}, issue_ns{0}, run_ns{0};
+  std::atomic<uint32_t> first_syndrome{0};
+};
+
+namespace {
 struct Worker {
+  uint32_t id = 0;
   slip_softnic_ops ops;
-  std::vector<uint32_t> qps;  // the queue pairs this thread serves
-  std::atomic<uint64_t> resets_done{0};
   std::thread thread;
 };
 }  // namespace
 
-struct slip_softnic {
-  std::vector<slip_softnic_qp> qps;
-  std::vector<uint64_t> ci;        // WQEs consumed per queue pair (owned by its thread)
-  std::vector<uint64_t> cqi;       // CQEs written per queue pair (owned by its thread)
-  std::vector<uint8_t> in_error;   // per queue pair (owned by its thread)
-  slip_dev_error *err = nullptr;
-  std::vector<slip_region_entry> local, remote;
-  slip_softnic_pd pd = {nullptr, nullptr};
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> reset_requests{0};
-  std::atomic<uint64_t> wqes{0}, cqes{0}, errors{0}, sweeps{0}, issue_ns{0}, run_ns{0};
-  std::atomic<uint32_t> first_syndrome{0};
+struct slip_softnic_engine {
+  std::shared_mutex mu;                  // workers sweep under it shared; NICs come and go exclusive
+  std::atomic<uint32_t> writers{0};      // NICs waiting to come or go: workers let them in first
+  std::vector<slip_softnic *> nics;
   std::vector<std::unique_ptr<Worker>> workers;
+  std::atomic<bool> stop{false};
+  uint32_t next_first = 0;
 };
 
 namespace {
@@ -327,7 +346,7 @@ void gather(slip_softnic *n, uint32_t q, uint64_t from, uint64_t to, bool fatal,
     slip_dev_error e;
     memset(&e, 0, sizeof e);
     uint8_t synd = 0;
-    Pending pd = {q, i, 0, 0, true, 0};
+    Pending pd = {n, q, i, 0, 0, true, 0};
     if (n->in_error[q] || fatal) {
       pd.syndrome = SLIP_MLX5_SYND_WR_FLUSH_ERR;
       pd.wqe_opcode = slot[3];
@@ -370,8 +389,13 @@ void gather(slip_softnic *n, uint32_t q, uint64_t from, uint64_t to, bool fatal,
   }
 }
 
+bool mine(const slip_softnic *n, uint32_t q, const Worker &wk) {
+  return (n->first_worker + q) % (uint32_t)n->engine->workers.size() == wk.id;
+}
+
 void reset_qps(slip_softnic *n, const Worker &wk) {
-  for (uint32_t q : wk.qps) {
+  for (uint32_t q = 0; q < n->qps.size(); q++) {
+    if (!mine(n, q, wk)) continue;
     init_rings(n->qps[q]);
     n->ci[q] = 0;
     n->cqi[q] = 0;
@@ -379,114 +403,167 @@ void reset_qps(slip_softnic *n, const Worker &wk) {
   }
 }
 
-void run(slip_softnic *n, Worker *wk) {
+// Writes the CQEs of one sweep, in WQE order per queue pair; fatal: the executor failed.
+void complete(const std::vector<Pending> &pending, bool fatal) {
+  for (const Pending &pd : pending) {
+    slip_softnic *n = pd.nic;
+    const slip_softnic_qp &qp = n->qps[pd.qp];
+    const bool ok = pd.syndrome == 0 && !fatal;
+    // An error CQE is written for a WQE that failed (or every WQE, once the executor failed);
+    // a flushed or successful WQE gets one only when it asked.
+    const bool failed_here = pd.syndrome != 0 && pd.syndrome != SLIP_MLX5_SYND_WR_FLUSH_ERR;
+    if (pd.cqe || failed_here || fatal) {
+      void *cqe = (uint8_t *)qp.cq + (n->cqi[pd.qp] & (qp.cqe_num - 1)) * SLIP_MLX5_CQE_BYTES;
+      if (ok)
+        slip_cqe_write(cqe, n->cqi[pd.qp], qp.cqe_num, (uint16_t)pd.index, qp.qpn, pd.bytes);
+      else
+        slip_cqe_write_error(cqe, n->cqi[pd.qp], qp.cqe_num, (uint16_t)pd.index, qp.qpn, pd.wqe_opcode,
+                             pd.syndrome ? pd.syndrome : (uint8_t)SLIP_MLX5_SYND_WR_FLUSH_ERR);
+      n->cqi[pd.qp]++;
+      n->cqes.fetch_add(1, std::memory_order_relaxed);
+    }
+    n->ci[pd.qp] = pd.index + 1;
+    n->wqes.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void run(slip_softnic_engine *en, Worker *wk) {
   constexpr uint64_t kQuietNs = 5000, kGatherNs = 200000;
   std::vector<Pending> pending;
   std::vector<slip_softnic_copy> copies;
   std::vector<slip_softnic_add> adds;
-  std::vector<uint64_t> next(wk->qps.size());  // per queue pair: the next WQE this sweep reads
+  std::vector<slip_softnic *> swept;
   unsigned idle = 0;
-  while (!n->stop.load(std::memory_order_acquire)) {
-    const uint64_t resets = n->reset_requests.load(std::memory_order_acquire);
-    if (resets != wk->resets_done.load(std::memory_order_relaxed)) {
-      reset_qps(n, *wk);
-      wk->resets_done.store(resets, std::memory_order_release);
-    }
-    pending.clear();
-    copies.clear();
-    adds.clear();
-    const uint64_t t0 = mono_ns();
-    for (size_t k = 0; k < wk->qps.size(); k++) next[k] = n->ci[wk->qps[k]];
-    // Passes over the thread's queue pairs until none has posted anything for kQuietNs (at most
-    // kGatherNs): WQEs that arrive meanwhile, from this queue pair or others, join the same
-    // executor call instead of each paying for one.
-    uint64_t last_found = t0;
-    for (;;) {
-      const size_t found_before = pending.size();
-      for (size_t k = 0; k < wk->qps.size(); k++) {
-        const uint32_t q = wk->qps[k];
-        const uint64_t pi = __atomic_load_n(n->qps[q].pi, __ATOMIC_ACQUIRE);
-        if (pi <= next[k]) continue;
-        gather(n, q, next[k], pi, false, pending, copies, adds);
-        next[k] = pi;
-      }
-      const uint64_t now = mono_ns();
-      if (pending.size() != found_before) last_found = now;
-      if (pending.empty() || now - last_found > kQuietNs || now - t0 > kGatherNs) break;
-    }
-    if (pending.empty()) {
-      // Idle: spin, then yield, then (after 65536 empty sweeps) nap 20 us between looks,
-      // so that idle queue sets cost little CPU.
-      if (++idle > 1024) {
-        if (idle > (1u << 16)) {
-          struct timespec nap = {0, 20000};
-          nanosleep(&nap, nullptr);
-        } else {
-          sched_yield();
+  while (!en->stop.load(std::memory_order_acquire)) {
+    bool found = false;
+    // A reader-preferring lock would let the sweeps, back to back, hold a NIC's creation or
+    // destruction off for ever.
+    while (en->writers.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    {
+      std::shared_lock<std::shared_mutex> lock(en->mu);
+      for (slip_softnic *n : en->nics) {
+        const uint64_t resets = n->reset_requests.load(std::memory_order_acquire);
+        if (resets != n->resets_done[wk->id].load(std::memory_order_relaxed)) {
+          reset_qps(n, *wk);
+          n->resets_done[wk->id].store(resets, std::memory_order_release);
         }
       }
+      pending.clear();
+      copies.clear();
+      adds.clear();
+      const uint64_t t0 = mono_ns();
+      for (slip_softnic *n : en->nics)
+        for (uint32_t q = 0; q < n->qps.size(); q++)
+          if (mine(n, q, *wk)) n->next[q] = n->ci[q];
+      // Passes over the thread's queue pairs of every NIC until none has posted anything for
+      // kQuietNs (at most kGatherNs): WQEs that arrive meanwhile, from any of them, join the same
+      // executor call instead of each paying for one.
+      uint64_t last_found = t0;
+      for (;;) {
+        const size_t found_before = pending.size();
+        for (slip_softnic *n : en->nics)
+          for (uint32_t q = 0; q < n->qps.size(); q++) {
+            if (!mine(n, q, *wk)) continue;
+            const uint64_t pi = __atomic_load_n(n->qps[q].pi, __ATOMIC_ACQUIRE);
+            if (pi <= n->next[q]) continue;
+            gather(n, q, n->next[q], pi, false, pending, copies, adds);
+            n->next[q] = pi;
+          }
+        const uint64_t now = mono_ns();
+        if (pending.size() != found_before) last_found = now;
+        if (pending.empty() || now - last_found > kQuietNs || now - t0 > kGatherNs) break;
+      }
+      if (!pending.empty()) {
+        found = true;
+        const uint64_t t1 = mono_ns();
+        bool fatal = false;
+        if ((!copies.empty() || !adds.empty()) &&
+            wk->ops.run(wk->ops.state, copies.data(), (uint32_t)copies.size(), adds.data(), (uint32_t)adds.size()) !=
+                SLIP_OK) {
+          // The executor failed: nothing of this sweep is known to have landed. Its WQEs and every
+          // later one of these queue pairs complete with flush errors.
+          slip_dev_error e;
+          memset(&e, 0, sizeof e);
+          e.code = SLIP_ERR_CUDA;
+          for (const Pending &pd : pending) publish_error(pd.nic, e, pd.qp);
+          fatal = true;
+        }
+        complete(pending, fatal);
+        swept.clear();
+        for (const Pending &pd : pending)
+          if (swept.empty() || swept.back() != pd.nic) swept.push_back(pd.nic);
+        std::sort(swept.begin(), swept.end());
+        swept.erase(std::unique(swept.begin(), swept.end()), swept.end());
+        const uint64_t t2 = mono_ns();
+        for (slip_softnic *n : swept) {
+          if (fatal)
+            for (uint32_t q = 0; q < n->qps.size(); q++)
+              if (mine(n, q, *wk)) n->in_error[q] = 1;
+          n->sweeps.fetch_add(1, std::memory_order_relaxed);
+          n->issue_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+          n->run_ns.fetch_add(t2 - t1, std::memory_order_relaxed);
+        }
+      }
+    }
+    if (found) {
+      idle = 0;
       continue;
     }
-    idle = 0;
-    const uint64_t t1 = mono_ns();
-    bool fatal = false;
-    if ((!copies.empty() || !adds.empty()) &&
-        wk->ops.run(wk->ops.state, copies.data(), (uint32_t)copies.size(), adds.data(), (uint32_t)adds.size()) !=
-            SLIP_OK) {
-      // The executor failed: nothing of this sweep is known to have landed. Its WQEs and every
-      // later one of these queue pairs complete with flush errors.
-      slip_dev_error e;
-      memset(&e, 0, sizeof e);
-      e.code = SLIP_ERR_CUDA;
-      publish_error(n, e, pending.front().qp);
-      fatal = true;
-    }
-    uint64_t cqes = 0;
-    for (const Pending &pd : pending) {
-      const slip_softnic_qp &qp = n->qps[pd.qp];
-      const bool ok = pd.syndrome == 0 && !fatal;
-      // An error CQE is written for a WQE that failed (or every WQE, once the executor failed);
-      // a flushed or successful WQE gets one only when it asked.
-      const bool failed_here = pd.syndrome != 0 && pd.syndrome != SLIP_MLX5_SYND_WR_FLUSH_ERR;
-      if (pd.cqe || failed_here || fatal) {
-        void *cqe = (uint8_t *)qp.cq + (n->cqi[pd.qp] & (qp.cqe_num - 1)) * SLIP_MLX5_CQE_BYTES;
-        if (ok)
-          slip_cqe_write(cqe, n->cqi[pd.qp], qp.cqe_num, (uint16_t)pd.index, qp.qpn, pd.bytes);
-        else
-          slip_cqe_write_error(cqe, n->cqi[pd.qp], qp.cqe_num, (uint16_t)pd.index, qp.qpn, pd.wqe_opcode,
-                               pd.syndrome ? pd.syndrome : (uint8_t)SLIP_MLX5_SYND_WR_FLUSH_ERR);
-        n->cqi[pd.qp]++;
-        cqes++;
+    // Idle: spin, then yield, then (after 65536 empty sweeps) nap 20 us between looks, so that an
+    // idle NIC costs little CPU.
+    if (++idle > 1024) {
+      if (idle > (1u << 16)) {
+        struct timespec nap = {0, 20000};
+        nanosleep(&nap, nullptr);
+      } else {
+        sched_yield();
       }
-      n->ci[pd.qp] = pd.index + 1;
     }
-    if (fatal)
-      for (uint32_t q : wk->qps) n->in_error[q] = 1;
-    n->wqes.fetch_add(pending.size(), std::memory_order_relaxed);
-    n->cqes.fetch_add(cqes, std::memory_order_relaxed);
-    n->sweeps.fetch_add(1, std::memory_order_relaxed);
-    n->issue_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
-    n->run_ns.fetch_add(mono_ns() - t1, std::memory_order_relaxed);
   }
 }
 
 }  // namespace
 
-extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nthreads, uint32_t nqps,
-                                           const slip_softnic_qp *qps, slip_dev_error *err,
-                                           const slip_region_entry *local, uint32_t nlocal,
+extern "C" slip_status slip_softnic_engine_create(const slip_softnic_ops *ops, uint32_t nthreads,
+                                                  slip_softnic_engine **out) {
+  slip_status st = SLIP_OK;
+  slip_softnic_engine *en = nullptr;
+  if (!ops || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_engine_create: null argument");
+  if (nthreads == 0 || nthreads > 64)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_engine_create: %u threads, expected 1..64", nthreads);
+  for (uint32_t t = 0; t < nthreads; t++)
+    if (!ops[t].run) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_engine_create: thread %u has no run operation", t);
+  en = new slip_softnic_engine();
+  for (uint32_t t = 0; t < nthreads; t++) {
+    en->workers.emplace_back(new Worker());
+    en->workers.back()->id = t;
+    en->workers.back()->ops = ops[t];
+  }
+  for (auto &w : en->workers) w->thread = std::thread(run, en, w.get());
+  *out = en;
+  en = nullptr;
+done:
+  delete en;
+  return st;
+}
+
+extern "C" void slip_softnic_engine_destroy(slip_softnic_engine *en) {
+  if (!en) return;
+  en->stop.store(true, std::memory_order_release);
+  for (auto &w : en->workers)
+    if (w->thread.joinable()) w->thread.join();
+  delete en;
+}
+
+extern "C" slip_status slip_softnic_create(slip_softnic_engine *en, uint32_t nqps, const slip_softnic_qp *qps,
+                                           slip_dev_error *err, const slip_region_entry *local, uint32_t nlocal,
                                            const slip_softnic_pd *pd, const slip_region_entry *remote,
                                            uint32_t nremote, slip_softnic **out) {
   slip_status st = SLIP_OK;
   slip_softnic *n = nullptr;
-  if (!ops || !qps || !err || !out || (nlocal && !local) || (nremote && !remote))
+  if (!en || !qps || !err || !out || (nlocal && !local) || (nremote && !remote))
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: null argument");
   if (nqps == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: no queue pairs");
-  if (nthreads == 0 || nthreads > nqps)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: %u threads, expected 1..%u (one queue pair at least each)",
-              nthreads, nqps);
-  for (uint32_t t = 0; t < nthreads; t++)
-    if (!ops[t].run) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_softnic_create: thread %u has no run operation", t);
   for (uint32_t q = 0; q < nqps; q++) {
     const slip_softnic_qp &qp = qps[q];
     if (!qp.sq || !qp.cq || !qp.pi) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue pair %u: null ring", q);
@@ -508,20 +585,26 @@ extern "C" slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t
   // No slot may read as written before the device writes it, and no CQE as completed.
   for (uint32_t q = 0; q < nqps; q++) init_rings(qps[q]);
   n = new slip_softnic();
+  n->engine = en;
   n->qps.assign(qps, qps + nqps);
   n->ci.assign(nqps, 0);
+  n->next.assign(nqps, 0);
   n->cqi.assign(nqps, 0);
   n->in_error.assign(nqps, 0);
   n->err = err;
   n->local.assign(local, local + nlocal);
   n->remote.assign(remote, remote + nremote);
   if (pd) n->pd = *pd;
-  for (uint32_t t = 0; t < nthreads; t++) {
-    n->workers.emplace_back(new Worker());
-    n->workers.back()->ops = ops[t];
+  n->resets_done.reset(new std::atomic<uint64_t>[en->workers.size()]);
+  for (size_t w = 0; w < en->workers.size(); w++) n->resets_done[w].store(0);
+  {
+    en->writers.fetch_add(1, std::memory_order_acq_rel);
+    std::unique_lock<std::shared_mutex> lock(en->mu);
+    en->writers.fetch_sub(1, std::memory_order_acq_rel);
+    n->first_worker = en->next_first;
+    en->next_first = (en->next_first + nqps) % (uint32_t)en->workers.size();
+    en->nics.push_back(n);
   }
-  for (uint32_t q = 0; q < nqps; q++) n->workers[q % nthreads]->qps.push_back(q);
-  for (auto &w : n->workers) w->thread = std::thread(run, n, w.get());
   *out = n;
   n = nullptr;
 done:
@@ -531,9 +614,14 @@ done:
 
 extern "C" void slip_softnic_destroy(slip_softnic *n) {
   if (!n) return;
-  n->stop.store(true, std::memory_order_release);
-  for (auto &w : n->workers)
-    if (w->thread.joinable()) w->thread.join();
+  {
+    // Once it is out of the list no worker looks at it: they sweep under the shared lock.
+    n->engine->writers.fetch_add(1, std::memory_order_acq_rel);
+    std::unique_lock<std::shared_mutex> lock(n->engine->mu);
+    n->engine->writers.fetch_sub(1, std::memory_order_acq_rel);
+    auto &v = n->engine->nics;
+    v.erase(std::remove(v.begin(), v.end(), n), v.end());
+  }
   delete n;
 }
 
@@ -542,8 +630,8 @@ extern "C" void slip_softnic_reset(slip_softnic *n) {
   // Synchronous: a WQE posted after this returns is read by a sweep that started after the reset.
   const uint64_t want = n->reset_requests.fetch_add(1, std::memory_order_acq_rel) + 1;
   n->first_syndrome.store(0);
-  for (auto &w : n->workers)
-    while (w->resets_done.load(std::memory_order_acquire) < want && !n->stop.load(std::memory_order_acquire))
+  for (size_t w = 0; w < n->engine->workers.size(); w++)
+    while (n->resets_done[w].load(std::memory_order_acquire) < want && !n->engine->stop.load(std::memory_order_acquire))
       std::this_thread::yield();
 }
 

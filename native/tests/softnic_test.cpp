@@ -89,6 +89,7 @@ struct Rig {
   uint64_t posted = 0;
   bool selective = false;  // CQEs only for some WQEs: the test waits for each batch itself
   slip_dev_error err;
+  slip_softnic_engine *engine = nullptr;
   slip_softnic *nic = nullptr;
   Rig(uint32_t nwqe, size_t src_len, size_t dst_len)
       : wqes(nwqe), sq(nwqe * 64), cq(nwqe * 64), src(src_len), dst(dst_len, 0xEE) {
@@ -102,7 +103,9 @@ struct Rig {
                                    {kSigId, SLIP_DEV_REGION_WRITABLE | SLIP_DEV_REGION_HOST, kSigKey, sizeof sig, sig}};
     slip_softnic_ops ops = {h_run, nullptr};
     slip_softnic_qp qp = {sq.data(), nwqe, kQpn, &pi, cq.data(), nwqe};
-    EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s", slip_last_error());
+    EXPECT(slip_softnic_engine_create(&ops, 1, &engine) == SLIP_OK, "%s", slip_last_error());
+    EXPECT(slip_softnic_create(engine, 1, &qp, &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s",
+           slip_last_error());
   }
   // A QP reset and reconnect: the producer starts again from 0.
   void reset() {
@@ -112,7 +115,10 @@ struct Rig {
   }
   // Clears the completion request of WQE idx (before it is published).
   void unsignalled(uint64_t idx) { sq[(idx % wqes) * 64 + 11] = 0; }
-  ~Rig() { slip_softnic_destroy(nic); }
+  ~Rig() {
+    slip_softnic_destroy(nic);
+    slip_softnic_engine_destroy(engine);
+  }
   bool completed(uint64_t idx) const {
     uint8_t owner, op;
     slip_cqe_read(&cq[(idx % wqes) * 64], &owner, &op, nullptr, nullptr);
@@ -390,17 +396,20 @@ void test_create_checks() {
   slip_dev_error err;
   slip_softnic *nic = nullptr;
   slip_softnic_ops ops = {h_run, nullptr};
+  slip_softnic_engine *engine = nullptr;
+  EXPECT(slip_softnic_engine_create(&ops, 0, &engine) == SLIP_ERR_INVALID_ARG && engine == nullptr, "0 threads");
+  EXPECT(strstr(slip_last_error(), "0 threads, expected 1..64") != nullptr, "got '%s'", slip_last_error());
+  EXPECT(slip_softnic_engine_create(&ops, 1, &engine) == SLIP_OK, "%s", slip_last_error());
   slip_softnic_qp qp = {sq, 3, 1, &pi, cq, 4};
-  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, nullptr, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
+  EXPECT(slip_softnic_create(engine, 1, &qp, &err, nullptr, 0, nullptr, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
   EXPECT(strstr(slip_last_error(), "3 WQEs, expected a power of two") != nullptr, "got '%s'", slip_last_error());
   qp.wqe_num = 2;
   slip_region_entry big = {1u << 24, SLIP_DEV_REGION_WRITABLE, 1, 8, sq};
-  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, nullptr, 0, nullptr, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
+  EXPECT(slip_softnic_create(engine, 1, &qp, &err, nullptr, 0, nullptr, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
   EXPECT(strstr(slip_last_error(), "region id 16777216, expected at most 16777215") != nullptr, "got '%s'",
          slip_last_error());
-  EXPECT(slip_softnic_create(&ops, 2, 1, &qp, &err, nullptr, 0, nullptr, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "2 threads");
-  EXPECT(strstr(slip_last_error(), "2 threads, expected 1..1") != nullptr, "got '%s'", slip_last_error());
   EXPECT(nic == nullptr, "nothing created");
+  slip_softnic_engine_destroy(engine);
 }
 
 // DOCA GPUNetIO's batch pattern: only the batch's last WQE asks for a CQE. The NIC writes CQEs
@@ -486,7 +495,9 @@ void test_protection_domain() {
   slip_dev_error err;
   memset(&err, 0, sizeof err);
   slip_softnic *nic = nullptr;
-  EXPECT(slip_softnic_create(&ops, 1, 1, &qp, &err, local, 1, &pd, remote, 1, &nic) == SLIP_OK, "%s", slip_last_error());
+  slip_softnic_engine *engine = nullptr;
+  EXPECT(slip_softnic_engine_create(&ops, 1, &engine) == SLIP_OK, "%s", slip_last_error());
+  EXPECT(slip_softnic_create(engine, 1, &qp, &err, local, 1, &pd, remote, 1, &nic) == SLIP_OK, "%s", slip_last_error());
   g_pd.push_back({kLateId, SLIP_DEV_REGION_READABLE, kLateKey, late.size(), late.data()});  // registered later
   auto cqe = [&](uint64_t idx, uint8_t *op, uint8_t *synd) {
     uint8_t owner = 2;
@@ -510,6 +521,7 @@ void test_protection_domain() {
              err.region_id == kLateId && dst[200] == 0xEE,
          "wrong lkey for a protection-domain region: opcode 0x%x syndrome 0x%x code %u", op, synd, err.code);
   slip_softnic_destroy(nic);
+  slip_softnic_engine_destroy(engine);
   g_pd.clear();
 }
 
@@ -533,7 +545,9 @@ void test_threads() {
   slip_dev_error err;
   memset(&err, 0, sizeof err);
   slip_softnic *nic = nullptr;
-  EXPECT(slip_softnic_create(ops, kThreads, kQps, qps.data(), &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s",
+  slip_softnic_engine *engine = nullptr;
+  EXPECT(slip_softnic_engine_create(ops, kThreads, &engine) == SLIP_OK, "%s", slip_last_error());
+  EXPECT(slip_softnic_create(engine, kQps, qps.data(), &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s",
          slip_last_error());
   std::vector<std::thread> producers;
   std::atomic<uint64_t> early{0};
@@ -576,6 +590,65 @@ void test_threads() {
     EXPECT(memcmp(&dst[(size_t)q * kBlocks * kLen], src.data(), src.size()) == 0, "queue pair %u: data", q);
   }
   slip_softnic_destroy(nic);
+  slip_softnic_engine_destroy(engine);
+}
+
+// Several NICs on one engine (its threads serve them all): each delivers; one is reset and then
+// destroyed while the other keeps working.
+void test_shared_engine() {
+  slip_softnic_ops ops[2] = {{h_run, nullptr}, {h_run, nullptr}};
+  slip_softnic_engine *engine = nullptr;
+  EXPECT(slip_softnic_engine_create(ops, 2, &engine) == SLIP_OK, "%s", slip_last_error());
+  struct Nic {
+    uint8_t sq[8 * 64], cq[8 * 64];
+    uint64_t pi = 0, sink = 0;
+    std::vector<uint8_t> src, dst;
+    slip_dev_error err;
+    slip_softnic *nic = nullptr;
+  };
+  Nic a, b;
+  for (Nic *x : {&a, &b}) {
+    x->src.assign(512, 0);
+    for (size_t i = 0; i < x->src.size(); i++) x->src[i] = (uint8_t)(x == &a ? i : 255 - i);
+    x->dst.assign(512, 0xEE);
+    memset(&x->err, 0, sizeof x->err);
+    slip_region_entry local[1] = {{kSrcId, SLIP_DEV_REGION_READABLE, kSrcKey, x->src.size(), x->src.data()}};
+    slip_region_entry remote[1] = {{kDstId, SLIP_DEV_REGION_WRITABLE, kDstKey, x->dst.size(), x->dst.data()}};
+    slip_softnic_qp qp = {x->sq, 8, kQpn, &x->pi, x->cq, 8};
+    EXPECT(slip_softnic_create(engine, 1, &qp, &x->err, local, 1, nullptr, remote, 1, &x->nic) == SLIP_OK, "%s",
+           slip_last_error());
+  }
+  auto post = [](Nic &x, uint64_t i, uint64_t off, uint32_t len) {
+    enc_write(&x.sq[(i % 8) * 64], (uint16_t)i, kQpn, SLIP_IOVA(kDstId, off), kDstKey, SLIP_IOVA(kSrcId, off), kSrcKey,
+              len);
+    __atomic_store_n(&x.pi, i + 1, __ATOMIC_RELEASE);
+  };
+  auto wait = [](Nic &x, uint64_t i) {
+    uint8_t owner = 2, op = 0;
+    for (long spins = 0; spins < 2000000000L; spins++) {
+      slip_cqe_read(&x.cq[(i % 8) * 64], &owner, &op, nullptr, nullptr);
+      if (op != SLIP_MLX5_CQE_INVALID && owner == ((i / 8) & 1)) return op;
+    }
+    fprintf(stderr, "no CQE %llu\n", (unsigned long long)i);
+    abort();
+  };
+  for (uint64_t i = 0; i < 20; i++) {  // both at once, several laps each
+    post(a, i, i * 16, 16);
+    post(b, i, i * 16, 16);
+    EXPECT(wait(a, i) == SLIP_MLX5_CQE_REQ && wait(b, i) == SLIP_MLX5_CQE_REQ, "WQE %llu", (unsigned long long)i);
+  }
+  EXPECT(memcmp(a.dst.data(), a.src.data(), 320) == 0 && memcmp(b.dst.data(), b.src.data(), 320) == 0,
+         "both NICs' writes landed");
+  __atomic_store_n(&a.pi, 0, __ATOMIC_RELEASE);
+  slip_softnic_reset(a.nic);
+  slip_softnic_destroy(a.nic);
+  for (uint64_t i = 20; i < 24; i++) {
+    post(b, i, i * 16, 16);
+    EXPECT(wait(b, i) == SLIP_MLX5_CQE_REQ, "after the other NIC went: WQE %llu", (unsigned long long)i);
+  }
+  EXPECT(memcmp(b.dst.data(), b.src.data(), 384) == 0 && a.err.code == 0 && b.err.code == 0, "the other NIC works on");
+  slip_softnic_destroy(b.nic);
+  slip_softnic_engine_destroy(engine);
 }
 
 // The queue-pair connection record of the real-NIC path: a peer's bytes are checked before use.
@@ -620,5 +693,6 @@ int main() {
   test_selective_completions();
   test_threads();
   test_protection_domain();
+  test_shared_engine();
   return check_report("softnic_test");
 }

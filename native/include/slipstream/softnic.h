@@ -2,8 +2,8 @@
  * Software NIC for the gpunetio backend: CPU threads that play the ConnectX NIC behind
  * DOCA GPUNetIO's CPU-proxy queue pairs. The GPU runs DOCA GPUNetIO's device code, which writes
  * 64-byte mlx5 WQEs into a send queue in pinned host memory and publishes its producer index in
- * the word `sq_db` points at. Each NIC thread serves its share of the queue pairs in sweeps: it
- * reads every WQE published since its last sweep on any of them, decodes and checks it against the
+ * the word `sq_db` points at. An engine's threads serve the queue pairs of all its NICs in sweeps:
+ * each reads every WQE published since its last sweep on any of its share of them, decodes and checks it against the
  * registered regions (slip_region_validate, as the proxy executor does), hands the sweep's copies
  * and fetch-adds to its executor in one call (one CUDA kernel on the GPU machine, memcpy in the
  * CPU tests), and then writes the CQEs the WQEs asked for, with the owner bit the device polls.
@@ -160,12 +160,20 @@ typedef struct slip_softnic_pd {
 } slip_softnic_pd;
 
 typedef struct slip_softnic slip_softnic;
-/* Starts `nthreads` NIC threads over `nqps` queue pairs (queue pair q is served by thread
- * q % nthreads, with ops[q % nthreads]), after stamping every SQ slot with an index of the
- * previous lap and initialising the CQs (slip_cq_init). local: regions the lkeys name (sources;
- * atomic result buffers need SLIP_DEV_REGION_WRITABLE), with `pd` for the rest (pd or pd->find
- * may be NULL); remote: regions the rkeys name. Entries' keys are the 32-bit memory keys
- * (SLIP_MKEY). Tables are copied.
+typedef struct slip_softnic_engine slip_softnic_engine;
+
+/* Starts `nthreads` NIC threads (thread t executes through ops[t]) that serve the queue pairs of
+ * every NIC made on the engine, as one ConnectX serves all of a host's queue pairs: the threads do
+ * not multiply with the queue sets. Destroy after every NIC made on it. */
+slip_status slip_softnic_engine_create(const slip_softnic_ops *ops, uint32_t nthreads, slip_softnic_engine **out);
+void slip_softnic_engine_destroy(slip_softnic_engine *e);
+
+/* A NIC on engine `e` over `nqps` queue pairs (queue pair q is served by one of the engine's
+ * threads; the NICs made on an engine spread their queue pairs over its threads), after stamping
+ * every SQ slot with an index of the previous lap and initialising the CQs (slip_cq_init). local:
+ * regions the lkeys name (sources; atomic result buffers need SLIP_DEV_REGION_WRITABLE), with `pd`
+ * for the rest (pd or pd->find may be NULL); remote: regions the rkeys name. Entries' keys are the
+ * 32-bit memory keys (SLIP_MKEY). Tables are copied.
  *
  * Completions, as on a ConnectX NIC: a WQE whose control segment requests a CQE (fm_ce_se bit
  * 0x08, CQ update) gets one when it and every WQE before it on its queue pair completed; a WQE
@@ -173,15 +181,14 @@ typedef struct slip_softnic slip_softnic;
  * and every later WQE completes with a flush error (a CQE for those that request one) and is not
  * executed. CQEs fill the CQ in order: the k-th CQE of a queue pair goes to slot k % cqe_num with
  * owner bit (k / cqe_num) & 1, and carries the WQE's index as its counter. */
-slip_status slip_softnic_create(const slip_softnic_ops *ops, uint32_t nthreads, uint32_t nqps,
-                                const slip_softnic_qp *qps, slip_dev_error *err, const slip_region_entry *local,
-                                uint32_t nlocal, const slip_softnic_pd *pd, const slip_region_entry *remote,
-                                uint32_t nremote, slip_softnic **out);
-void slip_softnic_destroy(slip_softnic *n);  /* stops and joins the threads */
-/* Resets every queue pair, as a QP reset and reconnect does on a NIC: out of the error state, WQE
- * and CQE counts back to 0, SQ slots stamped and CQs initialised again. The producer must be
- * quiescent and start again from index 0, with its producer word already set to 0. Returns once
- * every NIC thread has done so. */
+slip_status slip_softnic_create(slip_softnic_engine *e, uint32_t nqps, const slip_softnic_qp *qps, slip_dev_error *err,
+                                const slip_region_entry *local, uint32_t nlocal, const slip_softnic_pd *pd,
+                                const slip_region_entry *remote, uint32_t nremote, slip_softnic **out);
+void slip_softnic_destroy(slip_softnic *n);  /* once it returns, no engine thread looks at the NIC */
+/* Resets every queue pair of the NIC, as a QP reset and reconnect does on a NIC: out of the error
+ * state, WQE and CQE counts back to 0, SQ slots stamped and CQs initialised again. The producer
+ * must be quiescent and start again from index 0, with its producer word already set to 0.
+ * Returns once every engine thread has done so. */
 void slip_softnic_reset(slip_softnic *n);
 typedef struct slip_softnic_stats {
   uint64_t wqes, cqes, errors, sweeps, issue_ns, run_ns;
