@@ -50,6 +50,8 @@ public final class GpuExecutor implements AutoCloseable {
   private final DeviceLanding landing;
   private final DeviceMapOutputStore store;
   private final PushScheduler server;
+  /** The queues the push lanes write through ({@link #pushBackend}). */
+  private final Backend backend;
   private final GpuEndpoint endpoint;
   private final PushWriter writer;
   /** Imported landing regions, by the descriptor requests name them with ({@link RegionExport#descriptor()}). */
@@ -85,8 +87,9 @@ public final class GpuExecutor implements AutoCloseable {
       this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID),
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
+      this.backend = pushBackend(conf);
       this.server = new PushScheduler(ctx, kernel, store, this::importedLanding, FIRST_TABLE_ID,
-          conf.serveInFlight(), new PushScheduler.Lanes(pushBackend(conf), conf.pushBlocks(), conf.pushThreads(),
+          conf.serveInFlight(), new PushScheduler.Lanes(backend, conf.pushBlocks(), conf.pushThreads(),
               pool.child("push-tables", Long.MAX_VALUE)));
       made.add(server);
       this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
@@ -143,7 +146,7 @@ public final class GpuExecutor implements AutoCloseable {
       GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds, fetchTimeoutMs);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes,"
           + " pushes over {} queues", executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(),
-          conf.mapOutputBytes(), pushBackend(conf));
+          conf.mapOutputBytes(), g.backend);
       return g;
     } catch (RuntimeException e) {
       ctx.close();
