@@ -25,6 +25,7 @@ fi
 mkdir -p "$(dirname "$build")"
 exec 9>"$build.lock"
 flock 9
+slip_ensure_rdma_headers
 
 gen=()
 if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi

@@ -23,6 +23,7 @@
 #include "check.h"
 #include "cuda_exec.h"
 #include "gpunetio.h"
+#include "nic_qp.h"
 #include "slipstream/device/sync.cuh"
 #include "slipstream/device/write_api.cuh"
 
@@ -243,12 +244,9 @@ void engine_release(int device) {
   g_engines.erase(it);
 }
 
-template <class T>
-slip_status mapped(T *host, T **dev) {
+slip_status mapped(void *host, void **dev) {
   slip_status st = SLIP_OK;
-  void *p = nullptr;
-  SLIP_CUDA_CHECK(cudaHostGetDevicePointer(&p, (void *)host, 0));
-  *dev = (T *)p;
+  SLIP_CUDA_CHECK(cudaHostGetDevicePointer(dev, host, 0));
 done:
   return st;
 }
@@ -320,29 +318,19 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
   for (uint32_t q = 0; q < nq; q++) {
     uint8_t *sq = g->h_sq + q * ring, *cq = g->h_cq + q * ring, *words = g->h_words + q * 3 * kLine;
     const uint32_t qpn = kQpnBase + q;
-    doca_gpu_dev_verbs_qp &h = qps[q];
-    memset(&h, 0, sizeof h);
-    h.sq_num = qpn;
-    h.sq_num_shift8 = qpn << 8;
-    h.sq_num_shift8_be = host_be32(qpn << 8);
-    h.sq_num_shift8_be_1ds = host_be32(qpn << 8 | 1);
-    h.sq_num_shift8_be_2ds = host_be32(qpn << 8 | 2);
-    h.sq_num_shift8_be_3ds = host_be32(qpn << 8 | 3);
-    h.sq_num_shift8_be_4ds = host_be32(qpn << 8 | 4);
-    h.sq_wqe_num = (uint16_t)depth;
-    h.sq_wqe_mask = (uint16_t)(depth - 1);
-    SLIP_CHECK(mapped(sq, &h.sq_wqe_daddr));
-    SLIP_CHECK(mapped((__be32 *)(words + kLine), &h.sq_dbrec));
-    SLIP_CHECK(mapped((uint64_t *)words, &h.sq_db));  // CPU proxy: the device publishes its producer index here
-    SLIP_CHECK(mapped(cq, &h.cq_sq.cqe_daddr));
-    h.cq_sq.cq_num = qpn;
-    h.cq_sq.cqe_num = depth;
-    h.cq_sq.cqe_mask = depth - 1;
-    h.cq_sq.cqe_size = SLIP_MLX5_CQE_BYTES;
-    SLIP_CHECK(mapped((__be32 *)(words + 2 * kLine), &h.cq_sq.dbrec));
-    h.cq_sq.mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_HOST;
-    h.nic_handler = DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY;
-    h.mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_HOST;
+    slip_qp_layout l;
+    memset(&l, 0, sizeof l);
+    l.qpn = qpn;
+    l.sq_wqe_cnt = depth;
+    l.cqn = qpn;
+    l.cqe_cnt = depth;
+    l.rings_in_host = 1;
+    SLIP_CHECK(mapped(sq, &l.sq_wqes));
+    SLIP_CHECK(mapped(words + kLine, &l.sq_dbrec));
+    SLIP_CHECK(mapped(words, &l.sq_db));  // CPU proxy: the device publishes its producer index here
+    SLIP_CHECK(mapped(cq, &l.cqes));
+    SLIP_CHECK(mapped(words + 2 * kLine, &l.cq_dbrec));
+    SLIP_CHECK(slip_dev_qp_init(&l, &qps[q]));
     nqps[q] = {sq, depth, qpn, (const uint64_t *)words, cq, depth};
   }
   SLIP_CUDA_CHECK(cudaMemcpy(g->d_qps, qps.data(), nq * sizeof(doca_gpu_dev_verbs_qp), cudaMemcpyHostToDevice));
@@ -358,6 +346,45 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
   g = nullptr;
 done:
   slip_gpunetio_destroy(g);
+  return st;
+}
+
+size_t slip_dev_qp_size(void) { return sizeof(doca_gpu_dev_verbs_qp); }
+
+slip_status slip_dev_qp_init(const slip_qp_layout *l, void *out) {
+  slip_status st = SLIP_OK;
+  doca_gpu_dev_verbs_qp h;
+  if (!l || !out || !l->sq_wqes || !l->sq_dbrec || !l->sq_db || !l->cqes || !l->cq_dbrec)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_dev_qp_init: null layout, struct or ring address");
+  if (l->qpn == 0 || l->qpn > 0xffffffu) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue pair number %u, expected 24 bits", l->qpn);
+  if (l->sq_wqe_cnt < 2 || l->sq_wqe_cnt > 32768 || (l->sq_wqe_cnt & (l->sq_wqe_cnt - 1)) != 0)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "send queue of %u WQEs, expected a power of two in 2..32768", l->sq_wqe_cnt);
+  if (l->cqe_cnt < 2 || (l->cqe_cnt & (l->cqe_cnt - 1)) != 0)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "completion queue of %u CQEs, expected a power of two", l->cqe_cnt);
+  memset(&h, 0, sizeof h);
+  h.sq_num = l->qpn;
+  h.sq_num_shift8 = l->qpn << 8;
+  h.sq_num_shift8_be = host_be32(l->qpn << 8);
+  h.sq_num_shift8_be_1ds = host_be32(l->qpn << 8 | 1);
+  h.sq_num_shift8_be_2ds = host_be32(l->qpn << 8 | 2);
+  h.sq_num_shift8_be_3ds = host_be32(l->qpn << 8 | 3);
+  h.sq_num_shift8_be_4ds = host_be32(l->qpn << 8 | 4);
+  h.sq_wqe_num = (uint16_t)l->sq_wqe_cnt;
+  h.sq_wqe_mask = (uint16_t)(l->sq_wqe_cnt - 1);
+  h.sq_wqe_daddr = (uint8_t *)l->sq_wqes;
+  h.sq_dbrec = (__be32 *)l->sq_dbrec;
+  h.sq_db = (uint64_t *)l->sq_db;
+  h.cq_sq.cqe_daddr = (uint8_t *)l->cqes;
+  h.cq_sq.cq_num = l->cqn;
+  h.cq_sq.cqe_num = l->cqe_cnt;
+  h.cq_sq.cqe_mask = l->cqe_cnt - 1;
+  h.cq_sq.cqe_size = SLIP_MLX5_CQE_BYTES;
+  h.cq_sq.dbrec = (__be32 *)l->cq_dbrec;
+  h.cq_sq.mem_type = l->rings_in_host ? DOCA_GPUNETIO_VERBS_MEM_TYPE_HOST : DOCA_GPUNETIO_VERBS_MEM_TYPE_GPU;
+  h.mem_type = h.cq_sq.mem_type;
+  h.nic_handler = l->gpu_doorbell ? DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB : DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY;
+  memcpy(out, &h, sizeof h);
+done:
   return st;
 }
 

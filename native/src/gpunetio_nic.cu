@@ -1,11 +1,19 @@
-// gpunetio on a real ConnectX NIC through an installed open-source DOCA GPUNetIO host library
-// (slipstream/gpunetio_nic.h). Built only with -DSLIP_GPUNETIO_HOST_ROOT; compiled, never run here
-// (no RDMA device on the CI or GPU machines). The connection sequence follows the verbs state
-// machine (RST, INIT, RTR, RTS) with the attributes GPUNetIO's own users set.
+// gpunetio on a real ConnectX NIC through the DOCA GPUNetIO host library (slipstream/gpunetio_nic.h,
+// implementation "doca"). Built only with -DSLIP_GPUNETIO_HOST_ROOT; compiled, never run here (no
+// RDMA device on the CI or GPU machines). The library creates each queue pair and its completion
+// queue in GPU memory (DevX umem); connection follows the verbs state machine (RESET, INIT, RTR,
+// RTS) with a random 24-bit PSN per queue pair.
 #include <infiniband/verbs.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "host/doca_gpunetio_high_level.h"
@@ -21,73 +29,86 @@
   } while (0)
 
 struct slip_nic {
-  int device = 0, port = 1, gid_index = 0;
+  int device = 0, port = 1, gid_index = 0, doorbell = SLIP_NIC_DOORBELL_AUTO;
   ibv_context *ib = nullptr;
   ibv_pd *pd = nullptr;
   ibv_port_attr port_attr;
   ibv_gid gid;
   doca_gpu *gdev = nullptr;
-  doca_verbs_ah_attr *ah = nullptr;
-  std::vector<doca_gpu_verbs_qp_hl *> qps;
   std::vector<ibv_mr *> mrs;
+  std::mutex m;                            // guards what follows
+  std::vector<slip_nic_link *> host_rung;  // links whose doorbells the progress thread rings
+  std::thread progress;
+  std::atomic<bool> stop{false};
 };
 
+struct slip_nic_link {
+  slip_nic *nic = nullptr;
+  int doorbell = SLIP_NIC_DOORBELL_HOST;
+  std::vector<doca_gpu_verbs_qp_hl *> qps;
+  std::vector<uint32_t> psn;
+  std::vector<bool> connected;
+  doca_verbs_ah_attr *ah = nullptr;
+};
+
+namespace {
+void progress_loop(slip_nic *n) {
+  while (!n->stop.load(std::memory_order_acquire)) {
+    {
+      std::lock_guard<std::mutex> g(n->m);
+      for (slip_nic_link *l : n->host_rung)
+        for (doca_gpu_verbs_qp_hl *q : l->qps) (void)doca_gpu_verbs_cpu_proxy_progress(q->qp_gverbs);
+    }
+    sched_yield();
+  }
+}
+}  // namespace
+
+extern "C" const char *slip_nic_impl(void) { return "doca"; }
 extern "C" slip_status slip_nic_probe(void) { return SLIP_OK; }
 
 extern "C" void slip_nic_close(slip_nic *n) {
   if (!n) return;
+  n->stop.store(true, std::memory_order_release);
+  if (n->progress.joinable()) n->progress.join();
   for (ibv_mr *mr : n->mrs) ibv_dereg_mr(mr);
-  for (doca_gpu_verbs_qp_hl *q : n->qps)
-    if (q) (void)doca_gpu_verbs_destroy_qp_hl(q);
-  if (n->ah) (void)doca_verbs_ah_attr_destroy(n->ah);
   if (n->gdev) (void)doca_gpu_destroy(n->gdev);
   if (n->pd) ibv_dealloc_pd(n->pd);
   if (n->ib) ibv_close_device(n->ib);
   delete n;
 }
 
-extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, uint32_t nq,
-                                     uint32_t depth, slip_nic **out) {
+extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell,
+                                     slip_nic **out) {
   slip_status st = SLIP_OK;
   slip_nic *n = nullptr;
   ibv_device **list = nullptr;
   int ndev = 0;
   char bus[32];
-  doca_gpu_verbs_qp_init_attr_hl attr;
-  if (!ibdev || !out || nq == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_open: null device name or no queue pairs");
-  if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue depth %u, expected a power of two in 2..32768", depth);
+  std::string found;
+  if (!ibdev || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_open: null device name or result");
+  if (doorbell != SLIP_NIC_DOORBELL_AUTO && doorbell != SLIP_NIC_DOORBELL_HOST && doorbell != SLIP_NIC_DOORBELL_GPU)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "doorbell mode %d, expected %d (auto), %d (host) or %d (gpu)", doorbell,
+              SLIP_NIC_DOORBELL_AUTO, SLIP_NIC_DOORBELL_HOST, SLIP_NIC_DOORBELL_GPU);
   n = new slip_nic();
   n->device = device;
   n->port = port;
   n->gid_index = gid_index;
+  n->doorbell = doorbell;
   SLIP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
   list = ibv_get_device_list(&ndev);
   SLIP_SYS_CHECK(list != nullptr, "ibv_get_device_list");
-  for (int i = 0; i < ndev && !n->ib; i++)
+  for (int i = 0; i < ndev && !n->ib; i++) {
+    found += std::string(found.empty() ? "" : ", ") + ibv_get_device_name(list[i]);
     if (!strcmp(ibv_get_device_name(list[i]), ibdev)) n->ib = ibv_open_device(list[i]);
-  if (!n->ib) SLIP_FAIL(SLIP_ERR_NO_DEVICE, "RDMA device %s: not found or cannot be opened (%d devices)", ibdev, ndev);
+  }
+  if (!n->ib) SLIP_FAIL(SLIP_ERR_NO_DEVICE, "RDMA device %s not found (%d found%s%s)", ibdev, ndev, ndev ? ": " : "",
+                        found.c_str());
   n->pd = ibv_alloc_pd(n->ib);
   SLIP_SYS_CHECK(n->pd != nullptr, "ibv_alloc_pd");
   SLIP_SYS_CHECK(ibv_query_port(n->ib, (uint8_t)port, &n->port_attr) == 0, "ibv_query_port");
   SLIP_SYS_CHECK(ibv_query_gid(n->ib, (uint8_t)port, gid_index, &n->gid) == 0, "ibv_query_gid");
   SLIP_DOCA_CHECK(doca_gpu_create(bus, &n->gdev));
-  memset(&attr, 0, sizeof attr);
-  attr.gpu_dev = n->gdev;
-  attr.ibpd = n->pd;
-  attr.sq_nwqe = (uint16_t)depth;
-  attr.nic_handler = DOCA_GPUNETIO_VERBS_NIC_HANDLER_AUTO;
-  attr.mreg_type = DOCA_GPUNETIO_VERBS_MEM_REG_TYPE_DEFAULT;
-  n->qps.assign(nq, nullptr);
-  for (uint32_t q = 0; q < nq; q++) SLIP_DOCA_CHECK(doca_gpu_verbs_create_qp_hl(&attr, &n->qps[q]));
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_create(n->ib, &n->ah));
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_sl(n->ah, 0));
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_traffic_class(n->ah, 0));
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_addr_type(n->ah, n->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND
-                                                              ? DOCA_VERBS_ADDR_TYPE_IB_NO_GRH
-                                                              : DOCA_VERBS_ADDR_TYPE_IPv4));
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_sgid_index(n->ah, (uint8_t)gid_index));
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_hop_limit(n->ah, 255));
   *out = n;
   n = nullptr;
 done:
@@ -96,40 +117,106 @@ done:
   return st;
 }
 
-extern "C" slip_status slip_nic_qp_info_get(const slip_nic *n, uint32_t q, slip_nic_qp_info *out) {
+extern "C" void slip_nic_link_destroy(slip_nic_link *l) {
+  if (!l) return;
+  slip_nic *n = l->nic;
+  {
+    std::lock_guard<std::mutex> g(n->m);
+    for (size_t i = 0; i < n->host_rung.size(); i++)
+      if (n->host_rung[i] == l) n->host_rung.erase(n->host_rung.begin() + (long)i);
+  }
+  for (doca_gpu_verbs_qp_hl *q : l->qps)
+    if (q) (void)doca_gpu_verbs_destroy_qp_hl(q);
+  if (l->ah) (void)doca_verbs_ah_attr_destroy(l->ah);
+  delete l;
+}
+
+extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t depth, slip_nic_link **out) {
   slip_status st = SLIP_OK;
-  if (!n || !out || q >= n->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_qp_info_get: queue pair %u", q);
+  slip_nic_link *l = nullptr;
+  doca_gpu_verbs_qp_init_attr_hl attr;
+  if (!n || !out || nq == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_link_create: null NIC or result, or no queue pairs");
+  if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue depth %u, expected a power of two in 2..32768", depth);
+  l = new slip_nic_link();
+  l->nic = n;
+  memset(&attr, 0, sizeof attr);
+  attr.gpu_dev = n->gdev;
+  attr.ibpd = n->pd;
+  attr.sq_nwqe = (uint16_t)depth;
+  attr.nic_handler = n->doorbell == SLIP_NIC_DOORBELL_HOST  ? DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY
+                     : n->doorbell == SLIP_NIC_DOORBELL_GPU ? DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB
+                                                            : DOCA_GPUNETIO_VERBS_NIC_HANDLER_AUTO;
+  attr.mreg_type = DOCA_GPUNETIO_VERBS_MEM_REG_TYPE_DEFAULT;
+  l->qps.assign(nq, nullptr);
+  l->psn.assign(nq, 0);
+  l->connected.assign(nq, false);
+  for (uint32_t q = 0; q < nq; q++) {
+    uint32_t r;
+    SLIP_DOCA_CHECK(doca_gpu_verbs_create_qp_hl(&attr, &l->qps[q]));
+    SLIP_SYS_CHECK(getrandom(&r, sizeof r, 0) == (ssize_t)sizeof r, "getrandom");
+    l->psn[q] = r & 0xffffffu;
+  }
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_create(n->ib, &l->ah));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_sl(l->ah, 0));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_traffic_class(l->ah, 0));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_addr_type(l->ah, n->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND
+                                                              ? DOCA_VERBS_ADDR_TYPE_IB_NO_GRH
+                                                              : DOCA_VERBS_ADDR_TYPE_IPv4));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_sgid_index(l->ah, (uint8_t)n->gid_index));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_hop_limit(l->ah, 255));
+  l->doorbell = l->qps[0]->nic_handler == DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY ? SLIP_NIC_DOORBELL_HOST
+                                                                                     : SLIP_NIC_DOORBELL_GPU;
+  if (l->doorbell == SLIP_NIC_DOORBELL_HOST) {
+    std::lock_guard<std::mutex> g(n->m);
+    n->host_rung.push_back(l);
+    if (!n->progress.joinable()) n->progress = std::thread(progress_loop, n);
+  }
+  *out = l;
+  l = nullptr;
+done:
+  slip_nic_link_destroy(l);
+  return st;
+}
+
+extern "C" slip_status slip_nic_qp_info_get(const slip_nic_link *l, uint32_t q, slip_nic_qp_info *out) {
+  slip_status st = SLIP_OK;
+  if (!l || !out || q >= l->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_qp_info_get: queue pair %u", q);
   memset(out, 0, sizeof *out);
   out->magic = SLIP_NIC_QP_INFO_MAGIC;
   out->version = SLIP_NIC_QP_INFO_VERSION;
-  out->addr_type = n->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND ? SLIP_NIC_ADDR_IB : SLIP_NIC_ADDR_ROCE;
-  out->qpn = doca_verbs_qp_get_qpn(n->qps[q]->qp);
-  out->lid = n->port_attr.lid;
-  memcpy(out->gid, n->gid.raw, sizeof out->gid);
-  out->mtu = (uint32_t)n->port_attr.active_mtu;
+  out->addr_type = l->nic->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND ? SLIP_NIC_ADDR_IB : SLIP_NIC_ADDR_ROCE;
+  out->qpn = doca_verbs_qp_get_qpn(l->qps[q]->qp);
+  out->lid = l->nic->port_attr.lid;
+  memcpy(out->gid, l->nic->gid.raw, sizeof out->gid);
+  out->mtu = (uint32_t)l->nic->port_attr.active_mtu;
+  out->psn = l->psn[q];
 done:
   return st;
 }
 
-extern "C" slip_status slip_nic_connect(slip_nic *n, uint32_t q, const slip_nic_qp_info *peer) {
+extern "C" slip_status slip_nic_connect(slip_nic_link *l, uint32_t q, const slip_nic_qp_info *peer) {
   slip_status st = SLIP_OK;
   doca_verbs_qp_attr *a = nullptr;
   doca_verbs_gid g;
   doca_verbs_qp *qp;
   uint32_t mtu;
   slip_nic_qp_info p;
-  if (!n || !peer || q >= n->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_connect: queue pair %u", q);
+  slip_nic *n;
+  if (!l || !peer || q >= l->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_connect: queue pair %u", q);
   SLIP_CHECK(slip_nic_qp_info_parse(peer, sizeof *peer, &p));
-  qp = n->qps[q]->qp;
+  if (l->connected[q]) SLIP_FAIL(SLIP_ERR_STATE, "queue pair %u is already connected (a new peer needs a new link)", q);
+  n = l->nic;
+  qp = l->qps[q]->qp;
   mtu = p.mtu < (uint32_t)n->port_attr.active_mtu ? p.mtu : (uint32_t)n->port_attr.active_mtu;
   memcpy(g.raw, p.gid, sizeof g.raw);
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_gid(n->ah, g));
-  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_dlid(n->ah, p.lid));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_gid(l->ah, g));
+  SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_dlid(l->ah, p.lid));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_create(&a));
   // IBV_MTU_256..4096 are 1..5; DOCA's enum counts from 0.
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_path_mtu(a, (doca_verbs_mtu_size)(mtu - 1)));
-  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_rq_psn(a, 0));
-  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_sq_psn(a, 0));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_rq_psn(a, p.psn));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_sq_psn(a, l->psn[q]));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_port_num(a, n->port));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_ack_timeout(a, 20));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_retry_cnt(a, 7));
@@ -138,7 +225,7 @@ extern "C" slip_status slip_nic_connect(slip_nic *n, uint32_t q, const slip_nic_
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_allow_remote_write(a, 1));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_allow_remote_read(a, 1));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_allow_remote_atomic(a, DOCA_VERBS_QP_ATOMIC_MODE_IB_SPEC));
-  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_ah_attr(a, n->ah));
+  SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_ah_attr(a, l->ah));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_dest_qp_num(a, p.qpn));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_pkey_index(a, 0));
   SLIP_DOCA_CHECK(doca_verbs_qp_attr_set_next_state(a, DOCA_VERBS_QP_STATE_INIT));
@@ -156,6 +243,7 @@ extern "C" slip_status slip_nic_connect(slip_nic *n, uint32_t q, const slip_nic_
                                        DOCA_VERBS_QP_ATTR_NEXT_STATE | DOCA_VERBS_QP_ATTR_SQ_PSN |
                                            DOCA_VERBS_QP_ATTR_ACK_TIMEOUT | DOCA_VERBS_QP_ATTR_RETRY_CNT |
                                            DOCA_VERBS_QP_ATTR_RNR_RETRY));
+  l->connected[q] = true;
 done:
   if (a) (void)doca_verbs_qp_attr_destroy(a);
   return st;
@@ -191,18 +279,10 @@ done:
   return st;
 }
 
-extern "C" void *slip_nic_dev_qp(const slip_nic *n, uint32_t q) {
+extern "C" void *slip_nic_dev_qp(const slip_nic_link *l, uint32_t q) {
   doca_gpu_dev_verbs_qp *d = nullptr;
-  if (!n || q >= n->qps.size() || doca_gpu_verbs_get_qp_dev(n->qps[q]->qp_gverbs, &d) != DOCA_SUCCESS) return nullptr;
+  if (!l || q >= l->qps.size() || doca_gpu_verbs_get_qp_dev(l->qps[q]->qp_gverbs, &d) != DOCA_SUCCESS) return nullptr;
   return d;
 }
 
-extern "C" slip_status slip_nic_progress(slip_nic *n) {
-  slip_status st = SLIP_OK;
-  if (!n) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_progress: null");
-  for (doca_gpu_verbs_qp_hl *q : n->qps)
-    if (q->nic_handler == DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY)
-      SLIP_DOCA_CHECK(doca_gpu_verbs_cpu_proxy_progress(q->qp_gverbs));
-done:
-  return st;
-}
+extern "C" int slip_nic_link_doorbell(const slip_nic_link *l) { return l ? l->doorbell : SLIP_NIC_DOORBELL_HOST; }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gpunetio.h"
+#include "nic_qp.h"
 
 extern "C" slip_status slip_gpunetio_probe(void) {
   return slip_set_error(SLIP_ERR_UNSUPPORTED,
@@ -22,3 +23,5 @@ void *slip_gpunetio_qp(const slip_gpunetio *, uint32_t) { return nullptr; }
 uint32_t slip_gpunetio_sink_key(const slip_gpunetio *) { return 0; }
 slip_status slip_gpunetio_reset(slip_gpunetio *) { return SLIP_OK; }
 void slip_gpunetio_stats(const slip_gpunetio *, slip_softnic_stats *out) { memset(out, 0, sizeof *out); }
+size_t slip_dev_qp_size(void) { return 0; }
+slip_status slip_dev_qp_init(const slip_qp_layout *, void *) { return slip_gpunetio_probe(); }

@@ -680,6 +680,21 @@ void test_qp_info() {
   b.magic ^= 1;
   EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR && strstr(slip_last_error(), "magic"),
          "got '%s'", slip_last_error());
+  b = v;
+  b.psn = 1u << 24;
+  EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR &&
+             strstr(slip_last_error(), "packet sequence number 0x1000000, expected 24 bits"),
+         "got '%s'", slip_last_error());
+  b = v;
+  b.reserved[5] = 0x80;
+  EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR &&
+             strstr(slip_last_error(), "reserved byte 5 is 0x80, expected 0"),
+         "got '%s'", slip_last_error());
+  b = v;
+  b.version = 1;
+  EXPECT(slip_nic_qp_info_parse(&b, sizeof b, &out) == SLIP_ERR_BAD_DESCRIPTOR &&
+             strstr(slip_last_error(), "version 1, expected 2"),
+         "got '%s'", slip_last_error());
 }
 
 }  // namespace

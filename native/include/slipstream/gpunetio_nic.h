@@ -1,17 +1,28 @@
 /*
- * gpunetio on a real ConnectX NIC: queue pairs created by an installed open-source DOCA
- * GPUNetIO host library (doca_gpu_verbs_* over rdma-core mlx5 DevX), connected with data exchanged
- * out of band, and memory registered so that the device write API's addressing holds on the wire
- * (iova = region id << 40, memory key = SLIP_MKEY: slipstream/abi.h).
+ * gpunetio on a real ConnectX NIC: queue pairs whose send and completion queues the GPU drives
+ * (the device write API, slipstream/device/gpunetio.cuh), connected with data exchanged out of
+ * band, and memory registered so that the write API's addressing holds on the wire
+ * (iova = region id << 40, memory key = SLIP_MKEY(region key): slipstream/abi.h).
  *
- * Built only with -DSLIP_GPUNETIO_HOST_ROOT=<prefix of an installed GPUNetIO> and rdma-core
- * (libibverbs, libmlx5); otherwise every call but the wire-format parser answers
- * SLIP_ERR_UNSUPPORTED with the reason. Not run in this project's CI or on its GPU machine, which
- * have no RDMA device: the software NIC (slipstream/softnic.h) is what the tests exercise.
+ * Two implementations, chosen at configure time:
+ *   mlx5    slipstream's own host side on rdma-core's mlx5 direct verbs (libibverbs, libmlx5;
+ *           built wherever rdma-core's headers are found, the libraries loaded at run time, so
+ *           the library loads on machines without them): reliable-connected queue pairs whose
+ *           rings and doorbell records live in pinned host memory mapped into the GPU (a parent
+ *           domain's allocator places them there), the doorbell register mapped into the GPU where
+ *           the platform allows it, otherwise rung by a host progress thread;
+ *   doca    the DOCA GPUNetIO host library (-DSLIP_GPUNETIO_HOST_ROOT=<prefix>): rings in GPU
+ *           memory through DevX umem.
+ * Without either, every call but the wire-format functions answers SLIP_ERR_UNSUPPORTED with the
+ * reason. Neither has run on a real NIC in this project's CI or on its GPU machine (no RDMA
+ * device there): the software NIC (slipstream/softnic.h) is what the tests exercise.
  *
- * Sequence per peer: slip_nic_open, slip_nic_qp_info_get (send it), slip_nic_qp_info_parse (what the
- * peer sent), slip_nic_connect, slip_nic_reg for every region both sides address, then hand
- * slip_nic_dev_qp(q) to the device write API as slip_dev_queue.nic_qp.
+ * One slip_nic per executor GPU: device, port, protection domain and the registered regions
+ * (landing pool, map-output pool: once, never per block). One slip_nic_link per peer: nq queue
+ * pairs towards it. Sequence: slip_nic_open, slip_nic_reg for every region, then per peer
+ * slip_nic_link_create, slip_nic_qp_info_get (send each record), slip_nic_qp_info_parse (what the
+ * peer sent), slip_nic_connect, and slip_nic_dev_qp(link, q) as slip_dev_queue.nic_qp. A lost peer's
+ * link is destroyed; a peer that comes back gets a new link (new queue pair numbers and PSNs).
  */
 #ifndef SLIP_GPUNETIO_NIC_H
 #define SLIP_GPUNETIO_NIC_H
@@ -26,7 +37,7 @@ extern "C" {
 
 /* Connection data of one queue pair: 64 bytes, little-endian, sent to the peer out of band. */
 #define SLIP_NIC_QP_INFO_MAGIC 0x51504C53u /* "SLPQ" */
-#define SLIP_NIC_QP_INFO_VERSION 1u
+#define SLIP_NIC_QP_INFO_VERSION 2u
 enum { SLIP_NIC_ADDR_IB = 0 /* LID routed */, SLIP_NIC_ADDR_ROCE = 1 /* GID routed */ };
 typedef struct slip_nic_qp_info {
   uint32_t magic;
@@ -36,32 +47,49 @@ typedef struct slip_nic_qp_info {
   uint32_t lid;         /* 16 bits, IB */
   uint8_t gid[16];
   uint32_t mtu;         /* IBV_MTU_* enum value, 1..5 */
-  uint8_t reserved[28];
+  uint32_t psn;         /* 24 bits: the first packet sequence number this queue pair sends */
+  uint8_t reserved[24]; /* zero */
 } slip_nic_qp_info;
 
-/* Checks a received record (size, magic, version, address type, qpn, mtu). */
+/* Checks a received record (size, magic, version, address type, qpn, lid, mtu, psn, reserved). */
 slip_status slip_nic_qp_info_parse(const void *buf, size_t len, slip_nic_qp_info *out);
 
-/* SLIP_OK when this build has the installed-GPUNetIO path, else SLIP_ERR_UNSUPPORTED with why. */
+/* "mlx5", "doca" or "none": the implementation this build has. */
+const char *slip_nic_impl(void);
+/* SLIP_OK when this build has a NIC implementation and its libraries load, else
+ * SLIP_ERR_UNSUPPORTED with why. Does not look for devices. */
 slip_status slip_nic_probe(void);
 
+/* Who rings a queue pair's doorbell. */
+enum { SLIP_NIC_DOORBELL_AUTO = 0 /* the GPU where it can be mapped, else the host */,
+       SLIP_NIC_DOORBELL_HOST = 1 /* a host progress thread (the device publishes its producer index) */,
+       SLIP_NIC_DOORBELL_GPU = 2  /* the GPU writes the NIC's doorbell register; fails where it cannot */ };
+
 typedef struct slip_nic slip_nic;
+typedef struct slip_nic_link slip_nic_link;
 /* Opens RDMA device `ibdev` (e.g. "mlx5_0"), port `port`, GID index `gid_index` (RoCE), for CUDA
- * device `device`, and creates `nq` queue pairs of `depth` WQEs (NIC handler chosen by GPUNetIO:
- * GPU doorbells where the NIC's UAR can be mapped into the GPU, else its CPU proxy). */
-slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, uint32_t nq, uint32_t depth,
-                          slip_nic **out);
+ * device `device`. SLIP_ERR_NO_DEVICE names the device and what was found when it is absent. */
+slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell, slip_nic **out);
+/* After every link of it is destroyed. */
 void slip_nic_close(slip_nic *n);
-slip_status slip_nic_qp_info_get(const slip_nic *n, uint32_t q, slip_nic_qp_info *out);
-/* RST -> INIT -> RTR -> RTS against the peer's queue pair; remote write and atomics allowed. */
-slip_status slip_nic_connect(slip_nic *n, uint32_t q, const slip_nic_qp_info *peer);
-/* Registers [ptr, ptr + len) (device memory through dma-buf, else peer memory; or host memory)
- * with iova = id << 40; *mkey is both its lkey and its rkey. */
+/* Registers [ptr, ptr + len) (device memory through dma-buf where the kernel has it, else peer
+ * memory; or host memory) with iova = id << 40 and strict ordering; *mkey is both its lkey and
+ * rkey (the low 32 bits of the region's key on the wire). */
 slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey);
-/* The struct doca_gpu_dev_verbs_qp of queue pair q, in GPU memory (for slip_dev_queue.nic_qp). */
-void *slip_nic_dev_qp(const slip_nic *n, uint32_t q);
-/* CPU-proxy queue pairs need this called repeatedly by one host thread (rings the doorbells). */
-slip_status slip_nic_progress(slip_nic *n);
+
+/* nq queue pairs of `depth` WQEs (a power of two, 2..32768) towards one peer, in RESET. */
+slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t depth, slip_nic_link **out);
+/* Only while no kernel uses its queue pairs. */
+void slip_nic_link_destroy(slip_nic_link *l);
+slip_status slip_nic_qp_info_get(const slip_nic_link *l, uint32_t q, slip_nic_qp_info *out);
+/* RESET -> INIT -> RTR -> RTS against the peer's queue pair; remote write and atomics allowed. */
+slip_status slip_nic_connect(slip_nic_link *l, uint32_t q, const slip_nic_qp_info *peer);
+/* The struct doca_gpu_dev_verbs_qp of queue pair q, in GPU memory (for slip_dev_queue.nic_qp);
+ * NULL before slip_nic_connect or in a build without the GPUNetIO device headers. */
+void *slip_nic_dev_qp(const slip_nic_link *l, uint32_t q);
+/* SLIP_NIC_DOORBELL_GPU or _HOST: how this link's doorbells are rung (host: slip_nic's progress
+ * thread does it while the link exists). */
+int slip_nic_link_doorbell(const slip_nic_link *l);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,34 @@
+// Internal: the GPU's view of one queue pair (struct doca_gpu_dev_verbs_qp, the layout the device
+// write API reads), built in one place for every NIC: the software NIC's hand-made queue pairs
+// (gpunetio_host.cu) and a real NIC's (nic_mlx5.cu). Builds without the GPUNetIO device headers
+// answer SLIP_ERR_UNSUPPORTED (gpunetio_none.cpp).
+#ifndef SLIP_NIC_QP_H
+#define SLIP_NIC_QP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "slipstream/host.h"
+
+// Every address is one the GPU can use (device memory, or host memory mapped into the GPU).
+struct slip_qp_layout {
+  uint32_t qpn;          // 24 bits
+  uint32_t sq_wqe_cnt;   // power of two, at most 32768; 64-byte WQEs
+  void *sq_wqes;
+  void *sq_dbrec;        // big-endian send doorbell record
+  void *sq_db;           // gpu_doorbell: the NIC's doorbell register; else the word a host thread watches
+  int gpu_doorbell;
+  uint32_t cqn;
+  uint32_t cqe_cnt;      // power of two; 64-byte CQEs
+  void *cqes;
+  void *cq_dbrec;
+  int rings_in_host;     // rings and records in host memory (else device memory)
+};
+
+// Size of the device struct; 0 in a build without the GPUNetIO device headers.
+size_t slip_dev_qp_size(void);
+// Fills `out` (slip_dev_qp_size() bytes, host memory: copy it to the device) as a queue pair with
+// nothing posted.
+slip_status slip_dev_qp_init(const slip_qp_layout *l, void *out);
+
+#endif
