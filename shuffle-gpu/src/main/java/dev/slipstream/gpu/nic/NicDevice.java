@@ -1,0 +1,28 @@
+package dev.slipstream.gpu.nic;
+
+import java.util.List;
+
+/**
+ * One executor GPU's RDMA NIC as the link table ({@link NicLinks}) uses it: it makes links (a set of
+ * queue pairs towards one peer, in RESET) and connects them to a peer's records. The native
+ * implementation is {@link NativeNic}; tests use a model of the verbs state machine.
+ */
+public interface NicDevice {
+  /** {@code queues} queue pairs of {@code depth} WQEs towards one peer, in RESET. */
+  Link createLink(int queues, int depth);
+
+  /** The queue pairs towards one peer. Closed only while no kernel uses them. */
+  interface Link extends AutoCloseable {
+    /** This side's records, one per queue pair, to send to the peer. */
+    List<NicQpRecord> records();
+
+    /** Moves queue pair {@code q} to RTS against the peer's record; at most once per queue pair. */
+    void connect(int q, NicQpRecord peer);
+
+    /** The device address of queue pair {@code q}'s struct (for the push kernels' queues). */
+    long deviceQueuePair(int q);
+
+    @Override
+    void close();
+  }
+}

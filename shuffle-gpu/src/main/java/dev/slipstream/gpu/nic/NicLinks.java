@@ -1,0 +1,218 @@
+package dev.slipstream.gpu.nic;
+
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * An executor's gpunetio links, one per peer with a NIC: created when the driver's peer table
+ * announces the peer (or when the peer's offer comes first), connected when the peer's records
+ * arrive, closed when the peer is lost or comes back with a new link. Offers travel through
+ * {@code send} (the driver relays them); see {@link NicOffer} for the nonces.
+ *
+ * <p>Rules, for this side's link L (nonce n) to peer P and an offer O from P:
+ * <ul>
+ *   <li>O names a link of ours other than L ({@code O.peerNonce} neither 0 nor n): P is connected to
+ *       a link we closed; O's records are not used and our current offer goes back (P then makes a
+ *       new link, or drops it as a duplicate);</li>
+ *   <li>L not connected: L's queue pairs connect to O's records; if P has not seen L yet
+ *       ({@code O.peerNonce != n}), our offer goes to P;</li>
+ *   <li>L connected to O's link: a duplicate, dropped;</li>
+ *   <li>L connected to another link of P: P came back; L is closed (once unused), a new link is made,
+ *       connected to O and offered.</li>
+ * </ul>
+ * A bad offer (wrong recipient, record count, a record the NIC refuses) connects nothing and
+ * throws with what was got and what was expected; the link it was for is closed, and the next
+ * offer starts over.
+ *
+ * <p>Offers from one peer arrive in the order it sent them (Spark RPC delivers one sender's messages to
+ * an endpoint in order, and the driver relays them in the order received).
+ *
+ * <p>Kernels post on a link's queue pairs only under a {@link Lease}; a link leaves the table at
+ * once when replaced or lost, and is closed when its last lease ends. Thread-safe.
+ */
+public final class NicLinks implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(NicLinks.class);
+
+  private final String self;
+  private final NicDevice nic;
+  private final int queues;
+  private final int depth;
+  private final Consumer<NicOffer> send;
+  private final SecureRandom random = new SecureRandom();
+  private final Map<String, Entry> links = new HashMap<>();
+  private boolean closed;
+
+  public NicLinks(String self, NicDevice nic, int queues, int depth, Consumer<NicOffer> send) {
+    if (queues < 1 || queues > NicOffer.MAX_QUEUES) {
+      throw new IllegalArgumentException("NIC links: " + queues + " queue pairs per link, expected 1.."
+          + NicOffer.MAX_QUEUES);
+    }
+    this.self = self;
+    this.nic = nic;
+    this.queues = queues;
+    this.depth = depth;
+    this.send = send;
+  }
+
+  /** One link and its state. */
+  private static final class Entry {
+    final NicDevice.Link link;
+    final long nonce;
+    long peerNonce;  // the peer link ours is connected to; 0 until connected
+    int leases;
+    boolean retired;  // out of the table: closed when the last lease ends
+
+    Entry(NicDevice.Link link, long nonce) {
+      this.link = link;
+      this.nonce = nonce;
+    }
+  }
+
+  /** A use of a connected link by a push: the link stays open until {@link #close}. */
+  public final class Lease implements AutoCloseable {
+    private final Entry e;
+    private boolean done;
+
+    private Lease(Entry e) {
+      this.e = e;
+    }
+
+    public NicDevice.Link link() {
+      return e.link;
+    }
+
+    @Override
+    public void close() {
+      synchronized (NicLinks.this) {
+        if (done) {
+          return;
+        }
+        done = true;
+        if (--e.leases == 0 && e.retired) {
+          e.link.close();
+        }
+      }
+    }
+  }
+
+  /** The driver announced {@code peer} (which has a NIC): make a link and offer it. */
+  public synchronized void peerJoined(String peer) {
+    if (closed || peer.equals(self) || links.containsKey(peer)) {
+      return;
+    }
+    offer(peer, fresh(peer), 0);
+  }
+
+  /** {@code peer} is gone: its link leaves the table (closed once unused). */
+  public synchronized void peerLost(String peer) {
+    Entry e = links.remove(peer);
+    if (e != null) {
+      retire(e);
+    }
+  }
+
+  /** An offer from a peer, relayed by the driver. */
+  public synchronized void offered(NicOffer o) {
+    if (closed) {
+      return;
+    }
+    if (!o.to().equals(self)) {
+      throw new IllegalArgumentException("NIC offer from " + o.from() + " is addressed to executor " + o.to()
+          + ", expected " + self);
+    }
+    if (o.records().size() != queues) {
+      throw new IllegalArgumentException("NIC offer from " + o.from() + ": " + o.records().size()
+          + " queue-pair records, expected " + queues + " (one per queue pair of a link)");
+    }
+    Entry e = links.get(o.from());
+    if (e != null && o.peerNonce() != 0 && o.peerNonce() != e.nonce) {
+      offer(o.from(), e, e.peerNonce);  // the peer names a link of ours that is gone: ours is current
+      return;
+    }
+    if (e != null && e.peerNonce != 0) {
+      if (e.peerNonce == o.nonce()) {
+        return;  // a duplicate
+      }
+      LOG.info("gpunetio link to {}: the peer made a new link; reconnecting", o.from());
+      links.remove(o.from());
+      retire(e);
+      e = null;
+    }
+    if (e == null) {
+      e = fresh(o.from());
+    }
+    if (o.peerNonce() != 0 && o.peerNonce() != e.nonce) {
+      offer(o.from(), e, 0);  // a new link of ours: the peer's link must be made again
+      return;
+    }
+    try {
+      for (int q = 0; q < queues; q++) {
+        e.link.connect(q, o.records().get(q));
+      }
+    } catch (RuntimeException ex) {
+      links.remove(o.from());
+      retire(e);
+      throw new IllegalArgumentException("NIC offer from " + o.from() + " refused: " + ex.getMessage(), ex);
+    }
+    e.peerNonce = o.nonce();
+    if (o.peerNonce() != e.nonce) {
+      offer(o.from(), e, o.nonce());
+    }
+  }
+
+  /** A lease on the connected link to {@code peer}; empty when there is none (yet). */
+  public synchronized Optional<Lease> lease(String peer) {
+    Entry e = links.get(peer);
+    if (e == null || e.peerNonce == 0) {
+      return Optional.empty();
+    }
+    e.leases++;
+    return Optional.of(new Lease(e));
+  }
+
+  /** Peers with a connected link. */
+  public synchronized List<String> connected() {
+    List<String> out = new ArrayList<>();
+    links.forEach((p, e) -> {
+      if (e.peerNonce != 0) {
+        out.add(p);
+      }
+    });
+    return out;
+  }
+
+  @Override
+  public synchronized void close() {
+    closed = true;
+    links.values().forEach(this::retire);
+    links.clear();
+  }
+
+  private Entry fresh(String peer) {
+    long nonce;
+    do {
+      nonce = random.nextLong();
+    } while (nonce == 0);
+    Entry e = new Entry(nic.createLink(queues, depth), nonce);
+    links.put(peer, e);
+    return e;
+  }
+
+  private void offer(String peer, Entry e, long peerNonce) {
+    send.accept(new NicOffer(self, peer, e.nonce, peerNonce, e.link.records()));
+  }
+
+  private void retire(Entry e) {
+    e.retired = true;
+    if (e.leases == 0) {
+      e.link.close();
+    }
+  }
+}

@@ -1,0 +1,273 @@
+package dev.slipstream.gpu.nic;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The link table's connection protocol against a model of the verbs state machine: queue pairs
+ * start in RESET, connect once to a record, and a pair of queue pairs works only when each is
+ * connected to the other. Offers travel through a FIFO bus, as the driver relays them.
+ */
+class NicLinksTest {
+  static final int QUEUES = 2;
+
+  /** A fabric of model queue pairs: qpn to queue pair. */
+  static final class Fabric {
+    final Map<Integer, ModelQp> qps = new HashMap<>();
+    int nextQpn = 0x100;
+    int closedLinks;
+
+    /** Both ends of every connected queue pair point at each other and are open. */
+    boolean mutual(ModelLink a, ModelLink b) {
+      for (int q = 0; q < QUEUES; q++) {
+        ModelQp x = a.qps.get(q);
+        ModelQp y = b.qps.get(q);
+        if (x.closed || y.closed || x.peer != y.qpn || y.peer != x.qpn || x.peerPsn != y.psn || y.peerPsn != x.psn) {
+          return false;
+        }
+      }
+      return true;
+    }
+  }
+
+  static final class ModelQp {
+    final int qpn;
+    final int psn;
+    int peer;  // 0: RESET
+    int peerPsn;
+    boolean closed;
+
+    ModelQp(int qpn, int psn) {
+      this.qpn = qpn;
+      this.psn = psn;
+    }
+  }
+
+  static final class ModelLink implements NicDevice.Link {
+    final Fabric fabric;
+    final List<ModelQp> qps = new ArrayList<>();
+    boolean closed;
+
+    ModelLink(Fabric fabric, int queues) {
+      this.fabric = fabric;
+      for (int q = 0; q < queues; q++) {
+        ModelQp qp = new ModelQp(fabric.nextQpn++, (fabric.nextQpn * 7919) & 0xffffff);
+        fabric.qps.put(qp.qpn, qp);
+        qps.add(qp);
+      }
+    }
+
+    @Override
+    public List<NicQpRecord> records() {
+      List<NicQpRecord> out = new ArrayList<>();
+      qps.forEach(q -> out.add(new NicQpRecord(NicQpRecord.AddressType.ROCE, q.qpn, 0, new byte[16], 5, q.psn)));
+      return out;
+    }
+
+    @Override
+    public void connect(int q, NicQpRecord peer) {
+      ModelQp qp = qps.get(q);
+      if (closed || qp.peer != 0) {
+        throw new IllegalStateException("queue pair " + qp.qpn + " is not in RESET");
+      }
+      if (!fabric.qps.containsKey(peer.qpn())) {
+        throw new IllegalArgumentException("no queue pair " + peer.qpn() + " on the fabric");
+      }
+      qp.peer = peer.qpn();
+      qp.peerPsn = peer.psn();
+    }
+
+    @Override
+    public long deviceQueuePair(int q) {
+      return 0x1000L + q;
+    }
+
+    @Override
+    public void close() {
+      if (closed) {
+        throw new IllegalStateException("link closed twice");
+      }
+      closed = true;
+      qps.forEach(q -> q.closed = true);
+      fabric.closedLinks++;
+    }
+  }
+
+  /** A NIC of the fabric that remembers its links. */
+  static final class ModelNic implements NicDevice {
+    final Fabric fabric;
+    final List<ModelLink> made = new ArrayList<>();
+
+    ModelNic(Fabric fabric) {
+      this.fabric = fabric;
+    }
+
+    @Override
+    public Link createLink(int queues, int depth) {
+      ModelLink l = new ModelLink(fabric, queues);
+      made.add(l);
+      return l;
+    }
+
+    ModelLink current() {
+      return made.get(made.size() - 1);
+    }
+  }
+
+  /** Executors and the driver's relay. */
+  static final class Cluster {
+    final Fabric fabric = new Fabric();
+    final ArrayDeque<NicOffer> bus = new ArrayDeque<>();
+    final Map<String, NicLinks> links = new HashMap<>();
+    final Map<String, ModelNic> nics = new HashMap<>();
+    int delivered;
+
+    NicLinks start(String id) {
+      ModelNic nic = new ModelNic(fabric);
+      NicLinks l = new NicLinks(id, nic, QUEUES, 64, bus::add);
+      links.put(id, l);
+      nics.put(id, nic);
+      return l;
+    }
+
+    void settle() {
+      for (int i = 0; !bus.isEmpty(); i++) {
+        assertTrue(i < 100, "the offers do not settle");
+        NicOffer o = bus.poll();
+        NicLinks to = links.get(o.to());
+        if (to != null) {
+          delivered++;
+          to.offered(o);
+        }
+      }
+    }
+
+    /** The current links of a and b are connected to each other, and each side leases them. */
+    void assertConnected(String a, String b) {
+      assertTrue(fabric.mutual(nics.get(a).current(), nics.get(b).current()), a + " and " + b + " not connected");
+      NicLinks.Lease x = links.get(a).lease(b).orElseThrow();
+      NicLinks.Lease y = links.get(b).lease(a).orElseThrow();
+      x.close();
+      y.close();
+    }
+  }
+
+  @Test
+  void oneSideJoinsFirst() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    c.start("2");
+    a.peerJoined("2");
+    c.settle();
+    c.links.get("2").peerJoined("1");  // the driver's announcement arrives after the offer: nothing new
+    c.settle();
+    c.assertConnected("1", "2");
+    assertEquals(2, c.delivered, "offer and answer");
+    assertEquals(1, c.nics.get("1").made.size());
+    assertEquals(1, c.nics.get("2").made.size());
+  }
+
+  @Test
+  void bothSidesJoinAtOnce() {
+    Cluster c = new Cluster();
+    c.start("1").peerJoined("2");
+    c.start("2").peerJoined("1");
+    c.settle();
+    c.assertConnected("1", "2");
+    assertEquals(0, c.fabric.closedLinks);
+    assertTrue(c.delivered <= 4, "delivered " + c.delivered);
+  }
+
+  @Test
+  void peerThatComesBackGetsANewLinkAndTheOldOneClosesAfterItsLastLease() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    c.start("2");
+    a.peerJoined("2");
+    c.settle();
+    ModelLink old = c.nics.get("1").current();
+    NicLinks.Lease inFlight = a.lease("2").orElseThrow();
+    c.start("2").peerJoined("1");  // executor 2 restarted: a new table, a new NIC
+    c.settle();
+    c.assertConnected("1", "2");
+    assertFalse(old.closed, "a link in use by a push closed under it");
+    inFlight.close();
+    inFlight.close();  // twice: once counts
+    assertTrue(old.closed);
+    assertEquals(1, c.fabric.closedLinks);
+  }
+
+  @Test
+  void lostPeerClosesItsLinkAndLeasesEndEmpty() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    c.start("2").peerJoined("1");
+    c.settle();
+    c.assertConnected("1", "2");
+    a.peerLost("2");
+    assertTrue(c.nics.get("1").current().closed);
+    assertTrue(a.lease("2").isEmpty());
+    assertTrue(a.connected().isEmpty());
+  }
+
+  @Test
+  void offerForALinkThatIsGoneIsAnsweredWithTheCurrentOne() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    NicLinks b = c.start("2");
+    a.peerJoined("2");
+    c.settle();
+    c.assertConnected("1", "2");
+    // Executor 1 loses executor 2 for a while (its link closes), then hears of it again.
+    a.peerLost("2");
+    a.peerJoined("2");
+    c.settle();
+    c.assertConnected("1", "2");
+    // An offer naming a link of 1 that no longer exists is not connected to.
+    long stale = 12345;
+    NicOffer o = new NicOffer("2", "1", 777, stale, c.nics.get("2").current().records());
+    int made = c.nics.get("1").made.size();
+    a.offered(o);
+    assertEquals(1, c.bus.size(), "the current offer goes back");
+    c.settle();
+    c.assertConnected("1", "2");
+    assertEquals(made, c.nics.get("1").made.size(), "a connected link torn down by a stale offer");
+    assertFalse(b.connected().isEmpty());
+  }
+
+  @Test
+  void badOffersConnectNothing() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    c.start("2");
+    List<NicQpRecord> one = new ModelLink(c.fabric, 1).records();
+    IllegalArgumentException count = assertThrows(IllegalArgumentException.class,
+        () -> a.offered(new NicOffer("2", "1", 5, 0, one)));
+    assertTrue(count.getMessage().contains("1 queue-pair records, expected 2"), count.getMessage());
+    IllegalArgumentException to = assertThrows(IllegalArgumentException.class,
+        () -> a.offered(new NicOffer("2", "3", 5, 0, new ModelLink(c.fabric, 2).records())));
+    assertTrue(to.getMessage().contains("addressed to executor 3, expected 1"), to.getMessage());
+    // Records of queue pairs that do not exist: the NIC refuses, the link is closed, nothing leased.
+    List<NicQpRecord> forged = List.of(new NicQpRecord(NicQpRecord.AddressType.ROCE, 0xabcdef, 0, new byte[16], 5, 1),
+        new NicQpRecord(NicQpRecord.AddressType.ROCE, 0xabcdee, 0, new byte[16], 5, 1));
+    IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+        () -> a.offered(new NicOffer("2", "1", 6, 0, forged)));
+    assertTrue(refused.getMessage().contains("NIC offer from 2 refused: no queue pair"), refused.getMessage());
+    assertTrue(c.nics.get("1").current().closed);
+    assertTrue(a.lease("2").isEmpty());
+    assertTrue(c.bus.isEmpty(), "nothing offered back after a refusal");
+    // The next valid exchange connects.
+    c.links.get("2").peerJoined("1");
+    c.settle();
+    c.assertConnected("1", "2");
+  }
+}
