@@ -100,7 +100,7 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   SLIP_SYS_CHECK(list != nullptr, "ibv_get_device_list");
   for (int i = 0; i < ndev && !n->ib; i++) {
     found += std::string(found.empty() ? "" : ", ") + ibv_get_device_name(list[i]);
-    if (!strcmp(ibv_get_device_name(list[i]), ibdev)) n->ib = ibv_open_device(list[i]);
+    if (!*ibdev || !strcmp(ibv_get_device_name(list[i]), ibdev)) n->ib = ibv_open_device(list[i]);  // "": the first
   }
   if (!n->ib) SLIP_FAIL(SLIP_ERR_NO_DEVICE, "RDMA device %s not found (%d found%s%s)", ibdev, ndev, ndev ? ": " : "",
                         found.c_str());

@@ -27,6 +27,7 @@ extern "C" slip_status slip_nic_qp_info_parse(const void *buf, size_t len, slip_
     return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "path MTU code %u, expected 1..5 (256 to 4096 bytes)", v.mtu);
   if (v.addr_type == SLIP_NIC_ADDR_IB && (v.lid == 0 || v.lid > 0xffffu))
     return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "IB LID %u, expected 1..0xffff", v.lid);
+  if (v.lid > 0xffffu) return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "LID %u, expected 0..0xffff", v.lid);
   if (v.psn > 0xffffffu)
     return slip_set_error(SLIP_ERR_BAD_DESCRIPTOR, "packet sequence number 0x%x, expected 24 bits", v.psn);
   for (size_t i = 0; i < sizeof v.reserved; i++)

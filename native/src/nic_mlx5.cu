@@ -433,17 +433,18 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   n->gid_index = gid_index;
   n->doorbell = doorbell;
   n->name = std::string(ibdev) + " port " + std::to_string(port);
-  for (int i = 0; i < ndev; i++) {
+  for (int i = 0; i < ndev && !n->ib; i++) {
     const char *name = v->get_device_name(list[i]);
     found += std::string(found.empty() ? "" : ", ") + name;
-    if (strcmp(name, ibdev) != 0) continue;
+    if (*ibdev ? strcmp(name, ibdev) != 0 : !v->dv_is_supported(list[i])) continue;  // "": the first mlx5 device
     if (!v->dv_is_supported(list[i])) SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "RDMA device %s is not an mlx5 (ConnectX) device", ibdev);
     n->ib = v->open_device(list[i]);
     SLIP_SYS_CHECK(n->ib != nullptr, "ibv_open_device");
+    n->name = std::string(name) + " port " + std::to_string(port);
   }
   if (!n->ib)
-    SLIP_FAIL(SLIP_ERR_NO_DEVICE, "RDMA device %s not found (%d found%s%s)", ibdev, ndev, ndev ? ": " : "",
-              found.c_str());
+    SLIP_FAIL(SLIP_ERR_NO_DEVICE, "RDMA device %s not found (%d found%s%s)", *ibdev ? ibdev : "of the mlx5 kind", ndev,
+              ndev ? ": " : "", found.c_str());
   SLIP_SYS_CHECK(query_port(v, n->ib, (uint8_t)port, &n->port_attr) == 0, "ibv_query_port");
   if (n->port_attr.state != IBV_PORT_ACTIVE)
     SLIP_FAIL(SLIP_ERR_STATE, "%s is not active (state %d, expected %d: IBV_PORT_ACTIVE)", n->name.c_str(),

@@ -67,7 +67,7 @@ enum { SLIP_NIC_DOORBELL_AUTO = 0 /* the GPU where it can be mapped, else the ho
 
 typedef struct slip_nic slip_nic;
 typedef struct slip_nic_link slip_nic_link;
-/* Opens RDMA device `ibdev` (e.g. "mlx5_0"), port `port`, GID index `gid_index` (RoCE), for CUDA
+/* Opens RDMA device `ibdev` (e.g. "mlx5_0"; "" for the first mlx5 device), port `port`, GID index `gid_index` (RoCE), for CUDA
  * device `device`. SLIP_ERR_NO_DEVICE names the device and what was found when it is absent. */
 slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell, slip_nic **out);
 /* After every link of it is destroyed. */

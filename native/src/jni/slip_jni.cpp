@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "slipstream/gpunetio_nic.h"
 #include "slipstream/host.h"
 #include "slipstream/softnic.h"
 #include "slipstream/kernels.h"
@@ -384,12 +385,99 @@ jint JNICALL partitionRun(JNIEnv *env, jclass, jint device, jlong keys, jlong ro
   return st;
 }
 
+// ---- gpunetio on a NIC (slipstream/gpunetio_nic.h) ----
+
+jstring JNICALL nicImpl(JNIEnv *env, jclass) { return env->NewStringUTF(slip_nic_impl()); }
+jint JNICALL nicProbe(JNIEnv *, jclass) { return slip_nic_probe(); }
+
+jint JNICALL nicQpInfoParse(JNIEnv *env, jclass, jbyteArray rec) {
+  if (!check_array(env, rec, 0, "queue-pair record")) return 0;
+  std::vector<jbyte> b((size_t)env->GetArrayLength(rec));
+  env->GetByteArrayRegion(rec, 0, (jsize)b.size(), b.data());
+  slip_nic_qp_info out;
+  return slip_nic_qp_info_parse(b.data(), b.size(), &out);
+}
+
+jint JNICALL nicOpen(JNIEnv *env, jclass, jstring ibdev, jint port, jint gid, jint device, jint doorbell, jlongArray out) {
+  if (!check_array(env, out, 1, "NIC handle out")) return 0;
+  if (ibdev == nullptr) {
+    throw_iae(env, "RDMA device name: null, expected a name (empty: the first mlx5 device)");
+    return 0;
+  }
+  const char *name = env->GetStringUTFChars(ibdev, nullptr);
+  slip_nic *n = nullptr;
+  const slip_status st = slip_nic_open(name, port, gid, device, doorbell, &n);
+  env->ReleaseStringUTFChars(ibdev, name);
+  jlong h = (jlong)(uintptr_t)n;
+  if (st == SLIP_OK) env->SetLongArrayRegion(out, 0, 1, &h);
+  return st;
+}
+
+void JNICALL nicClose(JNIEnv *, jclass, jlong n) { slip_nic_close(handle<slip_nic>(n)); }
+
+jint JNICALL nicReg(JNIEnv *env, jclass, jlong n, jlong ptr, jlong len, jint id, jintArray mkey) {
+  if (!check_array(env, mkey, 1, "memory key out")) return 0;
+  uint32_t k = 0;
+  const slip_status st = slip_nic_reg(handle<slip_nic>(n), (void *)(uintptr_t)ptr, (uint64_t)len, (uint32_t)id, &k);
+  jint v = (jint)k;
+  if (st == SLIP_OK) env->SetIntArrayRegion(mkey, 0, 1, &v);
+  return st;
+}
+
+jint JNICALL nicLinkCreate(JNIEnv *env, jclass, jlong n, jint nq, jint depth, jlongArray out) {
+  if (!check_array(env, out, 1, "link handle out")) return 0;
+  if (nq <= 0 || depth <= 0) {
+    throw_iae(env, "link of %d queue pairs of depth %d, expected both > 0", (int)nq, (int)depth);
+    return 0;
+  }
+  slip_nic_link *l = nullptr;
+  const slip_status st = slip_nic_link_create(handle<slip_nic>(n), (uint32_t)nq, (uint32_t)depth, &l);
+  jlong h = (jlong)(uintptr_t)l;
+  if (st == SLIP_OK) env->SetLongArrayRegion(out, 0, 1, &h);
+  return st;
+}
+
+void JNICALL nicLinkDestroy(JNIEnv *, jclass, jlong l) { slip_nic_link_destroy(handle<slip_nic_link>(l)); }
+
+jint JNICALL nicQpInfo(JNIEnv *env, jclass, jlong l, jint q, jbyteArray out) {
+  if (!check_array(env, out, (jsize)sizeof(slip_nic_qp_info), "queue-pair record out")) return 0;
+  slip_nic_qp_info v;
+  const slip_status st = slip_nic_qp_info_get(handle<slip_nic_link>(l), (uint32_t)q, &v);
+  if (st == SLIP_OK) env->SetByteArrayRegion(out, 0, (jsize)sizeof v, reinterpret_cast<const jbyte *>(&v));
+  return st;
+}
+
+jint JNICALL nicConnect(JNIEnv *env, jclass, jlong l, jint q, jbyteArray rec) {
+  if (!check_array(env, rec, (jsize)sizeof(slip_nic_qp_info), "peer queue-pair record")) return 0;
+  slip_nic_qp_info v;
+  env->GetByteArrayRegion(rec, 0, (jsize)sizeof v, reinterpret_cast<jbyte *>(&v));
+  return slip_nic_connect(handle<slip_nic_link>(l), (uint32_t)q, &v);
+}
+
+jlong JNICALL nicDevQp(JNIEnv *, jclass, jlong l, jint q) {
+  return (jlong)(uintptr_t)slip_nic_dev_qp(handle<slip_nic_link>(l), (uint32_t)q);
+}
+
+jint JNICALL nicLinkDoorbell(JNIEnv *, jclass, jlong l) { return slip_nic_link_doorbell(handle<slip_nic_link>(l)); }
+
 #define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
 const JNINativeMethod kMethods[] = {
     M(lastError, "()Ljava/lang/String;"),
     M(statusName, "(I)Ljava/lang/String;"),
     M(probe, "([I)I"),
     M(gpunetioProbe, "()I"),
+    M(nicImpl, "()Ljava/lang/String;"),
+    M(nicProbe, "()I"),
+    M(nicQpInfoParse, "([B)I"),
+    M(nicOpen, "(Ljava/lang/String;IIII[J)I"),
+    M(nicClose, "(J)V"),
+    M(nicReg, "(JJJI[I)I"),
+    M(nicLinkCreate, "(JII[J)I"),
+    M(nicLinkDestroy, "(J)V"),
+    M(nicQpInfo, "(JI[B)I"),
+    M(nicConnect, "(JI[B)I"),
+    M(nicDevQp, "(JI)J"),
+    M(nicLinkDoorbell, "(J)I"),
     M(abiLayout, "()Ljava/lang/String;"),
     M(ctxCreate, "(I[J)I"),
     M(ctxDestroy, "(J)V"),

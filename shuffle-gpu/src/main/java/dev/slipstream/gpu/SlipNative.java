@@ -27,6 +27,30 @@ final class SlipNative {
 
   private static native String abiLayout();
 
+  private static native String nicImpl();
+
+  private static native int nicProbe();
+
+  private static native int nicQpInfoParse(byte[] rec);
+
+  private static native int nicOpen(String ibdev, int port, int gidIndex, int device, int doorbell, long[] out);
+
+  private static native void nicClose(long nic);
+
+  private static native int nicReg(long nic, long ptr, long length, int id, int[] mkey);
+
+  private static native int nicLinkCreate(long nic, int queues, int depth, long[] out);
+
+  private static native void nicLinkDestroy(long link);
+
+  private static native int nicQpInfo(long link, int q, byte[] out);
+
+  private static native int nicConnect(long link, int q, byte[] rec);
+
+  private static native long nicDevQp(long link, int q);
+
+  private static native int nicLinkDoorbell(long link);
+
   private static native int ctxCreate(int device, long[] out);
 
   private static native void ctxDestroy(long ctx);
@@ -95,6 +119,67 @@ final class SlipNative {
   static String gpunetioUnavailable() {
     int st = gpunetioProbe();
     return st == 0 ? null : lastError();
+  }
+
+  // ---- gpunetio on a NIC (NativeNic) ----
+
+  /** "mlx5", "doca" or "none": the NIC implementation this build has. */
+  static String nicImplementation() {
+    return nicImpl();
+  }
+
+  /** Null when the NIC implementation and its libraries are there, else why not. */
+  static String nicUnavailable() {
+    return nicProbe() == 0 ? null : lastError();
+  }
+
+  /** The native parser's verdict on a queue-pair record: null when accepted, else its error. */
+  static String nicRecordRefusal(byte[] rec) {
+    return nicQpInfoParse(rec) == 0 ? null : lastError();
+  }
+
+  static long nicOpen(String ibdev, int port, int gidIndex, int device, int doorbell) {
+    long[] out = new long[1];
+    check(nicOpen(ibdev, port, gidIndex, device, doorbell, out), "RDMA device '" + ibdev + "'");
+    return out[0];
+  }
+
+  static void closeNic(long nic) {
+    nicClose(nic);
+  }
+
+  static int nicRegister(long nic, long ptr, long length, int id) {
+    int[] k = new int[1];
+    check(nicReg(nic, ptr, length, id, k), "NIC registration of region " + Integer.toUnsignedString(id));
+    return k[0];
+  }
+
+  static long nicLink(long nic, int queues, int depth) {
+    long[] out = new long[1];
+    check(nicLinkCreate(nic, queues, depth, out), "NIC link of " + queues + " queue pairs");
+    return out[0];
+  }
+
+  static void nicLinkClose(long link) {
+    nicLinkDestroy(link);
+  }
+
+  static byte[] nicRecord(long link, int q) {
+    byte[] out = new byte[64];
+    check(nicQpInfo(link, q, out), "queue-pair record " + q);
+    return out;
+  }
+
+  static void nicConnect(long link, int q, byte[] peer, String what) {
+    check(nicConnect(link, q, peer), what);
+  }
+
+  static long nicDeviceQueuePair(long link, int q) {
+    return nicDevQp(link, q);
+  }
+
+  static boolean nicGpuDoorbell(long link) {
+    return nicLinkDoorbell(link) == 2;
   }
 
   static String nativeStatusName(int code) {

@@ -1,0 +1,144 @@
+package dev.slipstream.gpu;
+
+import dev.slipstream.core.transport.TransportException;
+import dev.slipstream.gpu.nic.NicDevice;
+import dev.slipstream.gpu.nic.NicQpRecord;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * An executor GPU's RDMA NIC through the native library (slipstream/gpunetio_nic.h): the device,
+ * port and protection domain, the regions registered on it once, and links towards peers. Which
+ * implementation the build has is {@link #implementation} ("mlx5": slipstream's host side on
+ * rdma-core's mlx5 direct verbs; "doca": the DOCA GPUNetIO host library; "none").
+ *
+ * <p>Owns its native handle: {@link #close} after every link it made is closed. Thread-safe for
+ * distinct links; {@link #register} and {@link #createLink} may be called from any thread.
+ */
+public final class NativeNic implements NicDevice, AutoCloseable {
+  /** Who rings a queue pair's doorbell (the native SLIP_NIC_DOORBELL_* values). */
+  public enum Doorbell {
+    AUTO,
+    HOST,
+    GPU
+  }
+
+  private final String name;
+  private long handle;
+
+  private NativeNic(String name, long handle) {
+    this.name = name;
+    this.handle = handle;
+  }
+
+  /** "mlx5", "doca" or "none". */
+  public static String implementation() {
+    NativeLibrary.load();
+    return SlipNative.nicImplementation();
+  }
+
+  /** Null when this build has a NIC implementation whose libraries load here, else why not. */
+  public static String unavailable() {
+    NativeLibrary.load();
+    return SlipNative.nicUnavailable();
+  }
+
+  /**
+   * Opens {@code ibdev} ("" for the first mlx5 device), {@code port}, GID index {@code gidIndex}
+   * (RoCE), for CUDA device {@code device}; a {@link GpuException} (SLIP_ERR_NO_DEVICE) names the
+   * device and what was found when it is absent.
+   */
+  public static NativeNic open(String ibdev, int port, int gidIndex, int device, Doorbell doorbell) {
+    NativeLibrary.load();
+    return new NativeNic(ibdev.isEmpty() ? "the first mlx5 device" : ibdev,
+        SlipNative.nicOpen(ibdev, port, gidIndex, device, doorbell.ordinal()));
+  }
+
+  /** The native parser's verdict on a record: null when it accepts it, else its error text. */
+  static String nativeRefusal(byte[] record) {
+    NativeLibrary.load();
+    return SlipNative.nicRecordRefusal(record);
+  }
+
+  /** Registers device or host memory at iova {@code id << 40}; returns its memory key. */
+  public synchronized int register(long pointer, long length, int id) {
+    return SlipNative.nicRegister(live(), pointer, length, id);
+  }
+
+  @Override
+  public synchronized Link createLink(int queues, int depth) {
+    return new NativeLink(SlipNative.nicLink(live(), queues, depth), queues);
+  }
+
+  @Override
+  public synchronized void close() {
+    if (handle != 0) {
+      SlipNative.closeNic(handle);
+      handle = 0;
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "NativeNic[" + name + ", " + implementation() + "]";
+  }
+
+  private long live() {
+    if (handle == 0) {
+      throw new IllegalStateException("NIC " + name + " is closed");
+    }
+    return handle;
+  }
+
+  /** The queue pairs towards one peer. */
+  private final class NativeLink implements Link {
+    private final int queues;
+    private long link;
+
+    NativeLink(long link, int queues) {
+      this.link = link;
+      this.queues = queues;
+    }
+
+    @Override
+    public synchronized List<NicQpRecord> records() {
+      List<NicQpRecord> out = new ArrayList<>(queues);
+      for (int q = 0; q < queues; q++) {
+        try {
+          out.add(NicQpRecord.decode(SlipNative.nicRecord(open(), q)));
+        } catch (TransportException e) {
+          throw new IllegalStateException("NIC " + name + " made a record its own codec refuses: " + e.getMessage(), e);
+        }
+      }
+      return out;
+    }
+
+    @Override
+    public synchronized void connect(int q, NicQpRecord peer) {
+      SlipNative.nicConnect(open(), q, peer.encode(), "NIC " + name + ": queue pair " + q + " to " + peer);
+    }
+
+    @Override
+    public synchronized long deviceQueuePair(int q) {
+      if (q < 0 || q >= queues) {
+        throw new IllegalArgumentException("queue pair " + q + ", expected 0.." + (queues - 1));
+      }
+      return SlipNative.nicDeviceQueuePair(open(), q);
+    }
+
+    @Override
+    public synchronized void close() {
+      if (link != 0) {
+        SlipNative.nicLinkClose(link);
+        link = 0;
+      }
+    }
+
+    private long open() {
+      if (link == 0) {
+        throw new IllegalStateException("link on NIC " + name + " is closed");
+      }
+      return link;
+    }
+  }
+}
