@@ -39,7 +39,11 @@ public final class NativeNic implements NicDevice, AutoCloseable {
 
   /** Null when this build has a NIC implementation whose libraries load here, else why not. */
   public static String unavailable() {
-    NativeLibrary.load();
+    try {
+      NativeLibrary.load();
+    } catch (RuntimeException e) {
+      return e.getMessage();
+    }
     return SlipNative.nicUnavailable();
   }
 

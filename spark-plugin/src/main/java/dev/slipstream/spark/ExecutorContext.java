@@ -41,4 +41,10 @@ public interface ExecutorContext {
 
   /** Registers this executor again with its GPU endpoint, so the driver tells every peer. */
   void publishGpu(GpuEndpoint endpoint) throws Exception;
+
+  /** The peers of the local table. */
+  java.util.Collection<PeerInfo> knownPeers();
+
+  /** Sends a gpunetio link offer to the executor it names, through the driver (one-way). */
+  void relay(dev.slipstream.gpu.nic.NicOffer offer);
 }

@@ -86,7 +86,7 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
     this.gpu = new ExecutorGpu(this, env.conf().get("spark.plugins", "").contains(SlipstreamGpuPlugin.class.getName()));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
-        this::metrics);
+        this::metrics, o -> gpu.nicOffer(o));
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
     this.driver = register();
     this.metricsSource = new SlipstreamMetricsSource(this::metrics);
@@ -168,6 +168,9 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
 
   private void peerJoined(PeerInfo p) {
     peers.put(p.executorId(), p);
+    if (gpu != null) {
+      gpu.peerJoined(p);
+    }
   }
 
   private void peerLost(String id, String reason) {
@@ -187,6 +190,20 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   public void publishGpu(GpuEndpoint endpoint) throws Exception {
     me = me.withGpu(endpoint);
     register();
+  }
+
+  @Override
+  public java.util.Collection<PeerInfo> knownPeers() {
+    return java.util.List.copyOf(peers.values());
+  }
+
+  @Override
+  public void relay(dev.slipstream.gpu.nic.NicOffer offer) {
+    RpcEndpointRef d = driver;
+    if (d == null) {
+      throw new IllegalStateException("executor " + executorId + " is not registered with the driver yet");
+    }
+    d.send(RpcMessages.encode(new RpcMessages.NicOfferMessage(offer)));
   }
 
   @Override

@@ -7,13 +7,15 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
 import dev.slipstream.gpu.RegionExport;
+import dev.slipstream.gpu.nic.NicLanding;
 import java.util.Optional;
 
 /**
  * What an executor with a GPU tells the driver (and through it every peer) at registration: which
  * machine it runs on ({@code hostId}: CUDA IPC works only between processes of one machine), which
- * GPU it was given (ordinal, PCI bus id, UUID), whether it can reach peers through a GPUNetIO NIC,
- * its device landing region's descriptor (CUDA IPC handle inside), and the shared-memory file its
+ * GPU it was given (ordinal, PCI bus id, UUID), its device landing region as registered with its
+ * RDMA NIC when it has one ({@code nic}: holders on other machines write into it with GPUNetIO
+ * RDMA writes), its device landing region's descriptor (CUDA IPC handle inside), and the shared-memory file its
  * device write requests may be written into by readers of the same machine ({@code requestRing}, a
  * {@link RequestRing}; empty when it takes them over the transport only).
  *
@@ -21,23 +23,35 @@ import java.util.Optional;
  * the same machine only: the driver hands other executors {@link #sharedWith the endpoint without
  * them} ({@code landing} empty, no ring), which is all they need to choose the staging path.
  *
- * <p>Wire form: a version byte ({@link #VERSION}), then the fields (the landing after a presence
- * byte); {@link #decode} checks each and names what was got and what was expected. Immutable.
+ * <p>The NIC landing (region id, memory key, length) goes to every executor: RDMA writes need a
+ * connected queue pair as well, which only executors of the application get ({@code NicLinks}).
+ *
+ * <p>Wire form: a version byte ({@link #VERSION}), then the fields (the NIC landing and the landing
+ * each after a presence byte); {@link #decode} checks each and names what was got and what was expected. Immutable.
  */
-public record GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
+public record GpuEndpoint(String hostId, int device, String pciBusId, String uuid, Optional<NicLanding> nic,
     Optional<RegionExport> landing, String requestRing) {
-  public static final byte VERSION = 3;
+  public static final byte VERSION = 4;
   static final int MAX_RING_PATH = 1024;
 
   /** An endpoint that takes device write requests over the transport only. */
-  public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
-      RegionExport landing) {
-    this(hostId, device, pciBusId, uuid, gpunetio, Optional.of(landing), "");
+  public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, RegionExport landing) {
+    this(hostId, device, pciBusId, uuid, Optional.empty(), Optional.of(landing), "");
   }
 
-  public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, boolean gpunetio,
-      RegionExport landing, String requestRing) {
-    this(hostId, device, pciBusId, uuid, gpunetio, Optional.of(landing), requestRing);
+  public GpuEndpoint(String hostId, int device, String pciBusId, String uuid, RegionExport landing,
+      String requestRing) {
+    this(hostId, device, pciBusId, uuid, Optional.empty(), Optional.of(landing), requestRing);
+  }
+
+  /** Whether this executor reaches other machines' GPUs through a GPUNetIO NIC. */
+  public boolean gpunetio() {
+    return nic.isPresent();
+  }
+
+  /** This endpoint with its landing region registered with a NIC. */
+  public GpuEndpoint withNic(NicLanding n) {
+    return new GpuEndpoint(hostId, device, pciBusId, uuid, Optional.of(n), landing, requestRing);
   }
   static final int MAX_HOST_ID = 256;
   static final int MAX_PCI_BUS_ID = 32;
@@ -55,8 +69,9 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
       throw new IllegalArgumentException("GPU endpoint: PCI bus id '" + pciBusId + "' and UUID '" + uuid
           + "', expected at most " + MAX_PCI_BUS_ID + " and " + MAX_UUID + " characters");
     }
-    if (landing == null) {
-      throw new IllegalArgumentException("GPU endpoint: landing null, expected a descriptor or none");
+    if (landing == null || nic == null) {
+      throw new IllegalArgumentException("GPU endpoint: landing " + landing + ", NIC landing " + nic
+          + ", expected a value or none for each");
     }
     if (landing.isPresent() && (landing.get().kind() != MemoryKind.DEVICE || landing.get().device() != device)) {
       RegionExport l = landing.get();
@@ -72,7 +87,7 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
 
   /** This endpoint with {@code path} as its request ring. */
   public GpuEndpoint withRequestRing(String path) {
-    return new GpuEndpoint(hostId, device, pciBusId, uuid, gpunetio, landing, path);
+    return new GpuEndpoint(hostId, device, pciBusId, uuid, nic, landing, path);
   }
 
   /**
@@ -84,12 +99,14 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
     if (recipient != null && recipient.hostId.equals(hostId)) {
       return this;
     }
-    return new GpuEndpoint(hostId, device, pciBusId, uuid, gpunetio, Optional.empty(), "");
+    return new GpuEndpoint(hostId, device, pciBusId, uuid, nic, Optional.empty(), "");
   }
 
   public void encode(WireWriter w) {
     w.putByte(VERSION).putString(hostId).putInt(device).putString(pciBusId).putString(uuid)
-        .putByte(gpunetio ? 1 : 0).putByte(landing.isPresent() ? 1 : 0);
+        .putByte(nic.isPresent() ? 1 : 0);
+    nic.ifPresent(n -> w.putInt(n.regionId()).putInt(n.mkey()).putLong(n.length()));
+    w.putByte(landing.isPresent() ? 1 : 0);
     landing.ifPresent(l -> w.putBytes(l.encode()));
     w.putString(requestRing);
   }
@@ -103,11 +120,14 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
     int device = r.getInt("GPU endpoint device", 0, Integer.MAX_VALUE);
     String pci = r.getString("GPU endpoint PCI bus id", MAX_PCI_BUS_ID * 4);
     String uuid = r.getString("GPU endpoint UUID", MAX_UUID * 4);
-    byte nic = r.getByte("GPU endpoint gpunetio flag");
-    if (nic != 0 && nic != 1) {
-      throw new TransportException(TransportError.MALFORMED, "GPU endpoint: gpunetio flag " + nic
-          + ", expected 0 or 1");
+    byte hasNic = r.getByte("GPU endpoint NIC landing presence");
+    if (hasNic != 0 && hasNic != 1) {
+      throw new TransportException(TransportError.MALFORMED, "GPU endpoint: NIC landing presence byte " + hasNic
+          + ", expected 0 (none) or 1 (region id, memory key and length follow)");
     }
+    int nicId = hasNic == 1 ? r.getInt("GPU endpoint NIC landing region id") : 0;
+    int nicKey = hasNic == 1 ? r.getInt("GPU endpoint NIC landing memory key") : 0;
+    long nicLength = hasNic == 1 ? r.getLong("GPU endpoint NIC landing length") : 0;
     byte has = r.getByte("GPU endpoint landing presence");
     if (has != 0 && has != 1) {
       throw new TransportException(TransportError.MALFORMED, "GPU endpoint: landing presence byte " + has
@@ -116,7 +136,8 @@ public record GpuEndpoint(String hostId, int device, String pciBusId, String uui
     byte[] desc = has == 1 ? r.getBytes("GPU endpoint landing descriptor", RegionExport.BYTES) : null;
     String ring = r.getString("GPU endpoint request ring", MAX_RING_PATH * 4);
     try {
-      return new GpuEndpoint(host, device, pci, uuid, nic == 1,
+      return new GpuEndpoint(host, device, pci, uuid,
+          hasNic == 1 ? Optional.of(new NicLanding(nicId, nicKey, nicLength)) : Optional.empty(),
           desc == null ? Optional.empty() : Optional.of(RegionExport.decode(desc)), ring);
     } catch (IllegalArgumentException e) {
       throw new TransportException(TransportError.MALFORMED, e.getMessage());

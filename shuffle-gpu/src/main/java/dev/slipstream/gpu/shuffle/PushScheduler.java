@@ -61,6 +61,8 @@ import org.slf4j.LoggerFactory;
  * nothing it was given.
  */
 public final class PushScheduler implements AutoCloseable {
+  /** WQEs per gpunetio queue pair (push lanes and NIC links alike). */
+  public static final int GPUNETIO_QUEUE_DEPTH = PushLane.GPUNETIO_DEPTH;
   private static final Logger LOG = LoggerFactory.getLogger(PushScheduler.class);
   /** How long {@link #close} waits for pushes in flight to end. */
   private static final long CLOSE_WAIT_MS = 5_000;

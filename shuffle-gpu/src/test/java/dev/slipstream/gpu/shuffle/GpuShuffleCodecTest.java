@@ -1,5 +1,7 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.gpu.nic.NicLanding;
+
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -10,6 +12,7 @@ import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.core.wire.WireReader;
 import dev.slipstream.core.wire.WireWriter;
 import dev.slipstream.gpu.RegionExport;
+import dev.slipstream.gpu.nic.NicLanding;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -60,7 +63,7 @@ class GpuShuffleCodecTest {
 
   @Test
   void gpuEndpointRoundTripsAndRejectsForgedFields() throws TransportException {
-    GpuEndpoint g = new GpuEndpoint("host-a/boot-1", 1, "0000:1b:00.0", "GPU-0123", false, deviceLanding(1, 1 << 20));
+    GpuEndpoint g = new GpuEndpoint("host-a/boot-1", 1, "0000:1b:00.0", "GPU-0123", deviceLanding(1, 1 << 20));
     WireWriter w = new WireWriter(512);
     g.encode(w);
     byte[] bytes = w.toByteArray();
@@ -69,16 +72,16 @@ class GpuShuffleCodecTest {
     r.expectEnd("endpoint");
     byte[] version = bytes.clone();
     version[0] = 1;
-    assertEquals("BAD_VERSION: GPU endpoint: version 1, expected 3",
+    assertEquals("BAD_VERSION: GPU endpoint: version 1, expected 4",
         assertThrows(TransportException.class, () -> GpuEndpoint.decode(new WireReader(version))).getMessage());
     byte[] truncated = Arrays.copyOf(bytes, bytes.length - 10);
     assertThrows(TransportException.class, () -> GpuEndpoint.decode(new WireReader(truncated)));
     var e = assertThrows(IllegalArgumentException.class,
-        () -> new GpuEndpoint("h", 0, "p", "u", false, deviceLanding(1, 4096)));
+        () -> new GpuEndpoint("h", 0, "p", "u", deviceLanding(1, 4096)));
     assertEquals("GPU endpoint: landing region 1 is DEVICE memory on device 1, expected DEVICE memory on device 0",
         e.getMessage());
     String ring = "/dev/shm/slipstream-ring-" + "0123456789abcdef".repeat(2);
-    GpuEndpoint withRing = new GpuEndpoint("host-a/boot-1", 1, "p", "u", false, deviceLanding(1, 4096), ring);
+    GpuEndpoint withRing = new GpuEndpoint("host-a/boot-1", 1, "p", "u", deviceLanding(1, 4096), ring);
     WireWriter w2 = new WireWriter(512);
     withRing.encode(w2);
     assertEquals(withRing, GpuEndpoint.decode(new WireReader(w2.toByteArray())));
@@ -86,17 +89,17 @@ class GpuShuffleCodecTest {
       assertEquals("GPU endpoint: request ring '" + forged + "', expected none or an absolute path of at most 1024"
           + " characters to a file named slipstream-ring-<32 hex digits>",
           assertThrows(IllegalArgumentException.class,
-              () -> new GpuEndpoint("h", 1, "p", "u", false, deviceLanding(1, 4096), forged)).getMessage());
+              () -> new GpuEndpoint("h", 1, "p", "u", deviceLanding(1, 4096), forged)).getMessage());
     }
   }
 
   @Test
   void aGpuEndpointSharesItsLandingAndRingWithExecutorsOfItsMachineOnly() throws TransportException {
     String ring = "/dev/shm/slipstream-ring-" + "0123456789abcdef".repeat(2);
-    GpuEndpoint g = new GpuEndpoint("host-a/boot-1", 1, "p", "u", false, deviceLanding(1, 4096), ring);
-    GpuEndpoint sameHost = new GpuEndpoint("host-a/boot-1", 0, "p0", "u0", false, deviceLanding(0, 4096));
-    GpuEndpoint otherHost = new GpuEndpoint("host-b/boot-2", 1, "p1", "u1", false, deviceLanding(1, 4096));
-    GpuEndpoint rebooted = new GpuEndpoint("host-a/boot-2", 0, "p0", "u0", false, deviceLanding(0, 4096));
+    GpuEndpoint g = new GpuEndpoint("host-a/boot-1", 1, "p", "u", deviceLanding(1, 4096), ring);
+    GpuEndpoint sameHost = new GpuEndpoint("host-a/boot-1", 0, "p0", "u0", deviceLanding(0, 4096));
+    GpuEndpoint otherHost = new GpuEndpoint("host-b/boot-2", 1, "p1", "u1", deviceLanding(1, 4096));
+    GpuEndpoint rebooted = new GpuEndpoint("host-a/boot-2", 0, "p0", "u0", deviceLanding(0, 4096));
     assertEquals(g, g.sharedWith(sameHost));
     for (GpuEndpoint other : new GpuEndpoint[] {otherHost, rebooted, null}) {
       GpuEndpoint seen = g.sharedWith(other);
@@ -113,12 +116,36 @@ class GpuShuffleCodecTest {
   }
 
   @Test
+  void nicLandingTravelsToEveryMachineAndForgedOnesAreRefused() throws Exception {
+    GpuEndpoint g = new GpuEndpoint("host-a/boot-1", 1, "p", "u", deviceLanding(1, 4096))
+        .withNic(new NicLanding(1, 0xabcd, 4096));
+    WireWriter w = new WireWriter(512);
+    g.encode(w);
+    assertEquals(g, GpuEndpoint.decode(new WireReader(w.toByteArray())));
+    GpuEndpoint seen = g.sharedWith(new GpuEndpoint("host-b/boot", 0, "p", "u", deviceLanding(0, 4096)));
+    assertTrue(seen.landing().isEmpty(), "no CUDA IPC handle leaves the machine");
+    assertEquals(g.nic(), seen.nic(), "the NIC landing does");
+    WireWriter presence = new WireWriter(64).putByte(GpuEndpoint.VERSION).putString("h").putInt(0).putString("p")
+        .putString("u").putByte(2);
+    TransportException p = assertThrows(TransportException.class,
+        () -> GpuEndpoint.decode(new WireReader(presence.toByteArray())));
+    assertTrue(p.getMessage().contains("NIC landing presence byte 2, expected 0 (none) or 1"), p.getMessage());
+    WireWriter id = new WireWriter(64).putByte(GpuEndpoint.VERSION).putString("h").putInt(0).putString("p")
+        .putString("u").putByte(1).putInt(1 << 24).putInt(7).putLong(4096).putByte(0).putString("");
+    TransportException bad = assertThrows(TransportException.class,
+        () -> GpuEndpoint.decode(new WireReader(id.toByteArray())));
+    assertTrue(bad.getMessage().contains("NIC landing: region id 16777216, expected 0..16777214"), bad.getMessage());
+  }
+
+  @Test
   void pathPerPairFollowsHostAndDevices() {
-    GpuEndpoint a0 = new GpuEndpoint("host-a/b", 0, "p0", "u0", false, deviceLanding(0, 4096));
-    GpuEndpoint a1 = new GpuEndpoint("host-a/b", 1, "p1", "u1", false, deviceLanding(1, 4096));
-    GpuEndpoint b0 = new GpuEndpoint("host-b/b", 0, "p0", "u2", false, deviceLanding(0, 4096));
-    GpuEndpoint aNic = new GpuEndpoint("host-a/c", 0, "p0", "u3", true, deviceLanding(0, 4096));
-    GpuEndpoint bNic = new GpuEndpoint("host-b/c", 0, "p0", "u4", true, deviceLanding(0, 4096));
+    GpuEndpoint a0 = new GpuEndpoint("host-a/b", 0, "p0", "u0", deviceLanding(0, 4096));
+    GpuEndpoint a1 = new GpuEndpoint("host-a/b", 1, "p1", "u1", deviceLanding(1, 4096));
+    GpuEndpoint b0 = new GpuEndpoint("host-b/b", 0, "p0", "u2", deviceLanding(0, 4096));
+    GpuEndpoint aNic = new GpuEndpoint("host-a/c", 0, "p0", "u3", deviceLanding(0, 4096))
+        .withNic(new NicLanding(1, 0x1234, 4096));
+    GpuEndpoint bNic = new GpuEndpoint("host-b/c", 0, "p0", "u4", deviceLanding(0, 4096))
+        .withNic(new NicLanding(1, 0x5678, 4096));
     assertEquals(GpuPath.NVLINK, GpuPath.between(a0, a1));
     assertEquals(GpuPath.STAGED, GpuPath.between(a0, b0));
     assertEquals(GpuPath.GPUNETIO, GpuPath.between(aNic, bNic));

@@ -176,7 +176,7 @@ class LateWriteGpuTest {
   void aRequestNamingALandingItsReaderDidNotRegisterIsRefusedAndWritesNothing() throws TransportException {
     assumeGpu();
     try (Rig r = new Rig()) {
-      GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", false, r.landing.export());
+      GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", r.landing.export());
       RegionExport real = r.landing.export();
       RegionExport forged = new RegionExport(real.kind(), real.id(), real.device(), real.key() ^ 1,
           real.length(), real.ownerPid(), real.ipcHandle(), real.shmName());

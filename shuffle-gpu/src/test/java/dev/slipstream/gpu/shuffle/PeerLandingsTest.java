@@ -34,8 +34,8 @@ class PeerLandingsTest {
     return new RegionExport(MemoryKind.DEVICE, 1, device, key, 1 << 20, pid, ipc, null);
   }
 
-  private final GpuEndpoint self = new GpuEndpoint("host-a/boot", 0, "p0", "u0", false, landing(0, 11, 100, (byte) 1));
-  private final GpuEndpoint reader = new GpuEndpoint("host-a/boot", 1, "p1", "u1", false, landing(1, 22, 200, (byte) 2));
+  private final GpuEndpoint self = new GpuEndpoint("host-a/boot", 0, "p0", "u0", landing(0, 11, 100, (byte) 1));
+  private final GpuEndpoint reader = new GpuEndpoint("host-a/boot", 1, "p1", "u1", landing(1, 22, 200, (byte) 2));
   private final Map<String, PeerLandings.Peer> table = new HashMap<>();
   private final PeerLandings landings = new PeerLandings("1", self, id -> Optional.ofNullable(table.get(id)));
 
@@ -81,7 +81,7 @@ class PeerLandingsTest {
     assertEquals("UNKNOWN_REGION: device write request 5 (shuffle 3): names no reader executor, expected the executor"
         + " whose registered landing region it writes to", refused(request("", reader.landing().get()), null)
         .getMessage());
-    table.put("3", new PeerLandings.Peer(READER_AT, Optional.of(new GpuEndpoint("host-b/boot", 1, "p", "u", false,
+    table.put("3", new PeerLandings.Peer(READER_AT, Optional.of(new GpuEndpoint("host-b/boot", 1, "p", "u",
         reader.landing().get()))));
     assertEquals("UNKNOWN_REGION: device write request 5 (shuffle 3): reader executor 3 runs on host-b/boot, expected"
         + " this machine (host-a/boot): CUDA IPC needs one machine",

@@ -78,7 +78,7 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
     DeviceRig(Backend backend) throws Exception {
       server = new PushScheduler(outputs.ctx, kernel, outputs.store, d -> view, 1 << 20, 4,
           PushScheduler.Lanes.of(backend));
-      GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", false, landing.export());
+      GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", landing.export());
       PeerLandings landings = new PeerLandings("holder", self, id -> id.equals("reader") && nodes.readerKnown()
           ? Optional.of(new PeerLandings.Peer(nodes.reader().localEndpoint(), Optional.of(self))) : Optional.empty());
       nodes.holder().setWriter(MemoryKind.DEVICE, new PushWriter(server, landings, x -> view, 30_000));

@@ -108,11 +108,12 @@ public final class ExecutorGpu implements AutoCloseable {
     try {
       GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
           .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory(),
-          executor.node()::nextRequestId, executor.node().config().fetchTimeout().toMillis());
+          executor.node()::nextRequestId, executor.node().config().fetchTimeout().toMillis(), executor::relay);
       gpu = g;
       // Readers without a direct device path to this GPU fetch its map outputs over the staging path.
       executor.node().serveAlso(StagedBlocks.source(g.store(), executor.node().config().checksum()));
       executor.publishGpu(withRequestRing(g.endpoint()));
+      executor.knownPeers().forEach(this::peerJoined);
     } catch (RuntimeException e) {
       noGpu = "executor " + id + " could not open GPU " + ordinal + ": " + e.getMessage();
       if (conf.required()) {
@@ -259,6 +260,28 @@ public final class ExecutorGpu implements AutoCloseable {
     } catch (RejectedExecutionException e) {
       outcome.done(0, new TransportException(TransportError.CLOSED, "executor " + executor.executorId()
           + " is stopping"), ServeTimeline.NONE);
+    }
+  }
+
+  /** A peer registered (or registered again with its GPU): a gpunetio link when both have a NIC. */
+  public void peerJoined(PeerInfo p) {
+    GpuExecutor g = gpu;
+    if (g != null && p.gpu().isPresent()) {
+      g.peerJoined(p.executorId(), p.gpu().get());
+    }
+  }
+
+  /** A peer's gpunetio link offer, relayed by the driver; a bad one is logged and connects nothing. */
+  public void nicOffer(dev.slipstream.gpu.nic.NicOffer o) {
+    GpuExecutor g = gpu;
+    if (g == null) {
+      LOG.info("gpunetio link offer from {} dropped: this executor's GPU is not open", o.from());
+      return;
+    }
+    try {
+      g.nicOffer(o);
+    } catch (RuntimeException e) {
+      LOG.warn("gpunetio link offer from {} refused: {}", o.from(), e.getMessage());
     }
   }
 

@@ -75,15 +75,33 @@ public final class GpuConf {
   public static final ConfigEntry<Integer> PUSH_THREADS = ConfigEntry.integer("spark.slipstream.gpu.push.threads",
       "256", 32, 1024, "Threads per CUDA block of the push kernel: a multiple of 32.");
   public static final ConfigEntry<String> PATH = ConfigEntry.choice("spark.slipstream.gpu.path", "auto",
-      List.of("auto", "gpunetio", "staged"),
+      List.of("auto", "nvlink", "gpunetio", "staged"),
       "How a reduce task reads GPU shuffle blocks from other executors: auto = pushed by the holder's GPU into this"
           + " GPU's landing region when both share a machine (nvlink: the push kernel stores through CUDA IPC), else"
           + " the staging path (the holder copies the blocks to host memory and writes them into this executor's host"
-          + " landing region over the transport; this executor copies them to its GPU); gpunetio = as auto, but the"
-          + " holder's push kernel posts DOCA GPUNetIO RDMA writes instead of storing (needs a native library built"
-          + " with the GPUNetIO device headers; its queue pairs run against the library's software NIC, as no"
-          + " ConnectX path is built, so only between executors of one machine); staged = the staging path for every"
-          + " holder (where executors of one machine cannot share CUDA IPC handles, e.g. separate containers).");
+          + " landing region over the transport; this executor copies them to its GPU); nvlink = the same, named;"
+          + " gpunetio = as auto, but the holder's push kernel posts DOCA GPUNetIO RDMA writes instead of storing"
+          + " (needs a native library built with the GPUNetIO device headers; between executors of one machine its"
+          + " queue pairs are served by the library's software NIC); staged = the staging path for every holder"
+          + " (where executors of one machine cannot share CUDA IPC handles, e.g. separate containers). Executors on"
+          + " different machines read over the staging path: their NIC links connect (spark.slipstream.gpu.nic), but"
+          + " the push kernels do not yet write through them.");
+  public static final ConfigEntry<String> NIC = ConfigEntry.string("spark.slipstream.gpu.nic", "auto",
+      "The RDMA NIC this executor's GPU uses for gpunetio links to executors on other machines: auto = the first"
+          + " mlx5 (ConnectX) device when the native library has a NIC implementation and rdma-core is installed,"
+          + " else none (logged once); none = no NIC; or an RDMA device name such as mlx5_0 (then a missing device"
+          + " or library fails the executor's GPU start with the reason).");
+  public static final ConfigEntry<Integer> NIC_PORT = ConfigEntry.integer("spark.slipstream.gpu.nic.port", "1", 1,
+      255, "Port of the RDMA NIC (spark.slipstream.gpu.nic).");
+  public static final ConfigEntry<Integer> NIC_GID_INDEX = ConfigEntry.integer("spark.slipstream.gpu.nic.gidIndex",
+      "0", 0, 255, "GID table index of the NIC port for RoCE (show_gids lists them; RoCE v2 over IPv4 is often 3).");
+  public static final ConfigEntry<String> NIC_DOORBELL = ConfigEntry.choice("spark.slipstream.gpu.nic.doorbell",
+      "auto", List.of("auto", "gpu", "host"),
+      "Who rings the NIC's doorbell after a push kernel posted its writes: gpu = the kernel writes the NIC's"
+          + " doorbell register (mapped into the GPU; needs GPU-to-NIC peer access), host = a host thread rings it"
+          + " from the producer index the kernel publishes, auto = gpu where the register can be mapped, else host.");
+  public static final ConfigEntry<Integer> NIC_QUEUES = ConfigEntry.integer("spark.slipstream.gpu.nic.queues", "4",
+      1, 256, "Queue pairs per gpunetio link (one link per peer executor on another machine).");
 
   public static final ConfigEntry<java.time.Duration> RETAIN_GRACE = ConfigEntry.duration(
       "spark.slipstream.gpu.landing.retainGrace", "30s",
@@ -114,6 +132,11 @@ public final class GpuConf {
   private final boolean stagedOnly;
   private final boolean gpunetio;
   private final java.time.Duration retainGrace;
+  private final String nic;
+  private final int nicPort;
+  private final int nicGidIndex;
+  private final String nicDoorbell;
+  private final int nicQueues;
 
   public GpuConf(ConfigSource source) {
     this.mode = MODE.get(source);
@@ -143,6 +166,15 @@ public final class GpuConf {
     }
     this.stagedOnly = "staged".equals(PATH.get(source));
     this.gpunetio = "gpunetio".equals(PATH.get(source));
+    this.nic = NIC.get(source).trim();
+    if (nic.isEmpty() || !nic.matches("[A-Za-z0-9_.-]{1,64}")) {
+      throw new IllegalArgumentException(NIC.key() + ": got '" + nic + "', expected auto, none or an RDMA device name"
+          + " such as mlx5_0");
+    }
+    this.nicPort = NIC_PORT.get(source);
+    this.nicGidIndex = NIC_GID_INDEX.get(source);
+    this.nicDoorbell = NIC_DOORBELL.get(source);
+    this.nicQueues = NIC_QUEUES.get(source);
     this.retainGrace = RETAIN_GRACE.get(source);
     if (retainGrace.isNegative() || retainGrace.toMillis() > 3_600_000L) {
       throw new IllegalArgumentException(RETAIN_GRACE.key() + ": got " + retainGrace.toMillis()
@@ -187,6 +219,13 @@ public final class GpuConf {
   public boolean stagedOnly() { return stagedOnly; }
   /** True when holders push over gpunetio queue pairs instead of nvlink stores. */
   public boolean gpunetio() { return gpunetio; }
+  /** "auto", "none" or an RDMA device name. */
+  public String nic() { return nic; }
+  public int nicPort() { return nicPort; }
+  public int nicGidIndex() { return nicGidIndex; }
+  /** "auto", "gpu" or "host". */
+  public String nicDoorbell() { return nicDoorbell; }
+  public int nicQueues() { return nicQueues; }
   /** How long past the fetch deadline a request's landing range waits for its holder's answer. */
   public java.time.Duration retainGrace() { return retainGrace; }
 

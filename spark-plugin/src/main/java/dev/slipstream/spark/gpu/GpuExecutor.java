@@ -7,10 +7,16 @@ import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
+import dev.slipstream.gpu.GpuException;
 import dev.slipstream.gpu.GpuRuntime;
+import dev.slipstream.gpu.NativeNic;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.RegionExport;
 import dev.slipstream.gpu.RemoteRegion;
+import dev.slipstream.gpu.SlipStatus;
+import dev.slipstream.gpu.nic.NicLanding;
+import dev.slipstream.gpu.nic.NicLinks;
+import dev.slipstream.gpu.nic.NicOffer;
 import dev.slipstream.gpu.shuffle.DeviceLanding;
 import dev.slipstream.gpu.shuffle.DeviceMapOutputStore;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
@@ -61,10 +67,14 @@ public final class GpuExecutor implements AutoCloseable {
   private final MemoryPool pool;
   private final MemoryPool landingPool;
   private final long landingReserved;
+  /** This GPU's RDMA NIC and its links to executors of other machines; null without a NIC. */
+  private final NativeNic nic;
+  private final NicLinks nicLinks;
   private volatile boolean closed;
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
-      MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs) {
+      MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs,
+      java.util.function.Consumer<NicOffer> relay) {
     this.executorId = executorId;
     this.ctx = ctx;
     List<AutoCloseable> made = new ArrayList<>();
@@ -92,8 +102,20 @@ public final class GpuExecutor implements AutoCloseable {
           conf.serveInFlight(), new PushScheduler.Lanes(backend, conf.pushBlocks(), conf.pushThreads(),
               pool.child("push-tables", Long.MAX_VALUE)));
       made.add(server);
-      this.endpoint = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(), false,
+      this.nic = openNic(conf, ctx.device(), executorId);
+      GpuEndpoint base = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(),
           landing.export());
+      if (nic != null) {
+        made.add(nic);
+        // Registered once; holders on other machines address it at iova LANDING_REGION_ID << 40.
+        int mkey = nic.register(landing.region().devicePointer(), landing.region().length(), LANDING_REGION_ID);
+        this.nicLinks = new NicLinks(executorId, nic, conf.nicQueues(), PushScheduler.GPUNETIO_QUEUE_DEPTH, relay);
+        made.add(nicLinks);
+        this.endpoint = base.withNic(new NicLanding(LANDING_REGION_ID, mkey, landing.region().length()));
+      } else {
+        this.nicLinks = null;
+        this.endpoint = base;
+      }
       this.writer = new PushWriter(server, new PeerLandings(executorId, endpoint, peers), this::importLanding,
           fetchTimeoutMs);
     } catch (RuntimeException e) {
@@ -125,6 +147,64 @@ public final class GpuExecutor implements AutoCloseable {
   }
 
   /**
+   * The NIC {@code spark.slipstream.gpu.nic} names, opened for CUDA device {@code device}; null for
+   * none. With {@code auto}, a build without a NIC implementation, a machine without rdma-core or
+   * without an mlx5 device means none (logged); a named device that cannot be opened throws.
+   */
+  static NativeNic openNic(GpuConf conf, int device, String executorId) {
+    if (conf.nic().equals("none")) {
+      return null;
+    }
+    boolean auto = conf.nic().equals("auto");
+    String why = NativeNic.unavailable();
+    if (why != null) {
+      if (auto) {
+        LOG.info("Executor {}: no gpunetio NIC ({}); GPUs of other machines are read over the staging path",
+            executorId, why);
+        return null;
+      }
+      throw new IllegalStateException(GpuConf.NIC.key() + "=" + conf.nic() + ", but " + why);
+    }
+    NativeNic.Doorbell doorbell = switch (conf.nicDoorbell()) {
+      case "gpu" -> NativeNic.Doorbell.GPU;
+      case "host" -> NativeNic.Doorbell.HOST;
+      default -> NativeNic.Doorbell.AUTO;
+    };
+    try {
+      NativeNic n = NativeNic.open(auto ? "" : conf.nic(), conf.nicPort(), conf.nicGidIndex(), device, doorbell);
+      LOG.info("Executor {}: gpunetio NIC {} port {} for GPU {}", executorId, n, conf.nicPort(), device);
+      return n;
+    } catch (GpuException e) {
+      if (auto && e.status() == SlipStatus.SLIP_ERR_NO_DEVICE) {
+        LOG.info("Executor {}: no gpunetio NIC ({}); GPUs of other machines are read over the staging path",
+            executorId, e.getMessage());
+        return null;
+      }
+      throw new IllegalStateException(GpuConf.NIC.key() + "=" + conf.nic() + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** A peer with a GPU registered: a gpunetio link to it when both have a NIC and machines differ. */
+  public void peerJoined(String peerId, GpuEndpoint peer) {
+    if (nicLinks != null && peer.gpunetio() && !peer.hostId().equals(endpoint.hostId()) && !closed) {
+      nicLinks.peerJoined(peerId);
+    }
+  }
+
+  /** A peer's gpunetio link offer (relayed by the driver); throws, connecting nothing, when it is bad. */
+  public void nicOffer(NicOffer o) {
+    if (nicLinks == null) {
+      throw new IllegalStateException("executor " + executorId + " has no gpunetio NIC (" + GpuConf.NIC.key() + ")");
+    }
+    nicLinks.offered(o);
+  }
+
+  /** Peers with a connected gpunetio link. */
+  public List<String> nicPeers() {
+    return nicLinks == null ? List.of() : nicLinks.connected();
+  }
+
+  /**
    * Opens device {@code ordinal} for executor {@code executorId}, or throws with the probe's reason
    * (no library, no driver, no GPU) or the failing call. {@code peers} is this executor's copy of the
    * driver's peer table: the only source of the landing regions it pushes into; {@code requestIds}
@@ -132,7 +212,8 @@ public final class GpuExecutor implements AutoCloseable {
    * most {@code fetchTimeoutMs} for a lane and its push.
    */
   public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf,
-      PeerLandings.PeerTable peers, MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs) {
+      PeerLandings.PeerTable peers, MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs,
+      java.util.function.Consumer<NicOffer> relay) {
     GpuProbe probe = GpuRuntime.probe();
     if (!probe.available()) {
       throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
@@ -143,7 +224,8 @@ public final class GpuExecutor implements AutoCloseable {
     }
     GpuContext ctx = GpuContext.open(ordinal);
     try {
-      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds, fetchTimeoutMs);
+      GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds, fetchTimeoutMs,
+          relay);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes,"
           + " pushes over {} queues", executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(),
           conf.mapOutputBytes(), g.backend);
@@ -218,6 +300,9 @@ public final class GpuExecutor implements AutoCloseable {
    * and its push lanes and imported landing region are forgotten.
    */
   public void peerLost(String executorId, GpuEndpoint peer) {
+    if (nicLinks != null) {
+      nicLinks.peerLost(executorId);
+    }
     landing.holderLost(executorId);
     peer.landing().ifPresent(d -> {
       server.forget(d.descriptor());
@@ -255,6 +340,9 @@ public final class GpuExecutor implements AutoCloseable {
     closed = true;
     RuntimeException first = null;
     server.close(); // the lanes' queue sets go before the regions they name
+    if (nicLinks != null) {
+      nicLinks.close();  // links before the NIC; the NIC before the landing region it registered
+    }
     for (RemoteRegion r : imported.values()) {
       r.close();
     }
@@ -264,7 +352,12 @@ public final class GpuExecutor implements AutoCloseable {
       landingPool.release(landingReserved);
       pool.close();
     };
-    for (AutoCloseable c : new AutoCloseable[] {store, landing, accounts, kernel, ctx}) {
+    AutoCloseable nicClose = () -> {
+      if (nic != null) {
+        nic.close();
+      }
+    };
+    for (AutoCloseable c : new AutoCloseable[] {nicClose, store, landing, accounts, kernel, ctx}) {
       try {
         c.close();
       } catch (Exception e) {

@@ -57,6 +57,30 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
     return rpcEnv;
   }
 
+  /**
+   * One-way messages: a gpunetio link offer is forwarded to the executor it names (dropped, with a
+   * line in the log, when that executor is gone: its peers hear of the loss and close their links).
+   */
+  @Override
+  public PartialFunction<Object, BoxedUnit> receive() {
+    return Scala.partial(m -> m instanceof byte[], m -> {
+      try {
+        if (RpcMessages.decode((byte[]) m) instanceof RpcMessages.NicOfferMessage o) {
+          RpcEndpointRef to = executors.get(o.offer().to());
+          if (to == null || !peers.containsKey(o.offer().from())) {
+            LOG.info("gpunetio link offer from {} to {} dropped: {} is not registered", o.offer().from(),
+                o.offer().to(), to == null ? o.offer().to() : o.offer().from());
+          } else {
+            to.send(m);
+          }
+        }
+      } catch (TransportException e) {
+        LOG.warn("Slipstream driver dropped a malformed one-way message: {}", e.getMessage());
+      }
+      return true;
+    });
+  }
+
   @Override
   public PartialFunction<Object, BoxedUnit> receiveAndReply(RpcCallContext context) {
     return Scala.partial(m -> m instanceof byte[] || m instanceof Object[], m -> {

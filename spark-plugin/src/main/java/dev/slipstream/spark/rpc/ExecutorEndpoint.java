@@ -17,8 +17,8 @@ import scala.PartialFunction;
 import scala.runtime.BoxedUnit;
 
 /**
- * An executor's endpoint: the driver tells it about peers joining and leaving, and asks it for
- * its counters. Threading: Spark delivers one message at a time; the callbacks must not block.
+ * An executor's endpoint: the driver tells it about peers joining and leaving, forwards peers'
+ * gpunetio link offers, and asks it for its counters. Threading: Spark delivers one message at a time; the callbacks must not block.
  */
 public final class ExecutorEndpoint implements ThreadSafeRpcEndpoint {
   private static final Logger LOG = LoggerFactory.getLogger(ExecutorEndpoint.class);
@@ -29,14 +29,17 @@ public final class ExecutorEndpoint implements ThreadSafeRpcEndpoint {
   private final Consumer<PeerInfo> onJoined;
   private final java.util.function.BiConsumer<String, String> onLost;
   private final Supplier<Map<String, Long>> metrics;
+  private final Consumer<dev.slipstream.gpu.nic.NicOffer> onNicOffer;
 
   public ExecutorEndpoint(RpcEnv rpcEnv, String executorId, Consumer<PeerInfo> onJoined,
-                          java.util.function.BiConsumer<String, String> onLost, Supplier<Map<String, Long>> metrics) {
+                          java.util.function.BiConsumer<String, String> onLost, Supplier<Map<String, Long>> metrics,
+                          Consumer<dev.slipstream.gpu.nic.NicOffer> onNicOffer) {
     this.rpcEnv = rpcEnv;
     this.executorId = executorId;
     this.onJoined = onJoined;
     this.onLost = onLost;
     this.metrics = metrics;
+    this.onNicOffer = onNicOffer;
   }
 
   @Override
@@ -53,6 +56,8 @@ public final class ExecutorEndpoint implements ThreadSafeRpcEndpoint {
           onJoined.accept(j.peer());
         } else if (msg instanceof PeerLost l) {
           onLost.accept(l.executorId(), l.reason());
+        } else if (msg instanceof RpcMessages.NicOfferMessage o) {
+          onNicOffer.accept(o.offer());
         }
       } catch (Exception e) {
         LOG.warn("Executor {} dropped a malformed driver message: {}", executorId, e.toString());

@@ -23,11 +23,13 @@ public final class RpcMessages {
   public static final byte METRICS_REQUEST = 37;
   public static final byte METRICS = 38;
   // Type ids 39..41 are retired (device write requests go executor to executor over the shuffle transport).
+  public static final byte NIC_OFFER = 42;
   private static final int MAX_PEERS = 1 << 16;
 
   private RpcMessages() {}
 
-  public sealed interface Message permits Register, Peers, Lookup, PeerJoined, PeerLost, MetricsRequest, Metrics {}
+  public sealed interface Message permits Register, Peers, Lookup, PeerJoined, PeerLost, MetricsRequest, Metrics,
+      NicOfferMessage {}
 
   public record Register(PeerInfo peer) implements Message {}
 
@@ -51,6 +53,9 @@ public final class RpcMessages {
 
   public record Metrics(String executorId, Map<String, Long> values) implements Message {}
 
+  /** A gpunetio link offer from one executor to another; the driver forwards it to {@code offer.to()}. */
+  public record NicOfferMessage(dev.slipstream.gpu.nic.NicOffer offer) implements Message {}
+
   public static byte[] encode(Message m) {
     WireWriter w = new WireWriter(256);
     if (m instanceof Register r) {
@@ -71,6 +76,9 @@ public final class RpcMessages {
     } else if (m instanceof Metrics x) {
       w.putHeader(METRICS).putString(x.executorId()).putInt(x.values().size());
       x.values().forEach((k, v) -> w.putString(k).putLong(v));
+    } else if (m instanceof NicOfferMessage o) {
+      w.putHeader(NIC_OFFER);
+      o.offer().encode(w);
     }
     return w.toByteArray();
   }
@@ -101,8 +109,10 @@ public final class RpcMessages {
         }
         yield new Metrics(id, values);
       }
+      case NIC_OFFER -> new NicOfferMessage(dev.slipstream.gpu.nic.NicOffer.decode(r));
       default -> throw new TransportException(TransportError.UNKNOWN_TYPE,
-          "slipstream rpc message: got type id " + type + ", expected " + REGISTER + ".." + METRICS);
+          "slipstream rpc message: got type id " + type + ", expected " + REGISTER + ".." + METRICS + " or "
+              + NIC_OFFER);
     };
     r.expectEnd("slipstream rpc message");
     return m;

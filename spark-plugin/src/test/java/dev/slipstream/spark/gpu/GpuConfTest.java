@@ -63,10 +63,13 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.landing.bytes: got 4096 bytes, expected at least 1048576",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.landing.bytes", "4k"))).getMessage());
-    assertEquals("spark.slipstream.gpu.path: got 'nvlink', expected one of [auto, gpunetio, staged]",
-        assertThrows(IllegalArgumentException.class,
-            () -> conf(Map.of("spark.slipstream.gpu.path", "nvlink"))).getMessage());
-    assertEquals("spark.slipstream.gpu.path: got 'proxy', expected one of [auto, gpunetio, staged]",
+    assertEquals("spark.slipstream.gpu.nic: got 'mlx5 0', expected auto, none or an RDMA device name such as mlx5_0",
+        assertThrows(IllegalArgumentException.class, () -> conf(Map.of("spark.slipstream.gpu.nic", "mlx5 0")))
+            .getMessage());
+    assertEquals("spark.slipstream.gpu.nic.doorbell: got 'cpu', expected one of [auto, gpu, host]",
+        assertThrows(IllegalArgumentException.class, () -> conf(Map.of("spark.slipstream.gpu.nic.doorbell", "cpu")))
+            .getMessage());
+    assertEquals("spark.slipstream.gpu.path: got 'proxy', expected one of [auto, nvlink, gpunetio, staged]",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.path", "proxy"))).getMessage(), "the staging path's old name");
     assertEquals("spark.slipstream.gpu.serve.inFlight: got '0', expected an integer in [1, 64]",
@@ -87,6 +90,24 @@ class GpuConfTest {
     assertEquals("spark.slipstream.gpu.resourceName: got an empty name, expected a Spark resource name such as 'gpu'",
         assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.resourceName", " "))).getMessage());
+  }
+
+  @Test
+  void theNicIsOptionalUnlessNamed() {
+    GpuConf d = conf(Map.of());
+    assertEquals("auto", d.nic());
+    assertEquals(1, d.nicPort());
+    assertEquals(0, d.nicGidIndex());
+    assertEquals("auto", d.nicDoorbell());
+    assertEquals(4, d.nicQueues());
+    assertEquals(null, GpuExecutor.openNic(conf(Map.of("spark.slipstream.gpu.nic", "none")), 0, "1"));
+    // This machine has no RDMA device: auto means none, a named device is an error naming the key.
+    assertEquals(null, GpuExecutor.openNic(d, 0, "1"));
+    IllegalStateException named = assertThrows(IllegalStateException.class,
+        () -> GpuExecutor.openNic(conf(Map.of("spark.slipstream.gpu.nic", "mlx5_9")), 0, "1"));
+    assertTrue(named.getMessage().startsWith("spark.slipstream.gpu.nic=mlx5_9"), named.getMessage());
+    String why = dev.slipstream.gpu.NativeNic.unavailable();
+    assertTrue(named.getMessage().contains(why == null ? "RDMA device mlx5_9 not found (" : why), named.getMessage());
   }
 
   @Test

@@ -26,7 +26,7 @@ class GpuPeersTest {
     var landing = new dev.slipstream.gpu.RegionExport(MemoryKind.DEVICE, 1, 0, 0xfeedL, 1 << 20, 4000 + id.length(),
         ipc, null);
     PeerInfo p = new PeerInfo(id, hostId, new EndpointDescriptor("tcp", hostId + ":7077", new byte[0]));
-    return hostId == null ? p : p.withGpu(new GpuEndpoint(hostId, 0, "p", "u-" + id, false, landing,
+    return hostId == null ? p : p.withGpu(new GpuEndpoint(hostId, 0, "p", "u-" + id, landing,
         "/dev/shm/slipstream-ring-" + "0123456789abcdef".repeat(2)));
   }
 

@@ -23,7 +23,7 @@ class GpuRpcMessagesTest {
     Arrays.fill(ipc, (byte) 3);
     var landing = dev.slipstream.gpu.RegionExport.decode(new dev.slipstream.gpu.RegionExport(
         MemoryKind.DEVICE, 1, device, 77, 256L << 20, 1234, ipc, null).encode());
-    return new GpuEndpoint("host-a/boot", device, "0000:1b:00.0", "GPU-00112233-4455-6677-8899-aabbccddeeff", false,
+    return new GpuEndpoint("host-a/boot", device, "0000:1b:00.0", "GPU-00112233-4455-6677-8899-aabbccddeeff",
         landing);
   }
 
@@ -60,13 +60,26 @@ class GpuRpcMessagesTest {
   }
 
   @Test
+  void nicOffersRoundTripAndForgedRecordsAreRefused() throws TransportException {
+    var rec = new dev.slipstream.gpu.nic.NicQpRecord(dev.slipstream.gpu.nic.NicQpRecord.AddressType.ROCE, 0x42, 0,
+        new byte[16], 5, 7);
+    var offer = new dev.slipstream.gpu.nic.NicOffer("1", "2", 99, 0, List.of(rec));
+    byte[] wire = RpcMessages.encode(new RpcMessages.NicOfferMessage(offer));
+    assertEquals(offer, ((RpcMessages.NicOfferMessage) RpcMessages.decode(wire)).offer());
+    byte[] forged = wire.clone();
+    forged[forged.length - 1] = 1;  // the last reserved byte of the record
+    var e = assertThrows(TransportException.class, () -> RpcMessages.decode(forged));
+    assertTrue(e.getMessage().contains("queue-pair record: reserved byte 23 is 0x1, expected 0"), e.getMessage());
+  }
+
+  @Test
   void retiredDeviceWriteTypesAreUnknown() {
     // 39..41 carried device write requests through the driver; requests now go executor to executor.
     for (byte type = 39; type <= 41; type++) {
       byte[] m = RpcMessages.encode(new RpcMessages.MetricsRequest());
       m[3] = type;
       assertTrue(assertThrows(TransportException.class, () -> RpcMessages.decode(m)).getMessage()
-          .endsWith("got type id " + type + ", expected 32..38"));
+          .endsWith("got type id " + type + ", expected 32..38 or 42"));
     }
   }
 }
