@@ -13,10 +13,11 @@ public enum GpuPath {
    */
   NVLINK,
   /**
-   * Different machines, both with a GPUNetIO NIC: GPU-initiated RDMA. No executor registers such a
-   * NIC (the software NIC reaches only this machine's processes), so a reader would read the pair
-   * over the staging path. Between executors of one machine, {@code spark.slipstream.gpu.path=gpunetio}
-   * keeps the {@link #NVLINK} pair's protocol and pushes over gpunetio queue pairs.
+   * Different machines, both with a GPUNetIO NIC ({@link GpuEndpoint#nic()}): GPU-initiated RDMA.
+   * Their executors connect a NIC link (the queue pairs towards each other) when they meet, but the
+   * push kernels do not yet post on those links, so a reader reads such a pair over the staging
+   * path. Between executors of one machine, {@code spark.slipstream.gpu.path=gpunetio} keeps the
+   * {@link #NVLINK} pair's protocol and pushes over gpunetio queue pairs served by the software NIC.
    */
   GPUNETIO,
   /**
