@@ -538,7 +538,12 @@ extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t d
     st = qp_create(n, depth, n->doorbell, &l->qps[q]);
     if (st != SLIP_OK) {
       std::lock_guard<std::mutex> g(n->m);
-      if (!n->alloc_error.empty()) st = slip_set_error(st, "%s; %s", slip_last_error(), n->alloc_error.c_str());
+      if (!n->alloc_error.empty()) {
+        std::string first = slip_last_error();  // "SLIP_ERR_...: text": the text, with the allocator's reason
+        const size_t colon = first.find(": ");
+        if (colon != std::string::npos) first = first.substr(colon + 2);
+        st = slip_set_error(st, "%s; %s", first.c_str(), n->alloc_error.c_str());
+      }
       goto done;
     }
   }
