@@ -20,6 +20,7 @@
 #include "host/doca_verbs.h"
 
 #include "check.h"
+#include "nic_qp.h"
 #include "slipstream/gpunetio_nic.h"
 
 #define SLIP_DOCA_CHECK(call)                                                                                \
@@ -86,10 +87,7 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   int ndev = 0;
   char bus[32];
   std::string found;
-  if (!ibdev || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_open: null device name or result");
-  if (doorbell != SLIP_NIC_DOORBELL_AUTO && doorbell != SLIP_NIC_DOORBELL_HOST && doorbell != SLIP_NIC_DOORBELL_GPU)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "doorbell mode %d, expected %d (auto), %d (host) or %d (gpu)", doorbell,
-              SLIP_NIC_DOORBELL_AUTO, SLIP_NIC_DOORBELL_HOST, SLIP_NIC_DOORBELL_GPU);
+  SLIP_CHECK(slip_nic_check_open(ibdev, port, gid_index, doorbell, out));
   n = new slip_nic();
   n->device = device;
   n->port = port;
@@ -135,9 +133,7 @@ extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t d
   slip_status st = SLIP_OK;
   slip_nic_link *l = nullptr;
   doca_gpu_verbs_qp_init_attr_hl attr;
-  if (!n || !out || nq == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_link_create: null NIC or result, or no queue pairs");
-  if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue depth %u, expected a power of two in 2..32768", depth);
+  SLIP_CHECK(slip_nic_check_link(n, nq, depth, out));
   l = new slip_nic_link();
   l->nic = n;
   memset(&attr, 0, sizeof attr);
@@ -255,10 +251,7 @@ extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32
   cudaPointerAttributes pa;
   // Strict ordering (no IBV_ACCESS_RELAXED_ORDERING): a signal must not pass the data before it.
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  if (!n || !ptr || !mkey || len == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_reg: null argument or length 0");
-  if (id >= SLIP_NIC_SINK_ID || len > (1ull << SLIP_IOVA_SHIFT))
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "region %u of %llu bytes, expected id < %u and length <= 2^%d", id,
-              (unsigned long long)len, SLIP_NIC_SINK_ID, SLIP_IOVA_SHIFT);
+  SLIP_CHECK(slip_nic_check_reg(n, ptr, len, id, mkey));
   SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, ptr));
   if (pa.type == cudaMemoryTypeDevice) {
     int fd = -1;
@@ -268,10 +261,10 @@ extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32
   }
   if (!mr) mr = ibv_reg_mr_iova2(n->pd, ptr, len, SLIP_IOVA(id, 0), (unsigned)access);
   SLIP_SYS_CHECK(mr != nullptr, "ibv_reg_mr_iova2");
-  if (mr->lkey != mr->rkey) {
+  st = slip_nic_check_keys(id, mr->lkey, mr->rkey);
+  if (st != SLIP_OK) {
     ibv_dereg_mr(mr);
-    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "region %u: lkey 0x%x differs from rkey 0x%x (one key per region expected)", id,
-              mr->lkey, mr->rkey);
+    goto done;
   }
   n->mrs.push_back(mr);
   *mkey = mr->rkey;

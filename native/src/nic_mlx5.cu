@@ -417,12 +417,7 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   std::string found;
   ibv_device_attr da;
   ibv_parent_domain_init_attr pa;
-  if (!ibdev || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_open: null device name or result");
-  if (doorbell != SLIP_NIC_DOORBELL_AUTO && doorbell != SLIP_NIC_DOORBELL_HOST && doorbell != SLIP_NIC_DOORBELL_GPU)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "doorbell mode %d, expected %d (auto), %d (host) or %d (gpu)", doorbell,
-              SLIP_NIC_DOORBELL_AUTO, SLIP_NIC_DOORBELL_HOST, SLIP_NIC_DOORBELL_GPU);
-  if (port < 1 || port > 255 || gid_index < 0 || gid_index > 255)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "port %d, GID index %d: expected 1..255 and 0..255", port, gid_index);
+  SLIP_CHECK(slip_nic_check_open(ibdev, port, gid_index, doorbell, out));
   SLIP_CHECK(verbs(&v));
   list = v->get_device_list(&ndev);
   if (!list) ndev = 0;
@@ -480,10 +475,7 @@ extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32
   cudaPointerAttributes pa;
   // Strict ordering (no IBV_ACCESS_RELAXED_ORDERING): a signal must not pass the data before it.
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  if (!n || !ptr || !mkey || len == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_reg: null argument or length 0");
-  if (id >= SLIP_NIC_SINK_ID || len > (1ull << SLIP_IOVA_SHIFT))
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "region %u of %llu bytes, expected id < %u and length <= 2^%d", id,
-              (unsigned long long)len, SLIP_NIC_SINK_ID, SLIP_IOVA_SHIFT);
+  SLIP_CHECK(slip_nic_check_reg(n, ptr, len, id, mkey));
   SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, ptr));
   if (pa.type == cudaMemoryTypeDevice && n->v->reg_dmabuf_mr) {
     // dma-buf first (kernel 6.1+ with the open GPU kernel modules; no nvidia-peermem needed).
@@ -500,10 +492,10 @@ extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32
   // Host memory, or device memory through nvidia-peermem.
   if (!mr) mr = n->v->reg_mr_iova2(n->pd, ptr, len, SLIP_IOVA(id, 0), (unsigned)access);
   SLIP_SYS_CHECK(mr != nullptr, "ibv_reg_mr_iova2");
-  if (mr->lkey != mr->rkey) {
+  st = slip_nic_check_keys(id, mr->lkey, mr->rkey);
+  if (st != SLIP_OK) {
     n->v->dereg_mr(mr);
-    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "region %u: lkey 0x%x differs from rkey 0x%x (one key per region expected)", id,
-              mr->lkey, mr->rkey);
+    goto done;
   }
   n->mrs.push_back(mr);
   *mkey = mr->rkey;
@@ -526,9 +518,7 @@ extern "C" void slip_nic_link_destroy(slip_nic_link *l) {
 extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t depth, slip_nic_link **out) {
   slip_status st = SLIP_OK;
   slip_nic_link *l = nullptr;
-  if (!n || !out || nq == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_link_create: null NIC or result, or no queue pairs");
-  if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
-    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "queue depth %u, expected a power of two in 2..32768", depth);
+  SLIP_CHECK(slip_nic_check_link(n, nq, depth, out));
   if (slip_dev_qp_size() == 0) SLIP_CHECK(slip_dev_qp_init(nullptr, nullptr));  // says why (no device headers)
   SLIP_CUDA_CHECK(cudaSetDevice(n->device));
   l = new slip_nic_link();

@@ -1,4 +1,4 @@
-// Internal: the GPU's view of one queue pair (struct doca_gpu_dev_verbs_qp, the layout the device
+// Internal, shared by the NIC implementations: the GPU's view of one queue pair (struct doca_gpu_dev_verbs_qp, the layout the device
 // write API reads), built in one place for every NIC: the software NIC's hand-made queue pairs
 // (gpunetio_host.cu) and a real NIC's (nic_mlx5.cu). Builds without the GPUNetIO device headers
 // answer SLIP_ERR_UNSUPPORTED (gpunetio_none.cpp).
@@ -30,5 +30,12 @@ size_t slip_dev_qp_size(void);
 // Fills `out` (slip_dev_qp_size() bytes, host memory: copy it to the device) as a queue pair with
 // nothing posted.
 slip_status slip_dev_qp_init(const slip_qp_layout *l, void *out);
+
+// Argument checks shared by the NIC implementations (nic_info.cpp): SLIP_OK, or the error recorded.
+slip_status slip_nic_check_open(const char *ibdev, int port, int gid_index, int doorbell, const void *out);
+slip_status slip_nic_check_reg(const void *nic, const void *ptr, uint64_t len, uint32_t id, const void *mkey);
+slip_status slip_nic_check_link(const void *nic, uint32_t nq, uint32_t depth, const void *out);
+// One key per region: a registration whose lkey and rkey differ is refused.
+slip_status slip_nic_check_keys(uint32_t id, uint32_t lkey, uint32_t rkey);
 
 #endif
