@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "host/doca_verbs.h"
 
 #include "check.h"
+#include "nic_progress.h"
 #include "nic_qp.h"
 #include "slipstream/gpunetio_nic.h"
 
@@ -37,10 +39,7 @@ struct slip_nic {
   ibv_gid gid;
   doca_gpu *gdev = nullptr;
   std::vector<ibv_mr *> mrs;
-  std::mutex m;                            // guards what follows
-  std::vector<slip_nic_link *> host_rung;  // links whose doorbells the progress thread rings
-  std::thread progress;
-  std::atomic<bool> stop{false};
+  std::unique_ptr<NicProgress<slip_nic_link>> progress;  // host-rung links; made by slip_nic_open
 };
 
 struct slip_nic_link {
@@ -53,15 +52,10 @@ struct slip_nic_link {
 };
 
 namespace {
-void progress_loop(slip_nic *n) {
-  while (!n->stop.load(std::memory_order_acquire)) {
-    {
-      std::lock_guard<std::mutex> g(n->m);
-      for (slip_nic_link *l : n->host_rung)
-        for (doca_gpu_verbs_qp_hl *q : l->qps) (void)doca_gpu_verbs_cpu_proxy_progress(q->qp_gverbs);
-    }
-    sched_yield();
-  }
+// CPU proxy: the library rings what the device published (it does not say whether it rang).
+bool ring_host_doorbells(slip_nic_link *l) {
+  for (doca_gpu_verbs_qp_hl *q : l->qps) (void)doca_gpu_verbs_cpu_proxy_progress(q->qp_gverbs);
+  return true;
 }
 }  // namespace
 
@@ -70,8 +64,7 @@ extern "C" slip_status slip_nic_probe(void) { return SLIP_OK; }
 
 extern "C" void slip_nic_close(slip_nic *n) {
   if (!n) return;
-  n->stop.store(true, std::memory_order_release);
-  if (n->progress.joinable()) n->progress.join();
+  n->progress.reset();  // joins its thread
   for (ibv_mr *mr : n->mrs) ibv_dereg_mr(mr);
   if (n->gdev) (void)doca_gpu_destroy(n->gdev);
   if (n->pd) ibv_dealloc_pd(n->pd);
@@ -93,6 +86,7 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   n->port = port;
   n->gid_index = gid_index;
   n->doorbell = doorbell;
+  n->progress.reset(new NicProgress<slip_nic_link>(ring_host_doorbells));
   SLIP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
   list = ibv_get_device_list(&ndev);
   SLIP_SYS_CHECK(list != nullptr, "ibv_get_device_list");
@@ -118,11 +112,7 @@ done:
 extern "C" void slip_nic_link_destroy(slip_nic_link *l) {
   if (!l) return;
   slip_nic *n = l->nic;
-  {
-    std::lock_guard<std::mutex> g(n->m);
-    for (size_t i = 0; i < n->host_rung.size(); i++)
-      if (n->host_rung[i] == l) n->host_rung.erase(n->host_rung.begin() + (long)i);
-  }
+  n->progress->remove(l);
   for (doca_gpu_verbs_qp_hl *q : l->qps)
     if (q) (void)doca_gpu_verbs_destroy_qp_hl(q);
   if (l->ah) (void)doca_verbs_ah_attr_destroy(l->ah);
@@ -163,11 +153,7 @@ extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t d
   SLIP_DOCA_CHECK(doca_verbs_ah_attr_set_hop_limit(l->ah, 255));
   l->doorbell = l->qps[0]->nic_handler == DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY ? SLIP_NIC_DOORBELL_HOST
                                                                                      : SLIP_NIC_DOORBELL_GPU;
-  if (l->doorbell == SLIP_NIC_DOORBELL_HOST) {
-    std::lock_guard<std::mutex> g(n->m);
-    n->host_rung.push_back(l);
-    if (!n->progress.joinable()) n->progress = std::thread(progress_loop, n);
-  }
+  if (l->doorbell == SLIP_NIC_DOORBELL_HOST) n->progress->add(l);
   *out = l;
   l = nullptr;
 done:

@@ -30,12 +30,14 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "check.h"
+#include "nic_progress.h"
 #include "nic_qp.h"
 #include "slipstream/gpunetio_nic.h"
 #include "slipstream/softnic.h"
@@ -171,7 +173,7 @@ struct NicQp {
   uint64_t *proxy_word = nullptr;   // host doorbell: the producer index the device publishes (mapped)
   uint64_t rung = 0;                // host doorbell: the last producer index rung
   void *uar_page = nullptr;         // GPU doorbell: the UAR page registered with CUDA
-  bool connected = false;
+  bool connected = false;           // set under the progress thread's mutex
 };
 
 struct slip_nic_link {
@@ -191,12 +193,10 @@ struct slip_nic {
   ibv_gid gid;
   uint8_t rd_atomic = 1;   // outstanding fetch-adds per queue pair, both directions
   std::vector<ibv_mr *> mrs;
-  std::mutex m;            // guards what follows
-  std::map<void *, int> uar_users;         // UAR pages registered with CUDA, and their queue pairs
-  std::vector<slip_nic_link *> host_rung;  // links whose doorbells the progress thread rings
-  std::thread progress;
-  std::atomic<bool> stop{false};
+  std::mutex m;            // guards uar_users and alloc_error
+  std::map<void *, int> uar_users;  // UAR pages registered with CUDA, and their queue pairs
   std::string alloc_error;
+  std::unique_ptr<NicProgress<slip_nic_link>> progress;  // host-rung links; made by slip_nic_open
 };
 
 namespace {
@@ -241,37 +241,24 @@ slip_status gpu_view(const slip_nic *n, void *host, const char *what, void **dev
                         n->name.c_str(), what, "the queue pair", cudaGetErrorString(e));
 }
 
-void progress_loop(slip_nic *n) {
-  unsigned idle = 0;
-  while (!n->stop.load(std::memory_order_acquire)) {
-    bool rang = false;
-    {
-      std::lock_guard<std::mutex> g(n->m);
-      for (slip_nic_link *l : n->host_rung)
-        for (NicQp &q : l->qps) {
-          if (!q.connected) continue;
-          const uint64_t pi = __atomic_load_n(q.proxy_word, __ATOMIC_ACQUIRE);
-          if (pi == q.rung) continue;
-          // Doorbell record first, then the register: the NIC reads the record when it recovers.
-          __atomic_store_n(&q.dq.dbrec[MLX5_SND_DBR], be32((uint32_t)pi & 0xffffu), __ATOMIC_RELEASE);
-          uint32_t ctrl[2] = {be32((uint32_t)pi << 8), be32(q.qp->qp_num << 8)};
-          uint64_t word;
-          memcpy(&word, ctrl, sizeof word);
-          __atomic_thread_fence(__ATOMIC_SEQ_CST);
-          *(volatile uint64_t *)q.dq.bf.reg = word;
-          q.rung = pi;
-          rang = true;
-        }
-    }
-    if (rang) {
-      idle = 0;
-    } else if (++idle > 4096) {
-      const timespec nap = {0, 20000};
-      nanosleep(&nap, nullptr);
-    } else {
-      sched_yield();
-    }
+// Host doorbell: rings what the device published on the link's connected queue pairs.
+bool ring_host_doorbells(slip_nic_link *l) {
+  bool rang = false;
+  for (NicQp &q : l->qps) {
+    if (!q.connected) continue;
+    const uint64_t pi = __atomic_load_n(q.proxy_word, __ATOMIC_ACQUIRE);
+    if (pi == q.rung) continue;
+    // Doorbell record first, then the register: the NIC reads the record when it recovers.
+    __atomic_store_n(&q.dq.dbrec[MLX5_SND_DBR], be32((uint32_t)pi & 0xffffu), __ATOMIC_RELEASE);
+    uint32_t ctrl[2] = {be32((uint32_t)pi << 8), be32(q.qp->qp_num << 8)};
+    uint64_t word;
+    memcpy(&word, ctrl, sizeof word);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *(volatile uint64_t *)q.dq.bf.reg = word;
+    q.rung = pi;
+    rang = true;
   }
+  return rang;
 }
 
 void qp_destroy(slip_nic *n, NicQp &q) {
@@ -398,8 +385,7 @@ extern "C" slip_status slip_nic_probe(void) {
 
 extern "C" void slip_nic_close(slip_nic *n) {
   if (!n) return;
-  n->stop.store(true, std::memory_order_release);
-  if (n->progress.joinable()) n->progress.join();
+  n->progress.reset();  // joins its thread
   for (ibv_mr *mr : n->mrs) n->v->dereg_mr(mr);
   if (n->pdom) n->v->dealloc_pd(n->pdom);
   if (n->pd) n->v->dealloc_pd(n->pd);
@@ -428,6 +414,7 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   n->gid_index = gid_index;
   n->doorbell = doorbell;
   n->name = std::string(ibdev) + " port " + std::to_string(port);
+  n->progress.reset(new NicProgress<slip_nic_link>(ring_host_doorbells));
   for (int i = 0; i < ndev && !n->ib; i++) {
     const char *name = v->get_device_name(list[i]);
     found += std::string(found.empty() ? "" : ", ") + name;
@@ -506,11 +493,7 @@ done:
 extern "C" void slip_nic_link_destroy(slip_nic_link *l) {
   if (!l) return;
   slip_nic *n = l->nic;
-  {
-    std::lock_guard<std::mutex> g(n->m);
-    for (size_t i = 0; i < n->host_rung.size(); i++)
-      if (n->host_rung[i] == l) n->host_rung.erase(n->host_rung.begin() + (long)i);
-  }
+  n->progress->remove(l);
   for (NicQp &q : l->qps) qp_destroy(n, q);
   delete l;
 }
@@ -538,11 +521,7 @@ extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t d
     }
   }
   l->doorbell = l->qps[0].proxy_word ? SLIP_NIC_DOORBELL_HOST : SLIP_NIC_DOORBELL_GPU;
-  if (l->doorbell == SLIP_NIC_DOORBELL_HOST) {
-    std::lock_guard<std::mutex> g(n->m);
-    n->host_rung.push_back(l);
-    if (!n->progress.joinable()) n->progress = std::thread(progress_loop, n);
-  }
+  if (l->doorbell == SLIP_NIC_DOORBELL_HOST) n->progress->add(l);
   *out = l;
   l = nullptr;
 done:
@@ -624,7 +603,7 @@ extern "C" slip_status slip_nic_connect(slip_nic_link *l, uint32_t q, const slip
                               IBV_QP_MAX_QP_RD_ATOMIC);
   SLIP_SYS_CHECK(errno == 0, "ibv_modify_qp to RTS");
   {
-    std::lock_guard<std::mutex> g(n->m);
+    std::lock_guard<std::mutex> g(n->progress->mutex());
     qp->connected = true;
   }
 done:

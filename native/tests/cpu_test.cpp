@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "slipstream/host.h"
 
 #include "check.h"
+#include "../src/nic_progress.h"
 
 static bool contains(const char *s, const char *sub) { return strstr(s, sub) != nullptr; }
 
@@ -311,8 +313,41 @@ static void test_abi_layout() {
   }
 }
 
+// The NICs' host doorbell thread: every added link is rung, none after its removal returns.
+struct FakeLink {
+  std::atomic<int> rung{0};
+  std::atomic<bool> removed{false};
+  std::atomic<int> after_removal{0};
+};
+
+static void test_nic_progress() {
+  FakeLink a, b;
+  {
+    NicProgress<FakeLink> p([](FakeLink *l) {
+      if (l->removed.load()) l->after_removal++;
+      l->rung++;
+      return false;  // nothing rung: the thread naps now and then
+    });
+    p.add(&a);
+    p.add(&b);
+    for (int i = 0; i < 2000 && (a.rung.load() < 10 || b.rung.load() < 10); i++) usleep(1000);
+    EXPECT(a.rung.load() >= 10 && b.rung.load() >= 10, "rung %d and %d times", a.rung.load(), b.rung.load());
+    p.remove(&a);
+    a.removed = true;
+    const int at = a.rung.load();
+    const int bt = b.rung.load();
+    for (int i = 0; i < 2000 && b.rung.load() < bt + 10; i++) usleep(1000);
+    EXPECT(a.rung.load() == at && a.after_removal.load() == 0, "a rung %d times after its removal", a.rung.load() - at);
+    EXPECT(b.rung.load() >= bt + 10, "b stopped being rung");
+  }  // the destructor joins the thread
+  const int bt = b.rung.load();
+  usleep(20000);
+  EXPECT(b.rung.load() == bt, "rung after the progress thread was destroyed");
+}
+
 int main() {
   test_abi_layout();
+  test_nic_progress();
   test_status_text();
   test_region_validate();
   test_desc_parse();
