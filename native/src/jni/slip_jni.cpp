@@ -454,10 +454,6 @@ jint JNICALL nicConnect(JNIEnv *env, jclass, jlong l, jint q, jbyteArray rec) {
   return slip_nic_connect(handle<slip_nic_link>(l), (uint32_t)q, &v);
 }
 
-jlong JNICALL nicDevQp(JNIEnv *, jclass, jlong l, jint q) {
-  return (jlong)(uintptr_t)slip_nic_dev_qp(handle<slip_nic_link>(l), (uint32_t)q);
-}
-
 jint JNICALL nicLinkDoorbell(JNIEnv *, jclass, jlong l) { return slip_nic_link_doorbell(handle<slip_nic_link>(l)); }
 
 #define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
@@ -476,7 +472,6 @@ const JNINativeMethod kMethods[] = {
     M(nicLinkDestroy, "(J)V"),
     M(nicQpInfo, "(JI[B)I"),
     M(nicConnect, "(JI[B)I"),
-    M(nicDevQp, "(JI)J"),
     M(nicLinkDoorbell, "(J)I"),
     M(abiLayout, "()Ljava/lang/String;"),
     M(ctxCreate, "(I[J)I"),

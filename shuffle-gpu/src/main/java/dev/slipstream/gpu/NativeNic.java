@@ -123,11 +123,8 @@ public final class NativeNic implements NicDevice, AutoCloseable {
     }
 
     @Override
-    public synchronized long deviceQueuePair(int q) {
-      if (q < 0 || q >= queues) {
-        throw new IllegalArgumentException("queue pair " + q + ", expected 0.." + (queues - 1));
-      }
-      return SlipNative.nicDeviceQueuePair(open(), q);
+    public synchronized boolean gpuDoorbell() {
+      return SlipNative.nicGpuDoorbell(open());
     }
 
     @Override

@@ -47,8 +47,6 @@ final class SlipNative {
 
   private static native int nicConnect(long link, int q, byte[] rec);
 
-  private static native long nicDevQp(long link, int q);
-
   private static native int nicLinkDoorbell(long link);
 
   private static native int ctxCreate(int device, long[] out);
@@ -172,10 +170,6 @@ final class SlipNative {
 
   static void nicConnect(long link, int q, byte[] peer, String what) {
     check(nicConnect(link, q, peer), what);
-  }
-
-  static long nicDeviceQueuePair(long link, int q) {
-    return nicDevQp(link, q);
   }
 
   static boolean nicGpuDoorbell(long link) {

@@ -19,8 +19,8 @@ public interface NicDevice {
     /** Moves queue pair {@code q} to RTS against the peer's record; at most once per queue pair. */
     void connect(int q, NicQpRecord peer);
 
-    /** The device address of queue pair {@code q}'s struct (for the push kernels' queues). */
-    long deviceQueuePair(int q);
+    /** True when the GPU rings the queue pairs' doorbell itself, false when a host thread does. */
+    boolean gpuDoorbell();
 
     @Override
     void close();

@@ -162,6 +162,8 @@ public final class NicLinks implements AutoCloseable {
       throw new IllegalArgumentException("NIC offer from " + o.from() + " refused: " + ex.getMessage(), ex);
     }
     e.peerNonce = o.nonce();
+    LOG.info("gpunetio link to {} connected: {} queue pairs, doorbell rung by the {}", o.from(), queues,
+        e.link.gpuDoorbell() ? "GPU" : "host");
     if (o.peerNonce() != e.nonce) {
       offer(o.from(), e, o.nonce());
     }

@@ -87,8 +87,8 @@ class NicLinksTest {
     }
 
     @Override
-    public long deviceQueuePair(int q) {
-      return 0x1000L + q;
+    public boolean gpuDoorbell() {
+      return false;
     }
 
     @Override

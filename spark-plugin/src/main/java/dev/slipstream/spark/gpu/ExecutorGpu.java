@@ -299,6 +299,7 @@ public final class ExecutorGpu implements AutoCloseable {
     GpuExecutor g = gpu;
     if (g != null) {
       m.put("gpu.device", (long) g.context().device());
+      m.put("gpu.nicLinks", (long) g.nicPeers().size());
       m.put("gpu.mapOutputDeviceBytes", g.store().deviceInUse());
       m.put("gpu.mapOutputHostBytes", g.store().hostInUse());
       m.put("gpu.mapOutputSpills", g.store().spills());
