@@ -12,9 +12,12 @@ struct slip_gpunetio;
 // nq queue pairs of `depth` WQEs (a power of two, 2..32768) on `device`. local: the set's source
 // regions (other registered regions through pd), remote: its destinations; keys are the regions' 64-bit keys (the memory keys are their
 // low 32 bits). err: the set's host-pinned error record, written by the NIC.
+// qpn_base: queue pair q is number qpn_base + q (0: the default base); rpd: the responder's
+// registrations for rkeys not in `remote` (a software NIC link; NULL otherwise).
 slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const slip_region_entry *local,
                                  uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
-                                 slip_softnic_pd pd, slip_dev_error *err, slip_gpunetio **out);
+                                 slip_softnic_pd pd, slip_dev_error *err, uint32_t qpn_base,
+                                 const slip_softnic_pd *rpd, slip_gpunetio **out);
 // The regions registered on a context (its protection domain; cuda_host.cu), for slip_softnic_pd.
 int slip_ctx_find_registered(void *ctx, uint32_t id, uint32_t mkey, slip_region_entry *out);
 void slip_gpunetio_destroy(slip_gpunetio *g);

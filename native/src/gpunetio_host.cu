@@ -281,7 +281,8 @@ void slip_gpunetio_destroy(slip_gpunetio *g) {
 
 slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const slip_region_entry *local,
                                  uint32_t nlocal, const slip_region_entry *remote, uint32_t nremote,
-                                 slip_softnic_pd pd, slip_dev_error *err, slip_gpunetio **out) {
+                                 slip_softnic_pd pd, slip_dev_error *err, uint32_t qpn_base,
+                                 const slip_softnic_pd *rpd, slip_gpunetio **out) {
   slip_status st = SLIP_OK;
   slip_gpunetio *g = nullptr;
   std::vector<slip_region_entry> loc, rem;
@@ -291,7 +292,9 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
   if (depth < 2 || depth > 32768 || (depth & (depth - 1)) != 0)
     SLIP_FAIL(SLIP_ERR_INVALID_ARG, "gpunetio queue depth %u, expected a power of two in 2..32768 (16-bit WQE mask)",
               depth);
-  if (kQpnBase + nq > 0xffffffu) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u queue pairs, expected fewer than 2^24", nq);
+  if (qpn_base == 0) qpn_base = kQpnBase;
+  if ((uint64_t)qpn_base + nq > 0xffffffu)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "%u queue pairs from number 0x%x, expected numbers below 2^24", nq, qpn_base);
   for (uint32_t i = 0; i < nlocal + nremote; i++) {
     slip_region_entry e = i < nlocal ? local[i] : remote[i - nlocal];
     if (e.id >= SLIP_NIC_SINK_ID)
@@ -317,7 +320,7 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
                  nq * sizeof(uint64_t), g->d_sink});
   for (uint32_t q = 0; q < nq; q++) {
     uint8_t *sq = g->h_sq + q * ring, *cq = g->h_cq + q * ring, *words = g->h_words + q * 3 * kLine;
-    const uint32_t qpn = kQpnBase + q;
+    const uint32_t qpn = qpn_base + q;
     slip_qp_layout l;
     memset(&l, 0, sizeof l);
     l.qpn = qpn;
@@ -340,7 +343,7 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
     SLIP_CHECK(engine_acquire(device, &engine));
     g->engine = true;
     SLIP_CHECK(slip_softnic_create(engine, nq, nqps.data(), err, loc.data(), (uint32_t)loc.size(), &pd, rem.data(),
-                                   (uint32_t)rem.size(), &g->nic));
+                                   (uint32_t)rem.size(), rpd, &g->nic));
   }
   *out = g;
   g = nullptr;

@@ -23,6 +23,7 @@
 #include "check.h"
 #include "nic_progress.h"
 #include "nic_qp.h"
+#include "nic_impl.h"
 #include "slipstream/gpunetio_nic.h"
 
 #define SLIP_DOCA_CHECK(call)                                                                                \
@@ -31,7 +32,7 @@
     if (e_ != DOCA_SUCCESS) SLIP_FAIL(SLIP_ERR_OS, "%s failed: DOCA error %d at %s:%d", #call, (int)e_, __FILE__, __LINE__); \
   } while (0)
 
-struct slip_nic {
+struct hw_nic {
   int device = 0, port = 1, gid_index = 0, doorbell = SLIP_NIC_DOORBELL_AUTO;
   ibv_context *ib = nullptr;
   ibv_pd *pd = nullptr;
@@ -39,11 +40,11 @@ struct slip_nic {
   ibv_gid gid;
   doca_gpu *gdev = nullptr;
   std::vector<ibv_mr *> mrs;
-  std::unique_ptr<NicProgress<slip_nic_link>> progress;  // host-rung links; made by slip_nic_open
+  std::unique_ptr<NicProgress<hw_nic_link>> progress;  // host-rung links; made by slip_nic_open
 };
 
-struct slip_nic_link {
-  slip_nic *nic = nullptr;
+struct hw_nic_link {
+  hw_nic *nic = nullptr;
   int doorbell = SLIP_NIC_DOORBELL_HOST;
   std::vector<doca_gpu_verbs_qp_hl *> qps;
   std::vector<uint32_t> psn;
@@ -53,16 +54,16 @@ struct slip_nic_link {
 
 namespace {
 // CPU proxy: the library rings what the device published (it does not say whether it rang).
-bool ring_host_doorbells(slip_nic_link *l) {
+bool ring_host_doorbells(hw_nic_link *l) {
   for (doca_gpu_verbs_qp_hl *q : l->qps) (void)doca_gpu_verbs_cpu_proxy_progress(q->qp_gverbs);
   return true;
 }
 }  // namespace
 
-extern "C" const char *slip_nic_impl(void) { return "doca"; }
-extern "C" slip_status slip_nic_probe(void) { return SLIP_OK; }
+const char *hw_nic_impl(void) { return "doca"; }
+slip_status hw_nic_probe(void) { return SLIP_OK; }
 
-extern "C" void slip_nic_close(slip_nic *n) {
+void hw_nic_close(hw_nic *n) {
   if (!n) return;
   n->progress.reset();  // joins its thread
   for (ibv_mr *mr : n->mrs) ibv_dereg_mr(mr);
@@ -72,21 +73,21 @@ extern "C" void slip_nic_close(slip_nic *n) {
   delete n;
 }
 
-extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell,
-                                     slip_nic **out) {
+slip_status hw_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell,
+                                     hw_nic **out) {
   slip_status st = SLIP_OK;
-  slip_nic *n = nullptr;
+  hw_nic *n = nullptr;
   ibv_device **list = nullptr;
   int ndev = 0;
   char bus[32];
   std::string found;
   SLIP_CHECK(slip_nic_check_open(ibdev, port, gid_index, doorbell, out));
-  n = new slip_nic();
+  n = new hw_nic();
   n->device = device;
   n->port = port;
   n->gid_index = gid_index;
   n->doorbell = doorbell;
-  n->progress.reset(new NicProgress<slip_nic_link>(ring_host_doorbells));
+  n->progress.reset(new NicProgress<hw_nic_link>(ring_host_doorbells));
   SLIP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
   list = ibv_get_device_list(&ndev);
   SLIP_SYS_CHECK(list != nullptr, "ibv_get_device_list");
@@ -105,13 +106,13 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   n = nullptr;
 done:
   if (list) ibv_free_device_list(list);
-  slip_nic_close(n);
+  hw_nic_close(n);
   return st;
 }
 
-extern "C" void slip_nic_link_destroy(slip_nic_link *l) {
+void hw_nic_link_destroy(hw_nic_link *l) {
   if (!l) return;
-  slip_nic *n = l->nic;
+  hw_nic *n = l->nic;
   n->progress->remove(l);
   for (doca_gpu_verbs_qp_hl *q : l->qps)
     if (q) (void)doca_gpu_verbs_destroy_qp_hl(q);
@@ -119,12 +120,12 @@ extern "C" void slip_nic_link_destroy(slip_nic_link *l) {
   delete l;
 }
 
-extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t depth, slip_nic_link **out) {
+slip_status hw_nic_link_create(hw_nic *n, uint32_t nq, uint32_t depth, hw_nic_link **out) {
   slip_status st = SLIP_OK;
-  slip_nic_link *l = nullptr;
+  hw_nic_link *l = nullptr;
   doca_gpu_verbs_qp_init_attr_hl attr;
   SLIP_CHECK(slip_nic_check_link(n, nq, depth, out));
-  l = new slip_nic_link();
+  l = new hw_nic_link();
   l->nic = n;
   memset(&attr, 0, sizeof attr);
   attr.gpu_dev = n->gdev;
@@ -157,11 +158,11 @@ extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t d
   *out = l;
   l = nullptr;
 done:
-  slip_nic_link_destroy(l);
+  hw_nic_link_destroy(l);
   return st;
 }
 
-extern "C" slip_status slip_nic_qp_info_get(const slip_nic_link *l, uint32_t q, slip_nic_qp_info *out) {
+slip_status hw_nic_qp_info_get(const hw_nic_link *l, uint32_t q, slip_nic_qp_info *out) {
   slip_status st = SLIP_OK;
   if (!l || !out || q >= l->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_qp_info_get: queue pair %u", q);
   memset(out, 0, sizeof *out);
@@ -177,14 +178,14 @@ done:
   return st;
 }
 
-extern "C" slip_status slip_nic_connect(slip_nic_link *l, uint32_t q, const slip_nic_qp_info *peer) {
+slip_status hw_nic_connect(hw_nic_link *l, uint32_t q, const slip_nic_qp_info *peer) {
   slip_status st = SLIP_OK;
   doca_verbs_qp_attr *a = nullptr;
   doca_verbs_gid g;
   doca_verbs_qp *qp;
   uint32_t mtu;
   slip_nic_qp_info p;
-  slip_nic *n;
+  hw_nic *n;
   if (!l || !peer || q >= l->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_connect: queue pair %u", q);
   SLIP_CHECK(slip_nic_qp_info_parse(peer, sizeof *peer, &p));
   if (l->connected[q]) SLIP_FAIL(SLIP_ERR_STATE, "queue pair %u is already connected (a new peer needs a new link)", q);
@@ -231,13 +232,12 @@ done:
   return st;
 }
 
-extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
+slip_status hw_nic_reg(hw_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
   slip_status st = SLIP_OK;
   ibv_mr *mr = nullptr;
   cudaPointerAttributes pa;
   // Strict ordering (no IBV_ACCESS_RELAXED_ORDERING): a signal must not pass the data before it.
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  SLIP_CHECK(slip_nic_check_reg(n, ptr, len, id, mkey));
   SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, ptr));
   if (pa.type == cudaMemoryTypeDevice) {
     int fd = -1;
@@ -258,10 +258,19 @@ done:
   return st;
 }
 
-extern "C" void *slip_nic_dev_qp(const slip_nic_link *l, uint32_t q) {
+void hw_nic_dereg(hw_nic *n, uint32_t mkey) {
+  for (auto it = n->mrs.begin(); it != n->mrs.end(); ++it)
+    if ((*it)->rkey == mkey) {
+      ibv_dereg_mr(*it);
+      n->mrs.erase(it);
+      return;
+    }
+}
+
+void *hw_nic_dev_qp(const hw_nic_link *l, uint32_t q) {
   doca_gpu_dev_verbs_qp *d = nullptr;
   if (!l || q >= l->qps.size() || doca_gpu_verbs_get_qp_dev(l->qps[q]->qp_gverbs, &d) != DOCA_SUCCESS) return nullptr;
   return d;
 }
 
-extern "C" int slip_nic_link_doorbell(const slip_nic_link *l) { return l ? l->doorbell : SLIP_NIC_DOORBELL_HOST; }
+int hw_nic_link_doorbell(const hw_nic_link *l) { return l ? l->doorbell : SLIP_NIC_DOORBELL_HOST; }

@@ -13,8 +13,8 @@ extern "C" slip_status slip_gpunetio_probe(void) {
 }
 
 slip_status slip_gpunetio_create(int, uint32_t, uint32_t, const slip_region_entry *, uint32_t,
-                                 const slip_region_entry *, uint32_t, slip_softnic_pd, slip_dev_error *,
-                                 slip_gpunetio **out) {
+                                 const slip_region_entry *, uint32_t, slip_softnic_pd, slip_dev_error *, uint32_t,
+                                 const slip_softnic_pd *, slip_gpunetio **out) {
   if (out) *out = nullptr;
   return slip_gpunetio_probe();
 }

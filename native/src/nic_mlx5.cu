@@ -39,6 +39,7 @@
 #include "check.h"
 #include "nic_progress.h"
 #include "nic_qp.h"
+#include "nic_impl.h"
 #include "slipstream/gpunetio_nic.h"
 #include "slipstream/softnic.h"
 
@@ -176,13 +177,13 @@ struct NicQp {
   bool connected = false;           // set under the progress thread's mutex
 };
 
-struct slip_nic_link {
-  slip_nic *nic = nullptr;
+struct hw_nic_link {
+  hw_nic *nic = nullptr;
   int doorbell = SLIP_NIC_DOORBELL_HOST;
   std::vector<NicQp> qps;
 };
 
-struct slip_nic {
+struct hw_nic {
   const Verbs *v = nullptr;
   int device = 0, port = 1, gid_index = 0, doorbell = SLIP_NIC_DOORBELL_AUTO;
   std::string name;
@@ -196,7 +197,7 @@ struct slip_nic {
   std::mutex m;            // guards uar_users and alloc_error
   std::map<void *, int> uar_users;  // UAR pages registered with CUDA, and their queue pairs
   std::string alloc_error;
-  std::unique_ptr<NicProgress<slip_nic_link>> progress;  // host-rung links; made by slip_nic_open
+  std::unique_ptr<NicProgress<hw_nic_link>> progress;  // host-rung links; made by slip_nic_open
 };
 
 namespace {
@@ -204,7 +205,7 @@ namespace {
 // Parent-domain allocator: libmlx5's queue buffers and doorbell records in pinned host pages the
 // GPU can address. Anything else keeps libmlx5's own allocation.
 void *queue_alloc(ibv_pd *, void *ctx, size_t size, size_t alignment, uint64_t type) {
-  slip_nic *n = (slip_nic *)ctx;
+  hw_nic *n = (hw_nic *)ctx;
   if (type != MLX5DV_RES_TYPE_QP && type != MLX5DV_RES_TYPE_CQ && type != MLX5DV_RES_TYPE_DBR)
     return IBV_ALLOCATOR_USE_DEFAULT;
   const size_t page = page_size();
@@ -231,7 +232,7 @@ void queue_free(ibv_pd *, void *, void *ptr, uint64_t) {
 }
 
 // The GPU's address of host memory libmlx5 placed through queue_alloc.
-slip_status gpu_view(const slip_nic *n, void *host, const char *what, void **dev) {
+slip_status gpu_view(const hw_nic *n, void *host, const char *what, void **dev) {
   const cudaError_t e = cudaHostGetDevicePointer(dev, host, 0);
   if (e == cudaSuccess) return SLIP_OK;
   (void)cudaGetLastError();
@@ -242,7 +243,7 @@ slip_status gpu_view(const slip_nic *n, void *host, const char *what, void **dev
 }
 
 // Host doorbell: rings what the device published on the link's connected queue pairs.
-bool ring_host_doorbells(slip_nic_link *l) {
+bool ring_host_doorbells(hw_nic_link *l) {
   bool rang = false;
   for (NicQp &q : l->qps) {
     if (!q.connected) continue;
@@ -261,7 +262,7 @@ bool ring_host_doorbells(slip_nic_link *l) {
   return rang;
 }
 
-void qp_destroy(slip_nic *n, NicQp &q) {
+void qp_destroy(hw_nic *n, NicQp &q) {
   if (q.uar_page) {
     std::lock_guard<std::mutex> g(n->m);
     if (--n->uar_users[q.uar_page] == 0) {
@@ -277,7 +278,7 @@ void qp_destroy(slip_nic *n, NicQp &q) {
 }
 
 // Creates one queue pair in RESET and its device struct.
-slip_status qp_create(slip_nic *n, uint32_t depth, int doorbell, NicQp *q) {
+slip_status qp_create(hw_nic *n, uint32_t depth, int doorbell, NicQp *q) {
   slip_status st = SLIP_OK;
   ibv_cq_init_attr_ex ca;
   mlx5dv_cq_init_attr dca;
@@ -376,14 +377,14 @@ done:
 
 }  // namespace
 
-extern "C" const char *slip_nic_impl(void) { return "mlx5"; }
+const char *hw_nic_impl(void) { return "mlx5"; }
 
-extern "C" slip_status slip_nic_probe(void) {
+slip_status hw_nic_probe(void) {
   const Verbs *v = nullptr;
   return verbs(&v);
 }
 
-extern "C" void slip_nic_close(slip_nic *n) {
+void hw_nic_close(hw_nic *n) {
   if (!n) return;
   n->progress.reset();  // joins its thread
   for (ibv_mr *mr : n->mrs) n->v->dereg_mr(mr);
@@ -393,11 +394,11 @@ extern "C" void slip_nic_close(slip_nic *n) {
   delete n;
 }
 
-extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell,
-                                     slip_nic **out) {
+slip_status hw_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell,
+                                     hw_nic **out) {
   slip_status st = SLIP_OK;
   const Verbs *v = nullptr;
-  slip_nic *n = nullptr;
+  hw_nic *n = nullptr;
   ibv_device **list = nullptr;
   int ndev = 0;
   std::string found;
@@ -407,14 +408,14 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   SLIP_CHECK(verbs(&v));
   list = v->get_device_list(&ndev);
   if (!list) ndev = 0;
-  n = new slip_nic();
+  n = new hw_nic();
   n->v = v;
   n->device = device;
   n->port = port;
   n->gid_index = gid_index;
   n->doorbell = doorbell;
   n->name = std::string(ibdev) + " port " + std::to_string(port);
-  n->progress.reset(new NicProgress<slip_nic_link>(ring_host_doorbells));
+  n->progress.reset(new NicProgress<hw_nic_link>(ring_host_doorbells));
   for (int i = 0; i < ndev && !n->ib; i++) {
     const char *name = v->get_device_name(list[i]);
     found += std::string(found.empty() ? "" : ", ") + name;
@@ -452,17 +453,16 @@ extern "C" slip_status slip_nic_open(const char *ibdev, int port, int gid_index,
   n = nullptr;
 done:
   if (list) v->free_device_list(list);
-  slip_nic_close(n);
+  hw_nic_close(n);
   return st;
 }
 
-extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
+slip_status hw_nic_reg(hw_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
   slip_status st = SLIP_OK;
   ibv_mr *mr = nullptr;
   cudaPointerAttributes pa;
   // Strict ordering (no IBV_ACCESS_RELAXED_ORDERING): a signal must not pass the data before it.
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  SLIP_CHECK(slip_nic_check_reg(n, ptr, len, id, mkey));
   SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, ptr));
   if (pa.type == cudaMemoryTypeDevice && n->v->reg_dmabuf_mr) {
     // dma-buf first (kernel 6.1+ with the open GPU kernel modules; no nvidia-peermem needed).
@@ -490,21 +490,30 @@ done:
   return st;
 }
 
-extern "C" void slip_nic_link_destroy(slip_nic_link *l) {
+void hw_nic_dereg(hw_nic *n, uint32_t mkey) {
+  for (auto it = n->mrs.begin(); it != n->mrs.end(); ++it)
+    if ((*it)->rkey == mkey) {
+      n->v->dereg_mr(*it);
+      n->mrs.erase(it);
+      return;
+    }
+}
+
+void hw_nic_link_destroy(hw_nic_link *l) {
   if (!l) return;
-  slip_nic *n = l->nic;
+  hw_nic *n = l->nic;
   n->progress->remove(l);
   for (NicQp &q : l->qps) qp_destroy(n, q);
   delete l;
 }
 
-extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t depth, slip_nic_link **out) {
+slip_status hw_nic_link_create(hw_nic *n, uint32_t nq, uint32_t depth, hw_nic_link **out) {
   slip_status st = SLIP_OK;
-  slip_nic_link *l = nullptr;
+  hw_nic_link *l = nullptr;
   SLIP_CHECK(slip_nic_check_link(n, nq, depth, out));
   if (slip_dev_qp_size() == 0) SLIP_CHECK(slip_dev_qp_init(nullptr, nullptr));  // says why (no device headers)
   SLIP_CUDA_CHECK(cudaSetDevice(n->device));
-  l = new slip_nic_link();
+  l = new hw_nic_link();
   l->nic = n;
   l->qps.resize(nq);
   for (uint32_t q = 0; q < nq; q++) {
@@ -525,13 +534,13 @@ extern "C" slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t d
   *out = l;
   l = nullptr;
 done:
-  slip_nic_link_destroy(l);
+  hw_nic_link_destroy(l);
   return st;
 }
 
-extern "C" slip_status slip_nic_qp_info_get(const slip_nic_link *l, uint32_t q, slip_nic_qp_info *out) {
+slip_status hw_nic_qp_info_get(const hw_nic_link *l, uint32_t q, slip_nic_qp_info *out) {
   slip_status st = SLIP_OK;
-  const slip_nic *n;
+  const hw_nic *n;
   if (!l || !out || q >= l->qps.size()) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_qp_info_get: queue pair %u", q);
   n = l->nic;
   memset(out, 0, sizeof *out);
@@ -547,9 +556,9 @@ done:
   return st;
 }
 
-extern "C" slip_status slip_nic_connect(slip_nic_link *l, uint32_t q, const slip_nic_qp_info *peer) {
+slip_status hw_nic_connect(hw_nic_link *l, uint32_t q, const slip_nic_qp_info *peer) {
   slip_status st = SLIP_OK;
-  slip_nic *n;
+  hw_nic *n;
   slip_nic_qp_info p;
   ibv_qp_attr a;
   NicQp *qp;
@@ -610,8 +619,8 @@ done:
   return st;
 }
 
-extern "C" void *slip_nic_dev_qp(const slip_nic_link *l, uint32_t q) {
+void *hw_nic_dev_qp(const hw_nic_link *l, uint32_t q) {
   return l && q < l->qps.size() ? l->qps[q].d_qp : nullptr;
 }
 
-extern "C" int slip_nic_link_doorbell(const slip_nic_link *l) { return l ? l->doorbell : SLIP_NIC_DOORBELL_HOST; }
+int hw_nic_link_doorbell(const hw_nic_link *l) { return l ? l->doorbell : SLIP_NIC_DOORBELL_HOST; }

@@ -189,6 +189,7 @@ struct slip_softnic {
   slip_dev_error *err = nullptr;
   std::vector<slip_region_entry> local, remote;
   slip_softnic_pd pd = {nullptr, nullptr};
+  slip_softnic_pd rpd = {nullptr, nullptr};  // the responder's registrations (a link)
   std::atomic<uint64_t> reset_requests{0};
   std::unique_ptr<std::atomic<uint64_t>[]> resets_done;  // per worker
   std::atomic<uint64_t> wqes{0}, cqes{0}, errors{0}, sweeps{0}, issue_ns{0}, run_ns{0};
@@ -218,12 +219,32 @@ void publish_error(slip_softnic *n, const slip_dev_error &e, uint32_t qp) {
   slip_dev_error_publish(n->err, &e, qp);
 }
 
-// Checks a remote (rkey) range and a local (lkey) range; fills e and the syndrome on failure.
+// Checks a remote (rkey) range: the create call's table first, then the responder's
+// registrations; on success *hit is the region. Fills e and the syndrome on failure.
 bool check_remote(const slip_softnic *n, uint64_t raddr, uint32_t rkey, uint64_t len, slip_dev_error *e,
-                  uint8_t *synd) {
-  if (slip_region_validate(n->remote.data(), (uint32_t)n->remote.size(), SLIP_IOVA_ID(raddr), 1, rkey,
-                           SLIP_IOVA_OFFSET(raddr), len, SLIP_DEV_REGION_WRITABLE, e) == SLIP_OK)
+                  uint8_t *synd, slip_region_entry *hit) {
+  const uint32_t id = SLIP_IOVA_ID(raddr);
+  const slip_region_entry *t = n->remote.data();
+  uint32_t nt = (uint32_t)n->remote.size();
+  if (!slip_region_find(t, nt, id) && n->rpd.find) {
+    const int found = n->rpd.find(n->rpd.state, id, rkey, hit);
+    if (found < 0) {
+      e->code = SLIP_ERR_PEER;
+      e->region_id = id;
+      e->offset = SLIP_IOVA_OFFSET(raddr);
+      e->length = len;
+      *synd = SLIP_MLX5_SYND_TRANSPORT_RETRY_EXC_ERR;
+      return false;
+    }
+    if (found > 0) {
+      t = hit;
+      nt = 1;
+    }
+  }
+  if (slip_region_validate(t, nt, id, 1, rkey, SLIP_IOVA_OFFSET(raddr), len, SLIP_DEV_REGION_WRITABLE, e) == SLIP_OK) {
+    *hit = *slip_region_find(t, nt, id);
     return true;
+  }
   *synd = SLIP_MLX5_SYND_REMOTE_ACCESS_ERR;
   return false;
 }
@@ -246,15 +267,6 @@ bool check_local(const slip_softnic *n, uint64_t laddr, uint32_t lkey, uint64_t 
   *synd = SLIP_MLX5_SYND_LOCAL_PROT_ERR;
   return false;
 }
-char *remote_ptr(const slip_softnic *n, uint64_t iova) {
-  const slip_region_entry *r = slip_region_find(n->remote.data(), (uint32_t)n->remote.size(), SLIP_IOVA_ID(iova));
-  return (char *)r->ptr + SLIP_IOVA_OFFSET(iova);
-}
-uint32_t flags_of(const std::vector<slip_region_entry> &t, uint64_t iova) {
-  const slip_region_entry *r = slip_region_find(t.data(), (uint32_t)t.size(), SLIP_IOVA_ID(iova));
-  return r ? r->flags : 0u;
-}
-
 // Checks every address of one decoded WQE, then adds its copies or its fetch-add to the sweep. A
 // WQE that fails its checks adds nothing and sets *synd and e.
 void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::vector<slip_softnic_copy> &copies,
@@ -264,12 +276,13 @@ void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::v
       return;
     case SLIP_MLX5_OPCODE_RDMA_WRITE: {
       const uint64_t total = slip_wqe_write_bytes(&w);
-      if (!check_remote(n, w.raddr, w.rkey, total, e, synd)) return;
+      slip_region_entry to;
+      if (!check_remote(n, w.raddr, w.rkey, total, e, synd, &to)) return;
       char *src[2] = {nullptr, nullptr};
       for (uint32_t s = 0; s < w.nseg; s++)
         if (!check_local(n, w.seg[s].addr, w.seg[s].lkey, w.seg[s].bytes, SLIP_DEV_REGION_READABLE, e, synd, &src[s]))
           return;
-      char *dst = remote_ptr(n, w.raddr);
+      char *dst = (char *)to.ptr + SLIP_IOVA_OFFSET(w.raddr);
       if (w.inline_bytes) {  // from the WQE slot itself: it stays valid until its completion is known
         copies.push_back({dst, slot + SLIP_WQE_DSEG0 + 4, w.inline_bytes});
         return;
@@ -289,7 +302,8 @@ void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::v
         *synd = SLIP_MLX5_SYND_LOCAL_LENGTH_ERR;
         return;
       }
-      if (!check_remote(n, w.raddr, w.rkey, 8, e, synd)) return;
+      slip_region_entry to;
+      if (!check_remote(n, w.raddr, w.rkey, 8, e, synd, &to)) return;
       char *result = nullptr;
       if (!check_local(n, w.seg[0].addr, w.seg[0].lkey, 8, SLIP_DEV_REGION_WRITABLE, e, synd, &result)) return;
       if (SLIP_IOVA_OFFSET(w.raddr) % 8 != 0 || SLIP_IOVA_OFFSET(w.seg[0].addr) % 8 != 0) {
@@ -301,8 +315,8 @@ void admit(const slip_softnic *n, const slip_wqe &w, const uint8_t *slot, std::v
         *synd = SLIP_MLX5_SYND_REMOTE_ACCESS_ERR;
         return;
       }
-      adds.push_back({(uint64_t *)remote_ptr(n, w.raddr), (uint64_t *)result, w.swap_add, flags_of(n->remote, w.raddr),
-                      0});
+      adds.push_back({(uint64_t *)((char *)to.ptr + SLIP_IOVA_OFFSET(w.raddr)), (uint64_t *)result, w.swap_add,
+                      to.flags, 0});
       return;
     }
     default:
@@ -558,7 +572,7 @@ extern "C" void slip_softnic_engine_destroy(slip_softnic_engine *en) {
 extern "C" slip_status slip_softnic_create(slip_softnic_engine *en, uint32_t nqps, const slip_softnic_qp *qps,
                                            slip_dev_error *err, const slip_region_entry *local, uint32_t nlocal,
                                            const slip_softnic_pd *pd, const slip_region_entry *remote,
-                                           uint32_t nremote, slip_softnic **out) {
+                                           uint32_t nremote, const slip_softnic_pd *rpd, slip_softnic **out) {
   slip_status st = SLIP_OK;
   slip_softnic *n = nullptr;
   if (!en || !qps || !err || !out || (nlocal && !local) || (nremote && !remote))
@@ -595,6 +609,7 @@ extern "C" slip_status slip_softnic_create(slip_softnic_engine *en, uint32_t nqp
   n->local.assign(local, local + nlocal);
   n->remote.assign(remote, remote + nremote);
   if (pd) n->pd = *pd;
+  if (rpd) n->rpd = *rpd;
   n->resets_done.reset(new std::atomic<uint64_t>[en->workers.size()]);
   for (size_t w = 0; w < en->workers.size(); w++) n->resets_done[w].store(0);
   {
@@ -655,6 +670,7 @@ extern "C" const char *slip_mlx5_syndrome_name(uint32_t syndrome) {
     case SLIP_MLX5_SYND_WR_FLUSH_ERR: return "work request flushed error";
     case SLIP_MLX5_SYND_REMOTE_ACCESS_ERR: return "remote access error";
     case SLIP_MLX5_SYND_REMOTE_OP_ERR: return "remote operation error";
+    case SLIP_MLX5_SYND_TRANSPORT_RETRY_EXC_ERR: return "transport retry counter exceeded";
     default: return "unknown syndrome";
   }
 }

@@ -4,13 +4,24 @@
 // mlx5_0), it also creates two links, connects their queue pairs to each other through the port
 // (loopback), checks the records each side sent and registers device memory; otherwise that part
 // prints SKIP with the reason.
+//
+// The software NIC ("softnic") is tested end to end where a GPU is: two NICs with links to each
+// other, a push kernel posting RDMA writes and fetch-add signals on a link into the other NIC's
+// registered memory, checked byte for byte; a forged memory key and a range past the peer's region
+// complete with the remote access error and write nothing; a peer that closed its NIC gives the
+// transport retry error.
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
+#include <string>
+#include <vector>
+
 #include "check.h"
 #include "slipstream/gpunetio_nic.h"
+#include "slipstream/kernels.h"
 
 namespace {
 
@@ -87,6 +98,178 @@ void test_loopback(const char *ibdev) {
   cudaFree(buf);
 }
 
+
+// ---- the software NIC, end to end ----
+constexpr uint64_t kSrcBytes = 1 << 20;
+constexpr uint64_t kLandingBytes = 4 << 20;
+constexpr uint64_t kSigOffset = kLandingBytes - 64;
+
+struct SoftPair {
+  slip_nic *a = nullptr, *b = nullptr;  // a pushes, b owns the landing region
+  slip_nic_link *la = nullptr, *lb = nullptr;
+};
+
+bool connect_links(SoftPair &p, uint32_t nq) {
+  if (slip_nic_link_create(p.a, nq, 64, &p.la) != SLIP_OK || slip_nic_link_create(p.b, nq, 64, &p.lb) != SLIP_OK) {
+    EXPECT(false, "links: %s", slip_last_error());
+    return false;
+  }
+  for (uint32_t q = 0; q < nq; q++) {
+    slip_nic_qp_info ia, ib;
+    EXPECT(slip_nic_qp_info_get(p.la, q, &ia) == SLIP_OK && slip_nic_qp_info_get(p.lb, q, &ib) == SLIP_OK, "%s",
+           slip_last_error());
+    EXPECT(ia.qpn != ib.qpn && memcmp(ia.gid, ib.gid, 16) != 0, "two NICs share a GID or a queue pair number");
+    EXPECT(slip_nic_connect(p.la, q, &ib) == SLIP_OK, "connect a%u: %s", q, slip_last_error());
+    EXPECT(slip_nic_connect(p.lb, q, &ia) == SLIP_OK, "connect b%u: %s", q, slip_last_error());
+  }
+  EXPECT(slip_nic_connect(p.la, 0, nullptr) == SLIP_ERR_INVALID_ARG, "null record accepted");
+  EXPECT(slip_nic_dev_qp(p.la, 0) != nullptr, "no device queue pair after connect");
+  return slip_nic_dev_qp(p.la, 0) != nullptr;
+}
+
+// Pushes items (src offset, dst offset, length) on queue 0 of a set over link la, signal after
+// them; returns the queue's status and the set's error text in *why.
+int push(slip_ctx *ctx, slip_nic_link *la, slip_region *src, slip_nic_remote landing,
+         const std::vector<slip_push_item> &items, uint64_t forged_key, std::string *why) {
+  slip_queueset *qs = nullptr;
+  int status = -1;
+  if (slip_queueset_create_link(ctx, la, 0, 1, &src, 1, &landing, 1, &qs) != SLIP_OK) {
+    *why = slip_last_error();
+    return -2;
+  }
+  if (forged_key) EXPECT(slip_queueset_set_key(qs, 1, forged_key) == SLIP_OK, "%s", slip_last_error());
+  slip_push_queue_cfg cfg = {0, 1, 1, 0, kSigOffset};
+  uint32_t start[2] = {0, (uint32_t)items.size()};
+  slip_push_queue_cfg *d_cfg;
+  slip_push_item *d_items;
+  uint32_t *d_start;
+  int *d_status;
+  cudaMalloc(&d_cfg, sizeof cfg);
+  cudaMalloc(&d_items, items.size() * sizeof(slip_push_item));
+  cudaMalloc(&d_start, sizeof start);
+  cudaMalloc(&d_status, sizeof(int));
+  cudaMemcpy(d_cfg, &cfg, sizeof cfg, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_items, items.data(), items.size() * sizeof(slip_push_item), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_start, start, sizeof start, cudaMemcpyHostToDevice);
+  EXPECT(slip_push(slip_queueset_device(qs), 1, d_cfg, d_items, d_start, 8, 128, d_status, 0) == SLIP_OK, "%s",
+         slip_last_error());
+  EXPECT(cudaDeviceSynchronize() == cudaSuccess, "push kernel");
+  cudaMemcpy(&status, d_status, sizeof(int), cudaMemcpyDeviceToHost);
+  if (slip_queueset_check(qs, 1) != SLIP_OK) *why = slip_last_error();
+  cudaFree(d_cfg);
+  cudaFree(d_items);
+  cudaFree(d_start);
+  cudaFree(d_status);
+  slip_queueset_destroy(qs);
+  return status;
+}
+
+void test_softnic() {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    printf("SKIP: software NIC: no usable GPU\n");
+    return;
+  }
+  SoftPair p;
+  slip_status s = slip_nic_open("softnic", 1, 0, 0, SLIP_NIC_DOORBELL_AUTO, &p.a);
+  if (s == SLIP_ERR_UNSUPPORTED) {
+    printf("SKIP: software NIC: %s\n", slip_last_error());
+    return;
+  }
+  EXPECT(s == SLIP_OK && strcmp(slip_nic_kind(p.a), "softnic") == 0, "open softnic: %s", slip_last_error());
+  EXPECT(slip_nic_open("softnic", 1, 0, 0, SLIP_NIC_DOORBELL_AUTO, &p.b) == SLIP_OK, "%s", slip_last_error());
+  slip_nic *gpu_rung = nullptr;
+  EXPECT(slip_nic_open("softnic", 1, 0, 0, SLIP_NIC_DOORBELL_GPU, &gpu_rung) == SLIP_ERR_UNSUPPORTED && !gpu_rung,
+         "GPU doorbell on the software NIC: %s", slip_last_error());
+  if (!p.a || !p.b) return;
+  slip_ctx *ctx = nullptr;
+  slip_region *src = nullptr;
+  EXPECT(slip_ctx_create(0, &ctx) == SLIP_OK, "%s", slip_last_error());
+  EXPECT(slip_region_create(ctx, SLIP_MEM_DEVICE, kSrcBytes, 7, &src) == SLIP_OK, "%s", slip_last_error());
+  std::vector<uint8_t> pattern(kSrcBytes);
+  for (uint64_t i = 0; i < kSrcBytes; i++) pattern[i] = (uint8_t)(i * 131 + 7);
+  cudaMemcpy(slip_region_ptr(src), pattern.data(), kSrcBytes, cudaMemcpyHostToDevice);
+  uint8_t *landing = nullptr;
+  cudaMalloc(&landing, kLandingBytes);
+  cudaMemset(landing, 0, kLandingBytes);
+  uint32_t src_key = 0, landing_key = 0, extra = 0;
+  EXPECT(slip_nic_reg(p.a, slip_region_ptr(src), kSrcBytes, 7, &src_key) == SLIP_OK, "%s", slip_last_error());
+  EXPECT(slip_nic_reg(p.b, landing, kLandingBytes, 9, &landing_key) == SLIP_OK, "%s", slip_last_error());
+  void *host = nullptr;
+  cudaMallocHost(&host, 4096);
+  EXPECT(slip_nic_reg(p.b, host, 4096, 10, &extra) == SLIP_ERR_UNSUPPORTED && has("host memory"),
+         "host memory registered on the software NIC: %s", slip_last_error());
+  EXPECT(slip_nic_reg(p.b, landing, kLandingBytes, SLIP_NIC_SINK_ID, &extra) == SLIP_ERR_INVALID_ARG, "sink id");
+  if (!connect_links(p, 2)) return;
+  const slip_nic_remote target = {9, landing_key, kLandingBytes};
+  std::string why;
+
+  // Two writes and the signal: exact bytes, and the signal counts both.
+  std::vector<slip_push_item> items = {{0, 4096, 300000}, {300000, 1 << 20, kSrcBytes - 300000}};
+  int st = push(ctx, p.la, src, target, items, 0, &why);
+  EXPECT(st == SLIP_OK, "push over the link: status %d: %s", st, why.c_str());
+  std::vector<uint8_t> got(kLandingBytes);
+  cudaMemcpy(got.data(), landing, kLandingBytes, cudaMemcpyDeviceToHost);
+  EXPECT(memcmp(got.data() + 4096, pattern.data(), 300000) == 0, "first write's bytes");
+  EXPECT(memcmp(got.data() + (1 << 20), pattern.data() + 300000, kSrcBytes - 300000) == 0, "second write's bytes");
+  uint64_t sig = 0;
+  memcpy(&sig, got.data() + kSigOffset, 8);
+  EXPECT(sig == SLIP_SIGNAL_PACK(2, kSrcBytes), "signal 0x%llx, expected 0x%llx", (unsigned long long)sig,
+         (unsigned long long)SLIP_SIGNAL_PACK(2, kSrcBytes));
+  bool untouched = true;
+  for (uint64_t i = 0; i < 4096; i++) untouched = untouched && got[i] == 0;
+  EXPECT(untouched, "bytes before the first write changed");
+
+  // A forged rkey: remote access error, nothing written.
+  cudaMemset(landing, 0, kLandingBytes);
+  why.clear();
+  st = push(ctx, p.la, src, target, {{0, 0, 65536}}, (uint64_t)(landing_key ^ 0x5a5a5a5au), &why);
+  cudaMemcpy(got.data(), landing, kLandingBytes, cudaMemcpyDeviceToHost);
+  untouched = true;
+  for (uint64_t i = 0; i < kLandingBytes; i++) untouched = untouched && got[i] == 0;
+  EXPECT(st != SLIP_OK && why.find("remote access error") != std::string::npos && untouched,
+         "forged key: status %d, '%s', landing %s", st, why.c_str(), untouched ? "untouched" : "written");
+
+  // The link's queue pairs are in the error state now: a new link, as the peer table would make.
+  slip_nic_link_destroy(p.la);
+  slip_nic_link_destroy(p.lb);
+  p.la = p.lb = nullptr;
+  if (!connect_links(p, 1)) return;
+  // Past the end of the peer's region (its NIC knows the length, whatever the requester claims).
+  why.clear();
+  const slip_nic_remote claims_more = {9, landing_key, kLandingBytes * 2};
+  st = push(ctx, p.la, src, claims_more, {{0, kLandingBytes - 4096, 65536}}, 0, &why);
+  cudaMemcpy(got.data(), landing, kLandingBytes, cudaMemcpyDeviceToHost);
+  untouched = true;
+  for (uint64_t i = 0; i < kLandingBytes; i++) untouched = untouched && got[i] == 0;
+  EXPECT(st != SLIP_OK && why.find("outside region 9") != std::string::npos && untouched,
+         "past the region: status %d, '%s', landing %s", st, why.c_str(), untouched ? "untouched" : "written");
+
+  // The peer closes its NIC: the transport retry error.
+  slip_nic_link_destroy(p.la);
+  slip_nic_link_destroy(p.lb);
+  p.la = p.lb = nullptr;
+  if (!connect_links(p, 1)) return;
+  slip_nic_link_destroy(p.lb);
+  p.lb = nullptr;
+  slip_nic_close(p.b);
+  p.b = nullptr;
+  usleep(5000);  // the link looks at its peer every millisecond
+  why.clear();
+  st = push(ctx, p.la, src, target, {{0, 0, 4096}}, 0, &why);
+  EXPECT(st != SLIP_OK && why.find("transport retry counter exceeded") != std::string::npos,
+         "closed peer: status %d, '%s'", st, why.c_str());
+  slip_nic_link_destroy(p.la);
+  EXPECT(slip_nic_dereg(p.a, 7, src_key) == SLIP_OK && slip_nic_dereg(p.a, 7, src_key) == SLIP_ERR_BAD_REGION,
+         "dereg: %s", slip_last_error());
+  slip_nic_close(p.a);
+  slip_region_destroy(src);
+  slip_ctx_destroy(ctx);
+  cudaFree(landing);
+  cudaFreeHost(host);
+  printf("software NIC: push over a link, forged key, range and closed peer checked\n");
+}
+
 }  // namespace
 
 int main() {
@@ -95,5 +278,6 @@ int main() {
   test_missing_device();
   const char *ibdev = getenv("SLIP_TEST_IBDEV");
   test_loopback(ibdev && *ibdev ? ibdev : "mlx5_0");
+  test_softnic();
   return check_report("nic_test");
 }

@@ -104,7 +104,7 @@ struct Rig {
     slip_softnic_ops ops = {h_run, nullptr};
     slip_softnic_qp qp = {sq.data(), nwqe, kQpn, &pi, cq.data(), nwqe};
     EXPECT(slip_softnic_engine_create(&ops, 1, &engine) == SLIP_OK, "%s", slip_last_error());
-    EXPECT(slip_softnic_create(engine, 1, &qp, &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s",
+    EXPECT(slip_softnic_create(engine, 1, &qp, &err, local, 2, nullptr, remote, 2, nullptr, &nic) == SLIP_OK, "%s",
            slip_last_error());
   }
   // A QP reset and reconnect: the producer starts again from 0.
@@ -401,11 +401,11 @@ void test_create_checks() {
   EXPECT(strstr(slip_last_error(), "0 threads, expected 1..64") != nullptr, "got '%s'", slip_last_error());
   EXPECT(slip_softnic_engine_create(&ops, 1, &engine) == SLIP_OK, "%s", slip_last_error());
   slip_softnic_qp qp = {sq, 3, 1, &pi, cq, 4};
-  EXPECT(slip_softnic_create(engine, 1, &qp, &err, nullptr, 0, nullptr, nullptr, 0, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
+  EXPECT(slip_softnic_create(engine, 1, &qp, &err, nullptr, 0, nullptr, nullptr, 0, nullptr, &nic) == SLIP_ERR_INVALID_ARG, "3 WQEs");
   EXPECT(strstr(slip_last_error(), "3 WQEs, expected a power of two") != nullptr, "got '%s'", slip_last_error());
   qp.wqe_num = 2;
   slip_region_entry big = {1u << 24, SLIP_DEV_REGION_WRITABLE, 1, 8, sq};
-  EXPECT(slip_softnic_create(engine, 1, &qp, &err, nullptr, 0, nullptr, &big, 1, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
+  EXPECT(slip_softnic_create(engine, 1, &qp, &err, nullptr, 0, nullptr, &big, 1, nullptr, &nic) == SLIP_ERR_INVALID_ARG, "id 2^24");
   EXPECT(strstr(slip_last_error(), "region id 16777216, expected at most 16777215") != nullptr, "got '%s'",
          slip_last_error());
   EXPECT(nic == nullptr, "nothing created");
@@ -497,7 +497,7 @@ void test_protection_domain() {
   slip_softnic *nic = nullptr;
   slip_softnic_engine *engine = nullptr;
   EXPECT(slip_softnic_engine_create(&ops, 1, &engine) == SLIP_OK, "%s", slip_last_error());
-  EXPECT(slip_softnic_create(engine, 1, &qp, &err, local, 1, &pd, remote, 1, &nic) == SLIP_OK, "%s", slip_last_error());
+  EXPECT(slip_softnic_create(engine, 1, &qp, &err, local, 1, &pd, remote, 1, nullptr, &nic) == SLIP_OK, "%s", slip_last_error());
   g_pd.push_back({kLateId, SLIP_DEV_REGION_READABLE, kLateKey, late.size(), late.data()});  // registered later
   auto cqe = [&](uint64_t idx, uint8_t *op, uint8_t *synd) {
     uint8_t owner = 2;
@@ -547,7 +547,7 @@ void test_threads() {
   slip_softnic *nic = nullptr;
   slip_softnic_engine *engine = nullptr;
   EXPECT(slip_softnic_engine_create(ops, kThreads, &engine) == SLIP_OK, "%s", slip_last_error());
-  EXPECT(slip_softnic_create(engine, kQps, qps.data(), &err, local, 2, nullptr, remote, 2, &nic) == SLIP_OK, "%s",
+  EXPECT(slip_softnic_create(engine, kQps, qps.data(), &err, local, 2, nullptr, remote, 2, nullptr, &nic) == SLIP_OK, "%s",
          slip_last_error());
   std::vector<std::thread> producers;
   std::atomic<uint64_t> early{0};
@@ -615,7 +615,7 @@ void test_shared_engine() {
     slip_region_entry local[1] = {{kSrcId, SLIP_DEV_REGION_READABLE, kSrcKey, x->src.size(), x->src.data()}};
     slip_region_entry remote[1] = {{kDstId, SLIP_DEV_REGION_WRITABLE, kDstKey, x->dst.size(), x->dst.data()}};
     slip_softnic_qp qp = {x->sq, 8, kQpn, &x->pi, x->cq, 8};
-    EXPECT(slip_softnic_create(engine, 1, &qp, &x->err, local, 1, nullptr, remote, 1, &x->nic) == SLIP_OK, "%s",
+    EXPECT(slip_softnic_create(engine, 1, &qp, &x->err, local, 1, nullptr, remote, 1, nullptr, &x->nic) == SLIP_OK, "%s",
            slip_last_error());
   }
   auto post = [](Nic &x, uint64_t i, uint64_t off, uint32_t len) {

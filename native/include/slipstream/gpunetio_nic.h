@@ -15,7 +15,16 @@
  *           memory through DevX umem.
  * Without either, every call but the wire-format functions answers SLIP_ERR_UNSUPPORTED with the
  * reason. Neither has run on a real NIC in this project's CI or on its GPU machine (no RDMA
- * device there): the software NIC (slipstream/softnic.h) is what the tests exercise.
+ * device there).
+ *
+ * Device "softnic" is the software NIC (slipstream/softnic.h) behind the same calls, in every
+ * build with the GPUNetIO device headers: links between processes of one machine whose GPUs
+ * address each other through CUDA IPC. The GPU builds the same WQEs and polls the same CQEs; the
+ * software NIC's threads execute them, checking every memory key and range against the
+ * registrations of the NIC that owns the memory, which each software NIC publishes in a
+ * shared-memory file (/dev/shm/slipstream-softnic-<GID>, mode 0600, removed on close). A write
+ * into a peer whose process is gone completes with the "transport retry counter exceeded" error,
+ * as on a NIC whose peer stopped answering.
  *
  * One slip_nic per executor GPU: device, port, protection domain and the registered regions
  * (landing pool, map-output pool: once, never per block). One slip_nic_link per peer: nq queue
@@ -67,7 +76,7 @@ enum { SLIP_NIC_DOORBELL_AUTO = 0 /* the GPU where it can be mapped, else the ho
 
 typedef struct slip_nic slip_nic;
 typedef struct slip_nic_link slip_nic_link;
-/* Opens RDMA device `ibdev` (e.g. "mlx5_0"; "" for the first mlx5 device), port `port`, GID index `gid_index` (RoCE), for CUDA
+/* Opens RDMA device `ibdev` (e.g. "mlx5_0"; "" for the first mlx5 device; "softnic" for the software NIC), port `port`, GID index `gid_index` (RoCE), for CUDA
  * device `device`. SLIP_ERR_NO_DEVICE names the device and what was found when it is absent. */
 slip_status slip_nic_open(const char *ibdev, int port, int gid_index, int device, int doorbell, slip_nic **out);
 /* After every link of it is destroyed. */
@@ -76,6 +85,11 @@ void slip_nic_close(slip_nic *n);
  * memory; or host memory) with iova = id << 40 and strict ordering; *mkey is both its lkey and
  * rkey (the low 32 bits of the region's key on the wire). */
 slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey);
+/* Removes the registration (id, mkey): later WQEs naming it complete with an error. Only once no
+ * queue pair has WQEs in flight that name it. */
+slip_status slip_nic_dereg(slip_nic *n, uint32_t id, uint32_t mkey);
+/* "mlx5", "doca" (the build's NIC) or "softnic". */
+const char *slip_nic_kind(const slip_nic *n);
 
 /* nq queue pairs of `depth` WQEs (a power of two, 2..32768) towards one peer, in RESET. */
 slip_status slip_nic_link_create(slip_nic *n, uint32_t nq, uint32_t depth, slip_nic_link **out);
@@ -90,6 +104,33 @@ void *slip_nic_dev_qp(const slip_nic_link *l, uint32_t q);
 /* SLIP_NIC_DOORBELL_GPU or _HOST: how this link's doorbells are rung (host: slip_nic's progress
  * thread does it while the link exists). */
 int slip_nic_link_doorbell(const slip_nic_link *l);
+/* Queue pairs of the link. */
+uint32_t slip_nic_link_size(const slip_nic_link *l);
+/* The memory key of the link's fetch-add sink (8 bytes per queue pair of device memory registered
+ * at region id SLIP_NIC_SINK_ID), for slip_dev_queue.nic_sink_key. */
+uint32_t slip_nic_link_sink_key(const slip_nic_link *l);
+/* The memory key of region `id` as registered on the link's NIC; SLIP_ERR_BAD_REGION when it is not. */
+slip_status slip_nic_link_mkey(const slip_nic_link *l, uint32_t id, uint32_t *mkey);
+/* The first error completion the NIC recorded on the link with its cause (code 0: none, or a NIC
+ * that records no more than the CQE the device saw), and its CQE syndrome; clear resets the
+ * record. The queue pairs stay in the error state: the link is replaced (a new link, connected
+ * through the peer table), as on a NIC. */
+void slip_nic_link_error(slip_nic_link *l, slip_dev_error *out, uint32_t *syndrome, int clear);
+
+/* A peer's region as its NIC registered it: all a requester knows of it. */
+typedef struct slip_nic_remote {
+  uint32_t id;      /* iova = id << 40 */
+  uint32_t mkey;    /* its rkey */
+  uint64_t length;
+} slip_nic_remote;
+/* A gpunetio queue set (slipstream/host.h) whose queues are queue pairs [first_qp, first_qp +
+ * nqueues) of a connected link: local regions (registered on the link's NIC: the table holds
+ * their memory keys), then the peer's regions. The link must outlive the set, and one set at a
+ * time may use a queue pair. slip_queueset_check reports the link's errors; clearing does not
+ * reset its queue pairs (the link is replaced). */
+slip_status slip_queueset_create_link(slip_ctx *ctx, slip_nic_link *link, uint32_t first_qp, uint32_t nqueues,
+                                      const slip_region *const *locals, uint32_t nlocals,
+                                      const slip_nic_remote *remotes, uint32_t nremotes, slip_queueset **out);
 
 #ifdef __cplusplus
 }

@@ -78,7 +78,8 @@ enum {
   SLIP_MLX5_SYND_LOCAL_PROT_ERR = 0x04,
   SLIP_MLX5_SYND_WR_FLUSH_ERR = 0x05,
   SLIP_MLX5_SYND_REMOTE_ACCESS_ERR = 0x13,
-  SLIP_MLX5_SYND_REMOTE_OP_ERR = 0x14
+  SLIP_MLX5_SYND_REMOTE_OP_ERR = 0x14,
+  SLIP_MLX5_SYND_TRANSPORT_RETRY_EXC_ERR = 0x15
 };
 
 /* One WQE, decoded into host order. */
@@ -172,8 +173,11 @@ void slip_softnic_engine_destroy(slip_softnic_engine *e);
  * threads; the NICs made on an engine spread their queue pairs over its threads), after stamping
  * every SQ slot with an index of the previous lap and initialising the CQs (slip_cq_init). local:
  * regions the lkeys name (sources; atomic result buffers need SLIP_DEV_REGION_WRITABLE), with `pd`
- * for the rest (pd or pd->find may be NULL); remote: regions the rkeys name. Entries' keys are the
- * 32-bit memory keys (SLIP_MKEY). Tables are copied.
+ * for the rest (pd or pd->find may be NULL); remote: regions the rkeys name, with `rpd` for the
+ * rest (the responder's registrations: a link between NICs; rpd or rpd->find may be NULL; its find
+ * may also answer -1, the responder is unreachable, which completes the WQE with the transport
+ * retry error). Entries' keys are the 32-bit memory keys (SLIP_MKEY). Tables are copied; the
+ * finds are called from the engine's threads, concurrently.
  *
  * Completions, as on a ConnectX NIC: a WQE whose control segment requests a CQE (fm_ce_se bit
  * 0x08, CQ update) gets one when it and every WQE before it on its queue pair completed; a WQE
@@ -183,7 +187,8 @@ void slip_softnic_engine_destroy(slip_softnic_engine *e);
  * owner bit (k / cqe_num) & 1, and carries the WQE's index as its counter. */
 slip_status slip_softnic_create(slip_softnic_engine *e, uint32_t nqps, const slip_softnic_qp *qps, slip_dev_error *err,
                                 const slip_region_entry *local, uint32_t nlocal, const slip_softnic_pd *pd,
-                                const slip_region_entry *remote, uint32_t nremote, slip_softnic **out);
+                                const slip_region_entry *remote, uint32_t nremote, const slip_softnic_pd *rpd,
+                                slip_softnic **out);
 void slip_softnic_destroy(slip_softnic *n);  /* once it returns, no engine thread looks at the NIC */
 /* Resets every queue pair of the NIC, as a QP reset and reconnect does on a NIC: out of the error
  * state, WQE and CQE counts back to 0, SQ slots stamped and CQs initialised again. The producer

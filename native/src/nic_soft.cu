@@ -1,0 +1,484 @@
+// The software NIC behind the NIC API (nic_impl.h; device "softnic" of slipstream/gpunetio_nic.h).
+//
+// A soft_nic is one NIC of one process: a GID of its own, the regions registered on it, and its
+// fabric file, /dev/shm/slipstream-softnic-<GID>: a header (owner pid, device) and one slot per
+// registration (id, memory key, length, the CUDA IPC handle of the allocation and the region's
+// offset in it). The owner writes the file; peers map it read-only. A link is a gpunetio queue
+// set of the software NIC (gpunetio_host.cu: GPU-built WQEs in pinned host memory, CQEs written by
+// the engine's threads) whose rkeys are looked up in the connected peer's fabric file: the check a
+// responder NIC makes against its own memory registrations, made here by the requester's threads,
+// which then copy into the peer's memory through CUDA IPC. So a write with a forged or stale key,
+// or past the end of the peer's region, fails with the remote access error and writes nothing,
+// and a write to a peer whose process is gone fails with the transport retry error.
+//
+// What a real NIC does differently: the responder checks keys in its own hardware, packets cross
+// a wire (retransmission, PSNs), and a doorbell write starts it instead of a thread's poll of the
+// producer index. The WQEs, keys, addresses, completions and error states are the same.
+#include <cuda.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "check.h"
+#include "gpunetio.h"
+#include "nic_impl.h"
+#include "nic_qp.h"
+#include "slipstream/softnic.h"
+
+namespace {
+constexpr uint32_t kFabricMagic = 0x46534c53u;  // "SLSF"
+constexpr uint32_t kFabricVersion = 1;
+constexpr uint32_t kFabricSlots = 16384;        // registrations per NIC at once
+constexpr const char *kFabricPrefix = "slipstream-softnic-";
+constexpr uint64_t kAliveCheckNs = 1000000;     // how often a link looks at its peer's pid
+
+struct FabricSlot {
+  uint32_t state;             // 0 free, 1 registered: stored last when registering, first when removing
+  uint32_t id;
+  uint32_t mkey;
+  uint32_t reserved;
+  uint64_t length;
+  uint64_t offset;            // of the region within its CUDA allocation
+  uint64_t owner_ptr;         // the region's address in the owner's process
+  cudaIpcMemHandle_t handle;  // of the allocation
+};
+struct FabricHeader {
+  uint32_t magic, version;
+  int32_t pid;                // 0 once the owner closed the NIC
+  int32_t device;
+  uint8_t gid[16];
+  uint32_t slots, reserved;
+};
+constexpr size_t kFabricBytes = sizeof(FabricHeader) + (size_t)kFabricSlots * sizeof(FabricSlot);
+
+FabricSlot *slots_of(void *fabric) { return (FabricSlot *)((char *)fabric + sizeof(FabricHeader)); }
+
+std::string gid_hex(const uint8_t gid[16]) {
+  char b[33];
+  for (int i = 0; i < 16; i++) snprintf(b + 2 * i, 3, "%02x", gid[i]);
+  return std::string(b, 32);
+}
+std::string fabric_path(const uint8_t gid[16]) { return std::string("/dev/shm/") + kFabricPrefix + gid_hex(gid); }
+
+uint64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+bool alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+// Fabric files of NICs whose process died without closing them.
+void remove_stale_fabrics() {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  for (dirent *e; (e = readdir(d)) != nullptr;) {
+    if (strncmp(e->d_name, kFabricPrefix, strlen(kFabricPrefix)) != 0) continue;
+    const std::string p = std::string("/dev/shm/") + e->d_name;
+    const int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    FabricHeader h;
+    const bool read_ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
+    close(fd);
+    if (read_ok && h.magic == kFabricMagic && !alive(h.pid)) unlink(p.c_str());
+  }
+  closedir(d);
+}
+
+// cuMemGetAddressRange through the runtime (the library does not link libcuda).
+using AddressRangeFn = CUresult (*)(CUdeviceptr *, size_t *, CUdeviceptr);
+AddressRangeFn address_range_fn() {
+  void *fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 3020, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return (AddressRangeFn)fn;
+}
+
+// CUDA IPC mappings of peers' allocations, per process (an allocation is mapped once per
+// process however many links reach it), closed with the last link that used them.
+struct Mapping {
+  void *base = nullptr;
+  uint32_t users = 0;
+};
+std::mutex g_maps_mu;
+std::map<std::string, Mapping> g_maps;
+
+std::string map_key(int device, const cudaIpcMemHandle_t &h) {
+  return std::to_string(device) + ":" + std::string((const char *)&h, sizeof h);
+}
+
+struct LocalReg {
+  uint32_t id, mkey, slot;
+  uint64_t length;
+  void *ptr;
+};
+}  // namespace
+
+struct soft_nic {
+  int device = 0;
+  uint8_t gid[16];
+  std::string path;
+  void *fabric = nullptr;  // kFabricBytes, read-write
+  std::mutex mu;           // guards regs and the fabric's slots
+  std::vector<LocalReg> regs;
+  std::atomic<uint32_t> next_qpn{0x1000};
+};
+
+struct soft_nic_link {
+  soft_nic *nic = nullptr;
+  uint32_t nq = 0;
+  slip_dev_error *err = nullptr;  // pinned, mapped: the first error the engine found on the link
+  slip_gpunetio *g = nullptr;
+  std::vector<uint32_t> qpn, psn;
+  std::vector<uint8_t> connected;
+  std::mutex mu;                  // guards everything below (the engine's threads look up rkeys)
+  bool have_peer = false;
+  uint8_t peer_gid[16];
+  const void *peer = nullptr;     // the peer's fabric file, read-only
+  uint64_t peer_checked_ns = 0;
+  bool peer_gone = false;
+  struct Hit {
+    uint32_t slot;
+    slip_region_entry entry;
+  };
+  std::unordered_map<uint64_t, Hit> hits;  // (id << 32 | rkey) -> slot and region
+  std::vector<std::string> mappings;       // keys of g_maps this link holds
+};
+
+namespace {
+// pd.find of the NIC's own registrations (sources and atomic results): the region `id` with `mkey`,
+// else any region `id` so that the check names the wrong key.
+int find_local(void *state, uint32_t id, uint32_t mkey, slip_region_entry *out) {
+  soft_nic *n = (soft_nic *)state;
+  std::lock_guard<std::mutex> g(n->mu);
+  int found = 0;
+  for (const LocalReg &r : n->regs) {
+    if (r.id != id) continue;
+    *out = {r.id, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE, r.mkey, r.length, r.ptr};
+    found = 1;
+    if (r.mkey == mkey) break;
+  }
+  return found;
+}
+
+// The address of a peer's slot in this process: its own pointer when the peer is this process,
+// else the allocation mapped through CUDA IPC. Caller holds l->mu.
+void *reach(soft_nic_link *l, const FabricHeader *h, const FabricSlot &s) {
+  if (h->pid == getpid()) return (void *)(uintptr_t)s.owner_ptr;
+  const std::string key = map_key(l->nic->device, s.handle);
+  std::lock_guard<std::mutex> g(g_maps_mu);
+  Mapping &m = g_maps[key];
+  if (!m.base) {
+    if (cudaSetDevice(l->nic->device) != cudaSuccess ||
+        cudaIpcOpenMemHandle(&m.base, s.handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+      (void)cudaGetLastError();
+      g_maps.erase(key);
+      return nullptr;
+    }
+  }
+  bool mine = false;
+  for (const std::string &k : l->mappings) mine = mine || k == key;
+  if (!mine) {
+    m.users++;
+    l->mappings.push_back(key);
+  }
+  return (char *)m.base + s.offset;
+}
+
+// rpd.find of a link: the peer's registration (id, rkey), as its NIC would check it; -1 when the
+// peer's process is gone or closed its NIC.
+int find_remote(void *state, uint32_t id, uint32_t rkey, slip_region_entry *out) {
+  soft_nic_link *l = (soft_nic_link *)state;
+  std::lock_guard<std::mutex> g(l->mu);
+  if (!l->peer) return 0;
+  const FabricHeader *h = (const FabricHeader *)l->peer;
+  const uint64_t now = now_ns();
+  if (!l->peer_gone && now - l->peer_checked_ns > kAliveCheckNs) {
+    l->peer_gone = !alive(__atomic_load_n(&h->pid, __ATOMIC_ACQUIRE));
+    l->peer_checked_ns = now;
+  }
+  if (l->peer_gone) return -1;
+  const FabricSlot *slots = slots_of((void *)l->peer);
+  const uint64_t key = (uint64_t)id << 32 | rkey;
+  auto it = l->hits.find(key);
+  if (it != l->hits.end()) {
+    const FabricSlot &s = slots[it->second.slot];
+    if (__atomic_load_n(&s.state, __ATOMIC_ACQUIRE) == 1 && s.id == id && s.mkey == rkey) {
+      *out = it->second.entry;
+      return 1;
+    }
+    l->hits.erase(it);  // deregistered since
+  }
+  for (uint32_t i = 0; i < kFabricSlots; i++) {
+    const FabricSlot &s = slots[i];
+    if (__atomic_load_n(&s.state, __ATOMIC_ACQUIRE) != 1 || s.id != id || s.mkey != rkey) continue;
+    FabricSlot copy = s;
+    if (__atomic_load_n(&s.state, __ATOMIC_ACQUIRE) != 1 || s.mkey != copy.mkey) return 0;  // removed meanwhile
+    void *p = reach(l, h, copy);
+    if (!p) return 0;
+    slip_region_entry e = {id, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE, rkey, copy.length, p};
+    l->hits[key] = {i, e};
+    *out = e;
+    return 1;
+  }
+  return 0;
+}
+}  // namespace
+
+slip_status soft_nic_probe(void) { return slip_gpunetio_probe(); }
+
+void soft_nic_close(soft_nic *n) {
+  if (!n) return;
+  if (n->fabric) {
+    FabricHeader *h = (FabricHeader *)n->fabric;
+    for (uint32_t i = 0; i < kFabricSlots; i++) __atomic_store_n(&slots_of(n->fabric)[i].state, 0u, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->pid, 0, __ATOMIC_RELEASE);
+    munmap(n->fabric, kFabricBytes);
+    unlink(n->path.c_str());
+  }
+  delete n;
+}
+
+slip_status soft_nic_open(int device, soft_nic **out) {
+  slip_status st = SLIP_OK;
+  soft_nic *n = nullptr;
+  int fd = -1;
+  FabricHeader *h;
+  SLIP_CHECK(soft_nic_probe());
+  remove_stale_fabrics();
+  n = new soft_nic();
+  n->device = device;
+  // A link-local-style GID: fe80::/64 with 8 random bytes.
+  memset(n->gid, 0, sizeof n->gid);
+  n->gid[0] = 0xfe;
+  n->gid[1] = 0x80;
+  SLIP_SYS_CHECK(getrandom(n->gid + 8, 8, 0) == 8, "getrandom");
+  {
+    uint32_t r;
+    SLIP_SYS_CHECK(getrandom(&r, sizeof r, 0) == (ssize_t)sizeof r, "getrandom");
+    n->next_qpn = 0x1000 + (r & 0x3fffff);  // distinct queue pair numbers across NICs, as on a fabric
+  }
+  n->path = fabric_path(n->gid);
+  fd = open(n->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  SLIP_SYS_CHECK(fd >= 0, ("open " + n->path).c_str());
+  SLIP_SYS_CHECK(ftruncate(fd, (off_t)kFabricBytes) == 0, "ftruncate of the software NIC's fabric file");
+  n->fabric = mmap(nullptr, kFabricBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (n->fabric == MAP_FAILED) n->fabric = nullptr;
+  SLIP_SYS_CHECK(n->fabric != nullptr, "mmap of the software NIC's fabric file");
+  h = (FabricHeader *)n->fabric;
+  h->magic = kFabricMagic;
+  h->version = kFabricVersion;
+  h->device = device;
+  memcpy(h->gid, n->gid, sizeof n->gid);
+  h->slots = kFabricSlots;
+  __atomic_store_n(&h->pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+  *out = n;
+  n = nullptr;
+done:
+  if (fd >= 0) close(fd);
+  if (n && !n->fabric && !n->path.empty() && fd >= 0) unlink(n->path.c_str());
+  soft_nic_close(n);
+  return st;
+}
+
+slip_status soft_nic_reg(soft_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
+  slip_status st = SLIP_OK;
+  cudaPointerAttributes pa;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  cudaIpcMemHandle_t handle;
+  AddressRangeFn range = address_range_fn();
+  uint32_t key = 0, slot = kFabricSlots;
+  SLIP_CUDA_CHECK(cudaSetDevice(n->device));
+  SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, ptr));
+  if (pa.type != cudaMemoryTypeDevice)
+    SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "software NIC: region %u is %s memory, expected device memory (peers reach it "
+              "through CUDA IPC)", id, pa.type == cudaMemoryTypeHost ? "host" : "unregistered or managed");
+  if (!range) SLIP_FAIL(SLIP_ERR_CUDA, "software NIC: the driver has no cuMemGetAddressRange");
+  if (range(&base, &size, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
+    SLIP_FAIL(SLIP_ERR_CUDA, "software NIC: cuMemGetAddressRange of region %u (%p) failed", id, ptr);
+  if ((uintptr_t)ptr + len > base + size)
+    SLIP_FAIL(SLIP_ERR_OUT_OF_RANGE, "software NIC: region %u of %llu bytes at %p runs past its allocation "
+              "(%zu bytes at 0x%llx)", id, (unsigned long long)len, ptr, size, (unsigned long long)base);
+  SLIP_CUDA_CHECK(cudaIpcGetMemHandle(&handle, (void *)(uintptr_t)base));
+  {
+    std::lock_guard<std::mutex> g(n->mu);
+    FabricSlot *slots = slots_of(n->fabric);
+    for (uint32_t i = 0; i < kFabricSlots && slot == kFabricSlots; i++)
+      if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == 0) slot = i;
+    if (slot == kFabricSlots)
+      SLIP_FAIL(SLIP_ERR_NO_MEMORY, "software NIC: %u regions registered, at most %u at once", kFabricSlots,
+                kFabricSlots);
+    for (bool unique = false; !unique;) {
+      SLIP_SYS_CHECK(getrandom(&key, sizeof key, 0) == (ssize_t)sizeof key, "getrandom");
+      unique = key != 0;
+      for (const LocalReg &r : n->regs) unique = unique && r.mkey != key;
+    }
+    FabricSlot &s = slots[slot];
+    s.id = id;
+    s.mkey = key;
+    s.reserved = 0;
+    s.length = len;
+    s.offset = (uint64_t)((uintptr_t)ptr - base);
+    s.owner_ptr = (uint64_t)(uintptr_t)ptr;
+    s.handle = handle;
+    __atomic_store_n(&s.state, 1u, __ATOMIC_RELEASE);
+    n->regs.push_back({id, key, slot, len, ptr});
+  }
+  *mkey = key;
+done:
+  return st;
+}
+
+void soft_nic_dereg(soft_nic *n, uint32_t id, uint32_t mkey) {
+  std::lock_guard<std::mutex> g(n->mu);
+  for (auto it = n->regs.begin(); it != n->regs.end(); ++it)
+    if (it->id == id && it->mkey == mkey) {
+      __atomic_store_n(&slots_of(n->fabric)[it->slot].state, 0u, __ATOMIC_RELEASE);
+      n->regs.erase(it);
+      return;
+    }
+}
+
+void soft_nic_link_destroy(soft_nic_link *l) {
+  if (!l) return;
+  slip_gpunetio_destroy(l->g);  // no engine thread looks up its keys any more
+  {
+    std::lock_guard<std::mutex> g(g_maps_mu);
+    for (const std::string &k : l->mappings) {
+      auto it = g_maps.find(k);
+      if (it == g_maps.end() || --it->second.users > 0) continue;
+      (void)cudaSetDevice(l->nic->device);
+      (void)cudaIpcCloseMemHandle(it->second.base);
+      g_maps.erase(it);
+    }
+  }
+  if (l->peer) munmap((void *)l->peer, kFabricBytes);
+  if (l->err) (void)cudaFreeHost(l->err);
+  delete l;
+}
+
+slip_status soft_nic_link_create(soft_nic *n, uint32_t nq, uint32_t depth, soft_nic_link **out) {
+  slip_status st = SLIP_OK;
+  soft_nic_link *l = new soft_nic_link();
+  slip_softnic_pd rpd = {find_remote, l};
+  uint32_t first;
+  l->nic = n;
+  l->nq = nq;
+  first = n->next_qpn.fetch_add(nq);
+  if ((uint64_t)first + nq > 0xffffffu) SLIP_FAIL(SLIP_ERR_NO_MEMORY, "software NIC: queue pair numbers used up");
+  SLIP_CUDA_CHECK(cudaSetDevice(n->device));
+  SLIP_CUDA_CHECK(cudaHostAlloc(&l->err, sizeof *l->err, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(l->err, 0, sizeof *l->err);
+  SLIP_CHECK(slip_gpunetio_create(n->device, nq, depth, nullptr, 0, nullptr, 0, {find_local, n}, l->err, first, &rpd,
+                                  &l->g));
+  l->qpn.resize(nq);
+  l->psn.resize(nq);
+  l->connected.assign(nq, 0);
+  for (uint32_t q = 0; q < nq; q++) {
+    l->qpn[q] = first + q;
+    SLIP_SYS_CHECK(getrandom(&l->psn[q], sizeof(uint32_t), 0) == (ssize_t)sizeof(uint32_t), "getrandom");
+    l->psn[q] &= 0xffffffu;
+  }
+  *out = l;
+  l = nullptr;
+done:
+  soft_nic_link_destroy(l);
+  return st;
+}
+
+slip_status soft_nic_qp_info_get(const soft_nic_link *l, uint32_t q, slip_nic_qp_info *out) {
+  memset(out, 0, sizeof *out);
+  out->magic = SLIP_NIC_QP_INFO_MAGIC;
+  out->version = SLIP_NIC_QP_INFO_VERSION;
+  out->addr_type = SLIP_NIC_ADDR_ROCE;
+  out->qpn = l->qpn[q];
+  memcpy(out->gid, l->nic->gid, sizeof out->gid);
+  out->mtu = 5;  // IBV_MTU_4096
+  out->psn = l->psn[q];
+  return SLIP_OK;
+}
+
+slip_status soft_nic_connect(soft_nic_link *l, uint32_t q, const slip_nic_qp_info *peer) {
+  slip_status st = SLIP_OK;
+  int fd = -1;
+  void *map = nullptr;
+  std::string path = fabric_path(peer->gid);
+  std::lock_guard<std::mutex> g(l->mu);
+  if (l->connected[q])
+    SLIP_FAIL(SLIP_ERR_STATE, "software NIC: queue pair %u is already connected (a new peer needs a new link)",
+              l->qpn[q]);
+  if (peer->addr_type != SLIP_NIC_ADDR_ROCE)
+    SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "software NIC: peer queue pair %u is InfiniBand (LID routed), expected a "
+              "software NIC's GID-routed record", peer->qpn);
+  if (l->have_peer && memcmp(l->peer_gid, peer->gid, sizeof l->peer_gid) != 0)
+    SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "software NIC: queue pair %u to GID %s, but this link's other queue pairs "
+              "go to GID %s (one link, one peer)", l->qpn[q], gid_hex(peer->gid).c_str(),
+              gid_hex(l->peer_gid).c_str());
+  if (!l->have_peer) {
+    const FabricHeader *h;
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      SLIP_FAIL(SLIP_ERR_NO_DEVICE, "software NIC: peer GID %s has no fabric file %s (%s): the software NIC "
+                "connects NICs of one machine only", gid_hex(peer->gid).c_str(), path.c_str(), strerror(errno));
+    map = mmap(nullptr, kFabricBytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) map = nullptr;
+    SLIP_SYS_CHECK(map != nullptr, ("mmap " + path).c_str());
+    h = (const FabricHeader *)map;
+    if (h->magic != kFabricMagic || h->version != kFabricVersion || h->slots != kFabricSlots)
+      SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "software NIC: %s has magic 0x%08x version %u with %u slots, expected "
+                "0x%08x version %u with %u", path.c_str(), h->magic, h->version, h->slots, kFabricMagic,
+                kFabricVersion, kFabricSlots);
+    if (!alive(__atomic_load_n(&h->pid, __ATOMIC_ACQUIRE)))
+      SLIP_FAIL(SLIP_ERR_PEER, "software NIC: the process of peer GID %s is gone", gid_hex(peer->gid).c_str());
+    l->peer = map;
+    map = nullptr;
+    memcpy(l->peer_gid, peer->gid, sizeof l->peer_gid);
+    l->have_peer = true;
+    l->peer_checked_ns = now_ns();
+  }
+  l->connected[q] = 1;
+done:
+  if (map) munmap(map, kFabricBytes);
+  if (fd >= 0) close(fd);
+  return st;
+}
+
+void *soft_nic_dev_qp(const soft_nic_link *l, uint32_t q) {
+  return l->connected[q] ? slip_gpunetio_qp(l->g, q) : nullptr;
+}
+
+uint32_t soft_nic_link_sink_key(const soft_nic_link *l) { return slip_gpunetio_sink_key(l->g); }
+
+void soft_nic_link_error(soft_nic_link *l, slip_dev_error *out, uint32_t *syndrome, int clear) {
+  slip_softnic_stats s;
+  const uint32_t code = __atomic_load_n(&l->err->code, __ATOMIC_ACQUIRE);
+  memcpy(out, l->err, sizeof *out);
+  out->code = code;
+  slip_gpunetio_stats(l->g, &s);
+  *syndrome = code ? s.first_syndrome : 0;
+  if (clear) {
+    memset(l->err, 0, sizeof *l->err);
+  }
+}
+
+const slip_dev_error *soft_nic_link_error_record(const soft_nic_link *l) { return l->err; }
