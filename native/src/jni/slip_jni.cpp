@@ -456,6 +456,39 @@ jint JNICALL nicConnect(JNIEnv *env, jclass, jlong l, jint q, jbyteArray rec) {
 
 jint JNICALL nicLinkDoorbell(JNIEnv *, jclass, jlong l) { return slip_nic_link_doorbell(handle<slip_nic_link>(l)); }
 
+jint JNICALL nicDereg(JNIEnv *, jclass, jlong n, jint id, jint mkey) {
+  return slip_nic_dereg(handle<slip_nic>(n), (uint32_t)id, (uint32_t)mkey);
+}
+
+jstring JNICALL nicKind(JNIEnv *env, jclass, jlong n) { return env->NewStringUTF(slip_nic_kind(handle<slip_nic>(n))); }
+
+// A queue set over queue pairs [first, first + nqueues) of a link; the peer's regions as
+// (id, mkey, length) triples.
+jint JNICALL queueSetCreateLink(JNIEnv *env, jclass, jlong ctx, jlong link, jint first, jint nqueues,
+                                jlongArray locals, jlongArray peers, jlongArray out) {
+  if (!check_array(env, locals, 0, "local region handles")) return 0;
+  if (!check_array(env, peers, 0, "peer regions")) return 0;
+  if (!check_array(env, out, 1, "queueSetCreateLink out")) return 0;
+  const jsize np = env->GetArrayLength(peers);
+  if (first < 0 || nqueues <= 0 || np % 3 != 0) {
+    throw_iae(env, "link queue set: queue pairs %d + %d, %d peer words; expected first >= 0, > 0 queue pairs and "
+              "(id, mkey, length) triples", (int)first, (int)nqueues, (int)np);
+    return 0;
+  }
+  std::vector<const slip_region *> pl = handles_of<slip_region>(env, locals);
+  std::vector<jlong> words((size_t)np);
+  env->GetLongArrayRegion(peers, 0, np, words.data());
+  std::vector<slip_nic_remote> pr((size_t)np / 3);
+  for (size_t i = 0; i < pr.size(); i++)
+    pr[i] = {(uint32_t)words[3 * i], (uint32_t)words[3 * i + 1], (uint64_t)words[3 * i + 2]};
+  slip_queueset *qs = nullptr;
+  const slip_status st = slip_queueset_create_link(handle<slip_ctx>(ctx), handle<slip_nic_link>(link), (uint32_t)first,
+                                                   (uint32_t)nqueues, pl.data(), (uint32_t)pl.size(), pr.data(),
+                                                   (uint32_t)pr.size(), &qs);
+  if (st == SLIP_OK) put_long(env, out, to_handle(qs));
+  return st;
+}
+
 #define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
 const JNINativeMethod kMethods[] = {
     M(lastError, "()Ljava/lang/String;"),
@@ -473,6 +506,9 @@ const JNINativeMethod kMethods[] = {
     M(nicQpInfo, "(JI[B)I"),
     M(nicConnect, "(JI[B)I"),
     M(nicLinkDoorbell, "(J)I"),
+    M(nicDereg, "(JII)I"),
+    M(nicKind, "(J)Ljava/lang/String;"),
+    M(queueSetCreateLink, "(JJII[J[J[J)I"),
     M(abiLayout, "()Ljava/lang/String;"),
     M(ctxCreate, "(I[J)I"),
     M(ctxDestroy, "(J)V"),

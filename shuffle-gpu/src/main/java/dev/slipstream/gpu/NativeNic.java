@@ -2,6 +2,7 @@ package dev.slipstream.gpu;
 
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.nic.NicDevice;
+import dev.slipstream.gpu.nic.NicLanding;
 import dev.slipstream.gpu.nic.NicQpRecord;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,7 +16,7 @@ import java.util.List;
  * <p>Owns its native handle: {@link #close} after every link it made is closed. Thread-safe for
  * distinct links; {@link #register} and {@link #createLink} may be called from any thread.
  */
-public final class NativeNic implements NicDevice, AutoCloseable {
+public final class NativeNic implements NicDevice, dev.slipstream.gpu.shuffle.NicRegistrar, AutoCloseable {
   /** Who rings a queue pair's doorbell (the native SLIP_NIC_DOORBELL_* values). */
   public enum Doorbell {
     AUTO,
@@ -23,12 +24,17 @@ public final class NativeNic implements NicDevice, AutoCloseable {
     GPU
   }
 
+  /** Device name of the software NIC (slipstream/gpunetio_nic.h): links between executors of one machine. */
+  public static final String SOFTWARE = "softnic";
+
   private final String name;
+  private final String kind;
   private long handle;
 
   private NativeNic(String name, long handle) {
     this.name = name;
     this.handle = handle;
+    this.kind = SlipNative.nicKindOf(handle);
   }
 
   /** "mlx5", "doca" or "none". */
@@ -65,8 +71,28 @@ public final class NativeNic implements NicDevice, AutoCloseable {
   }
 
   /** Registers device or host memory at iova {@code id << 40}; returns its memory key. */
+  @Override
   public synchronized int register(long pointer, long length, int id) {
     return SlipNative.nicRegister(live(), pointer, length, id);
+  }
+
+  /**
+   * Removes registration ({@code id}, {@code mkey}); WQEs naming it later complete with an error.
+   * Only once no queue pair has WQEs in flight that name it.
+   */
+  @Override
+  public synchronized void deregister(int id, int mkey) {
+    SlipNative.nicDeregister(live(), id, mkey);
+  }
+
+  /** "mlx5", "doca" or "softnic" (the software NIC, device name {@value #SOFTWARE}). */
+  public String kind() {
+    return kind;
+  }
+
+  /** Whether this is the software NIC, which reaches executors of its own machine only. */
+  public boolean software() {
+    return SOFTWARE.equals(kind());
   }
 
   @Override
@@ -84,7 +110,7 @@ public final class NativeNic implements NicDevice, AutoCloseable {
 
   @Override
   public String toString() {
-    return "NativeNic[" + name + ", " + implementation() + "]";
+    return "NativeNic[" + name + ", " + kind + "]";
   }
 
   private long live() {
@@ -125,6 +151,16 @@ public final class NativeNic implements NicDevice, AutoCloseable {
     @Override
     public synchronized boolean gpuDoorbell() {
       return SlipNative.nicGpuDoorbell(open());
+    }
+
+    @Override
+    public synchronized QueueSet queueSet(GpuContext ctx, int first, int count, List<GpuRegion> locals,
+        List<NicLanding> peer) {
+      if (first < 0 || count < 1 || first + count > queues) {
+        throw new IllegalArgumentException("NIC " + name + ": queue pairs " + first + " + " + count + " of a link of "
+            + queues + ", expected a range within it");
+      }
+      return QueueSet.onLink(ctx, open(), first, count, locals, peer);
     }
 
     @Override

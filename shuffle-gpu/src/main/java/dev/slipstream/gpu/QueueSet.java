@@ -39,6 +39,24 @@ public final class QueueSet implements AutoCloseable {
         SlipNative.createQueueSet(ctx.handle(), backend, nqueues, depth, l, r));
   }
 
+  /**
+   * A gpunetio set over queue pairs {@code [first, first + count)} of a connected NIC link
+   * ({@code link}: its native handle): {@code locals} must be registered on the link's NIC (their
+   * table keys are their memory keys there), then the peer's regions.
+   */
+  static QueueSet onLink(GpuContext ctx, long link, int first, int count, List<GpuRegion> locals,
+      List<dev.slipstream.gpu.nic.NicLanding> peer) {
+    long[] l = handles(locals);
+    long[] p = new long[peer.size() * 3];
+    for (int i = 0; i < peer.size(); i++) {
+      p[3 * i] = peer.get(i).regionId();
+      p[3 * i + 1] = Integer.toUnsignedLong(peer.get(i).mkey());
+      p[3 * i + 2] = peer.get(i).length();
+    }
+    return new QueueSet(Backend.GPUNETIO, count, l.length + peer.size(),
+        SlipNative.createLinkQueueSet(ctx.handle(), link, first, count, l, p));
+  }
+
   public Backend backend() {
     return backend;
   }

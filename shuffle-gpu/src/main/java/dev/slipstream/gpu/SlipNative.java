@@ -49,6 +49,13 @@ final class SlipNative {
 
   private static native int nicLinkDoorbell(long link);
 
+  private static native int nicDereg(long nic, int id, int mkey);
+
+  private static native String nicKind(long nic);
+
+  private static native int queueSetCreateLink(long ctx, long link, int first, int nqueues, long[] locals,
+      long[] peers, long[] out);
+
   private static native int ctxCreate(int device, long[] out);
 
   private static native void ctxDestroy(long ctx);
@@ -170,6 +177,22 @@ final class SlipNative {
 
   static void nicConnect(long link, int q, byte[] peer, String what) {
     check(nicConnect(link, q, peer), what);
+  }
+
+  static void nicDeregister(long nic, int id, int mkey) {
+    check(nicDereg(nic, id, mkey), "NIC deregistration of region " + Integer.toUnsignedString(id));
+  }
+
+  static String nicKindOf(long nic) {
+    return nicKind(nic);
+  }
+
+  /** {@code peers}: (region id, memory key, length) per peer region. */
+  static long createLinkQueueSet(long ctx, long link, int first, int nqueues, long[] locals, long[] peers) {
+    long[] out = new long[1];
+    check(queueSetCreateLink(ctx, link, first, nqueues, locals, peers, out), "gpunetio queue set over queue pairs "
+        + first + ".." + (first + nqueues - 1) + " of a NIC link");
+    return out[0];
   }
 
   static boolean nicGpuDoorbell(long link) {

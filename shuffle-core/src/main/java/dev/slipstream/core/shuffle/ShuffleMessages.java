@@ -109,6 +109,15 @@ public final class ShuffleMessages {
           flags);
     }
 
+    /**
+     * This request into the same landing offsets of region {@code d}: the reader's landing as
+     * another mechanism names it (its NIC registration instead of its CUDA IPC export).
+     */
+    public WriteRequest onLanding(RegionDescriptor d) {
+      return new WriteRequest(requestId, shuffleId, reader, budgetMillis, d, tableOffset, signalOffset, entries, widths,
+          flags);
+    }
+
     /** Whether the holder answers this request when it was served. */
     public boolean answerServed() {
       return (flags & ANSWER_SERVED) != 0;

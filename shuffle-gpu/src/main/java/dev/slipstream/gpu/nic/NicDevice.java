@@ -1,5 +1,8 @@
 package dev.slipstream.gpu.nic;
 
+import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.GpuRegion;
+import dev.slipstream.gpu.QueueSet;
 import java.util.List;
 
 /**
@@ -21,6 +24,14 @@ public interface NicDevice {
 
     /** True when the GPU rings the queue pairs' doorbell itself, false when a host thread does. */
     boolean gpuDoorbell();
+
+    /**
+     * A gpunetio queue set whose queues are queue pairs {@code [first, first + count)} of this
+     * connected link: table entries {@code locals} (regions registered on this link's NIC), then
+     * {@code peer} (the peer's regions as its NIC registered them). One set at a time may use a
+     * queue pair; close the set before the link.
+     */
+    QueueSet queueSet(GpuContext ctx, int first, int count, List<GpuRegion> locals, List<NicLanding> peer);
 
     @Override
     void close();

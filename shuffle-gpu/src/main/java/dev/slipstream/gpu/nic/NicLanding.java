@@ -1,5 +1,8 @@
 package dev.slipstream.gpu.nic;
 
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.core.transport.RegionDescriptor;
+
 /**
  * An executor's device landing region as registered with its RDMA NIC: the region id (RDMA writes
  * address it at iova {@code id << 40}, slipstream/abi.h), its memory key, and its length. Part of
@@ -19,5 +22,13 @@ public record NicLanding(int regionId, int mkey, long length) {
     if (length <= 0 || length > MAX_LENGTH) {
       throw new IllegalArgumentException("NIC landing: length " + length + ", expected 1.." + MAX_LENGTH);
     }
+  }
+
+  /**
+   * How a write request names this landing region ({@code device}: the owner's GPU): its id,
+   * length and memory key, no address (the NIC addresses it at iova {@code id << 40}).
+   */
+  public RegionDescriptor descriptor(int device) {
+    return new RegionDescriptor(regionId, 0L, length, Integer.toUnsignedLong(mkey), MemoryKind.DEVICE, device);
   }
 }

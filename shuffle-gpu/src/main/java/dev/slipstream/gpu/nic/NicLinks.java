@@ -34,8 +34,10 @@ import org.slf4j.LoggerFactory;
  * <p>Offers from one peer arrive in the order it sent them (Spark RPC delivers one sender's messages to
  * an endpoint in order, and the driver relays them in the order received).
  *
- * <p>Kernels post on a link's queue pairs only under a {@link Lease}; a link leaves the table at
- * once when replaced or lost, and is closed when its last lease ends. Thread-safe.
+ * <p>A link's queue pairs are {@code slots} groups of {@code slotQueues}; a push posts on one group,
+ * under a {@link Lease} of it, so pushes to one peer run side by side without sharing a queue
+ * pair. A link leaves the table at once when replaced, lost or {@linkplain Lease#failed failed},
+ * and is closed when its last lease ends. Thread-safe.
  */
 public final class NicLinks implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(NicLinks.class);
@@ -43,20 +45,29 @@ public final class NicLinks implements AutoCloseable {
   private final String self;
   private final NicDevice nic;
   private final int queues;
+  private final int slotQueues;
+  private final int slots;
   private final int depth;
   private final Consumer<NicOffer> send;
   private final SecureRandom random = new SecureRandom();
   private final Map<String, Entry> links = new HashMap<>();
   private boolean closed;
 
-  public NicLinks(String self, NicDevice nic, int queues, int depth, Consumer<NicOffer> send) {
-    if (queues < 1 || queues > NicOffer.MAX_QUEUES) {
-      throw new IllegalArgumentException("NIC links: " + queues + " queue pairs per link, expected 1.."
-          + NicOffer.MAX_QUEUES);
+  /**
+   * @param slotQueues queue pairs a push posts on
+   * @param slots pushes to one peer at once (a link has {@code slotQueues * slots} queue pairs)
+   * @param depth WQEs per queue pair
+   */
+  public NicLinks(String self, NicDevice nic, int slotQueues, int slots, int depth, Consumer<NicOffer> send) {
+    if (slotQueues < 1 || slots < 1 || (long) slotQueues * slots > NicOffer.MAX_QUEUES) {
+      throw new IllegalArgumentException("NIC links: " + slots + " slots of " + slotQueues + " queue pairs per link,"
+          + " expected at least 1 of 1 and at most " + NicOffer.MAX_QUEUES + " queue pairs");
     }
     this.self = self;
     this.nic = nic;
-    this.queues = queues;
+    this.slotQueues = slotQueues;
+    this.slots = slots;
+    this.queues = slotQueues * slots;
     this.depth = depth;
     this.send = send;
   }
@@ -67,25 +78,66 @@ public final class NicLinks implements AutoCloseable {
     final long nonce;
     long peerNonce;  // the peer link ours is connected to; 0 until connected
     int leases;
+    final boolean[] leased;
     boolean retired;  // out of the table: closed when the last lease ends
 
-    Entry(NicDevice.Link link, long nonce) {
+    Entry(NicDevice.Link link, long nonce, int slots) {
       this.link = link;
       this.nonce = nonce;
+      this.leased = new boolean[slots];
     }
   }
 
-  /** A use of a connected link by a push: the link stays open until {@link #close}. */
+  /**
+   * One slot of a connected link, for one push lane: queue pairs {@code [firstQueue, firstQueue +
+   * queues)}. The link stays open until {@link #close}.
+   */
   public final class Lease implements AutoCloseable {
+    private final String peer;
     private final Entry e;
+    private final int slot;
     private boolean done;
 
-    private Lease(Entry e) {
+    private Lease(String peer, Entry e, int slot) {
+      this.peer = peer;
       this.e = e;
+      this.slot = slot;
     }
 
     public NicDevice.Link link() {
       return e.link;
+    }
+
+    public int firstQueue() {
+      return slot * slotQueues;
+    }
+
+    public int queues() {
+      return slotQueues;
+    }
+
+    /** False once the link was replaced, failed or lost: pushes take a lease of the current one. */
+    public boolean current() {
+      synchronized (NicLinks.this) {
+        return !e.retired;
+      }
+    }
+
+    /**
+     * A push on this slot ended with an error completion (its queue pairs are in the error state):
+     * the link leaves the table, a new one is offered to the peer (which replaces its own on that
+     * offer), and later pushes use the new one once connected.
+     */
+    public void failed() {
+      synchronized (NicLinks.this) {
+        if (closed || links.get(peer) != e) {
+          return;  // replaced already
+        }
+        LOG.info("gpunetio link to {}: an error completion; offering a new link", peer);
+        links.remove(peer);
+        retire(e);
+        offer(peer, fresh(peer), 0);
+      }
     }
 
     @Override
@@ -95,6 +147,7 @@ public final class NicLinks implements AutoCloseable {
           return;
         }
         done = true;
+        e.leased[slot] = false;
         if (--e.leases == 0 && e.retired) {
           e.link.close();
         }
@@ -169,14 +222,30 @@ public final class NicLinks implements AutoCloseable {
     }
   }
 
-  /** A lease on the connected link to {@code peer}; empty when there is none (yet). */
+  /**
+   * A lease of a free slot of the connected link to {@code peer}; empty when there is no connected
+   * link (yet). Throws when every slot is leased.
+   */
   public synchronized Optional<Lease> lease(String peer) {
     Entry e = links.get(peer);
     if (e == null || e.peerNonce == 0) {
       return Optional.empty();
     }
-    e.leases++;
-    return Optional.of(new Lease(e));
+    for (int s = 0; s < slots; s++) {
+      if (!e.leased[s]) {
+        e.leased[s] = true;
+        e.leases++;
+        return Optional.of(new Lease(peer, e, s));
+      }
+    }
+    throw new IllegalStateException("gpunetio link to " + peer + ": all " + slots + " slots of " + slotQueues
+        + " queue pairs are in use");
+  }
+
+  /** Whether the link to {@code peer} is connected. */
+  public synchronized boolean connected(String peer) {
+    Entry e = links.get(peer);
+    return e != null && e.peerNonce != 0;
   }
 
   /** Peers with a connected link. */
@@ -202,7 +271,7 @@ public final class NicLinks implements AutoCloseable {
     do {
       nonce = random.nextLong();
     } while (nonce == 0);
-    Entry e = new Entry(nic.createLink(queues, depth), nonce);
+    Entry e = new Entry(nic.createLink(queues, depth), nonce, slots);
     links.put(peer, e);
     return e;
   }

@@ -2,9 +2,10 @@ package dev.slipstream.gpu.shuffle;
 
 /**
  * How blocks of a GPU shuffle move from one executor to another, decided per pair from the peer
- * table ({@link #between}). A reduce task reads {@link #NVLINK} pairs over the nvlink path and
- * every other pair with GPUs on both sides over the staging path (and every pair over it with
- * {@code spark.slipstream.gpu.path=staged}).
+ * table ({@link #between}). A reduce task reads {@link #NVLINK} pairs and {@link #GPUNETIO} pairs
+ * with a connected NIC link over push paths (the holder's GPU writes into the reader's device
+ * landing region) and every other pair with GPUs on both sides over the staging path (and every
+ * pair over it with {@code spark.slipstream.gpu.path=staged}).
  */
 public enum GpuPath {
   /**
@@ -13,11 +14,11 @@ public enum GpuPath {
    */
   NVLINK,
   /**
-   * Different machines, both with a GPUNetIO NIC ({@link GpuEndpoint#nic()}): GPU-initiated RDMA.
-   * Their executors connect a NIC link (the queue pairs towards each other) when they meet, but the
-   * push kernels do not yet post on those links, so a reader reads such a pair over the staging
-   * path. Between executors of one machine, {@code spark.slipstream.gpu.path=gpunetio} keeps the
-   * {@link #NVLINK} pair's protocol and pushes over gpunetio queue pairs served by the software NIC.
+   * Both with a GPUNetIO NIC ({@link GpuEndpoint#nic()}), on different machines (or, with
+   * {@code spark.slipstream.gpu.path=gpunetio}, on any): GPU-initiated RDMA. Their executors
+   * connect a NIC link (the queue pairs towards each other) when they meet; the holder's push
+   * kernel posts RDMA writes of the blocks, and then a fetch-add on the request's signal, on a slot
+   * of that link, into the reader's landing region as its NIC registered it.
    */
   GPUNETIO,
   /**
@@ -37,8 +38,20 @@ public enum GpuPath {
    * GPUNetIO on both: {@link #GPUNETIO}; other GPU pairs: {@link #STAGED}.
    */
   public static GpuPath between(GpuEndpoint a, GpuEndpoint b) {
+    return between(a, b, false);
+  }
+
+  /**
+   * As {@link #between(GpuEndpoint, GpuEndpoint)}; {@code preferGpunetio}
+   * ({@code spark.slipstream.gpu.path=gpunetio}): {@link #GPUNETIO} whenever both have a NIC, on one
+   * machine too.
+   */
+  public static GpuPath between(GpuEndpoint a, GpuEndpoint b, boolean preferGpunetio) {
     if (a == null || b == null) {
       return HOST;
+    }
+    if (preferGpunetio && a.gpunetio() && b.gpunetio()) {
+      return GPUNETIO;
     }
     if (a.hostId().equals(b.hostId())) {
       return NVLINK;

@@ -6,15 +6,17 @@ import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.RegionExport;
+import dev.slipstream.gpu.nic.NicLanding;
 import java.util.Optional;
 
 /**
  * The holder's check of whom a device write request would write to: the landing region it names
  * must be the one its reader registered in the driver's peer table, never one the request merely
  * carries. A request names its reader ({@link WriteRequest#reader()}); that executor must be
- * in the peer table, on this machine, with a GPU endpoint whose landing region is the one the
- * request names (region id, key, length, memory kind and device); the CUDA IPC handle the holder
- * maps is the registered one.
+ * in the peer table with a GPU endpoint whose landing region is the one the request names (region
+ * id, key, length, memory kind and device), either as its CUDA IPC export (then it must be on this
+ * machine; the handle the holder maps is the registered one) or as its NIC registration (then the
+ * holder writes over its NIC link to the reader, {@link #resolve}).
  * This executor's own landing region is accepted for its own reads without the table.
  *
  * <p>Threading: thread-safe when the peer table is. Stateless otherwise.
@@ -59,6 +61,28 @@ public final class PeerLandings {
    * transport endpoint (UNKNOWN_REGION otherwise), so a connection cannot speak for another reader.
    */
   public RegionExport check(WriteRequest req, EndpointDescriptor from) throws TransportException {
+    Landing l = resolve(req, from);
+    if (l instanceof Imported i) {
+      return i.export();
+    }
+    throw refused(req, TransportError.UNKNOWN_REGION, "names reader executor " + req.reader().executorId()
+        + "'s NIC landing region, expected its CUDA IPC export");
+  }
+
+  /** Where a checked request writes: the reader's landing region as it registered it. */
+  public sealed interface Landing permits Imported, OverNic {}
+
+  /** Its CUDA IPC export (a reader of this machine, or this executor). */
+  public record Imported(RegionExport export) implements Landing {}
+
+  /** Its NIC registration: written over the NIC link to {@code reader}. */
+  public record OverNic(String reader, NicLanding landing) implements Landing {}
+
+  /**
+   * As {@link #check(WriteRequest, EndpointDescriptor)}, also accepting a request that names its
+   * reader's NIC landing region (any machine; not this executor's own).
+   */
+  public Landing resolve(WriteRequest req, EndpointDescriptor from) throws TransportException {
     String reader = req.reader().executorId();
     RegionDescriptor claimed = req.landing();
     if (reader.isEmpty()) {
@@ -77,6 +101,9 @@ public final class PeerLandings {
       }
       registered = p.gpu().orElseThrow(() -> refused(req, TransportError.UNKNOWN_REGION, "reader executor " + reader
           + " registered no GPU endpoint"));
+      if (registered.nic().isPresent() && registered.nic().get().descriptor(registered.device()).equals(claimed)) {
+        return new OverNic(reader, registered.nic().get());
+      }
       if (!registered.hostId().equals(self.hostId())) {
         throw refused(req, TransportError.UNKNOWN_REGION, "reader executor " + reader + " runs on "
             + registered.hostId() + ", expected this machine (" + self.hostId() + "): CUDA IPC needs one machine");
@@ -94,7 +121,7 @@ public final class PeerLandings {
       throw refused(req, TransportError.BAD_KEY, "landing region " + a + " is not the one reader executor " + reader
           + " registered (" + b + (a.equals(b) ? "; their keys differ" : "") + ")");
     }
-    return r;
+    return new Imported(r);
   }
 
   /** A descriptor in a message: never its key. */

@@ -8,7 +8,6 @@ import dev.slipstream.gpu.GpuRegion;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.PushLauncher;
 import dev.slipstream.gpu.QueueSet;
-import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.SlipStatus;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -17,9 +16,10 @@ import java.util.function.IntSupplier;
 
 /**
  * What a holder keeps per reader landing region to push into it without per-request setup: a
- * queue set of the lanes' backend (nvlink stores, or gpunetio WQEs served by the native library's
- * software NIC, which finds the map outputs' regions among those registered on the context; up to
- * its data queues + 1, grown by doubling) over
+ * queue set into its {@link LaneTarget} (nvlink stores or the software NIC's gpunetio WQEs into an
+ * imported region, which find the map outputs' regions among those registered on the context; or
+ * gpunetio WQEs on a slot of the NIC link to the reader, whose NIC finds them among those
+ * registered on it; up to its data queues + 1, grown by doubling) over
  * {@code sources} source slots, the block-table slot and the landing region,
  * the table region (the block table and the push's arguments, copied together before each push),
  * and a {@link PushLauncher} (its own stream). A request rewrites the source slots with its map outputs' regions
@@ -30,8 +30,8 @@ import java.util.function.IntSupplier;
  * <p>Table order: source slots {@code 0..sources-1}, the table at {@code sources}, the landing at
  * {@code sources + 1}. Between requests a lane holds no map output (the slots are rewritten before
  * each push), so freeing a shuffle's outputs needs nothing from it. Threading: one request at a time
- * (its owner hands it between threads with a happens-before edge). Ownership: owns the set, the table region and the launcher;
- * not the landing region.
+ * (its owner hands it between threads with a happens-before edge). Ownership: owns the set, the
+ * table region, the launcher and its target (not the landing region an imported target names).
  */
 final class PushLane implements AutoCloseable {
   private static final int FIRST_SOURCES = 4;
@@ -44,7 +44,7 @@ final class PushLane implements AutoCloseable {
   static final int GPUNETIO_DEPTH = 1024;
 
   private final GpuContext ctx;
-  private final RemoteRegion landing;
+  private final LaneTarget target;
   private final IntSupplier regionIds;
   private final MemoryPool tables;
   private final Backend backend;
@@ -63,15 +63,29 @@ final class PushLane implements AutoCloseable {
    *     threads per CUDA block, checked by {@link PushScheduler} and again at launch) and the pool the
    *     lane's block-table staging region is reserved from
    */
-  PushLane(GpuContext ctx, PushKernel kernel, RemoteRegion landing, IntSupplier regionIds, PushScheduler.Lanes config) {
+  PushLane(GpuContext ctx, PushKernel kernel, LaneTarget target, IntSupplier regionIds, PushScheduler.Lanes config) {
+    if (target.maxQueues() < 2) {
+      throw new IllegalArgumentException("push lane: a target of " + target.maxQueues() + " queues, expected at least"
+          + " 2 (a data queue and the table's)");
+    }
     this.ctx = ctx;
-    this.landing = landing;
+    this.target = target;
     this.regionIds = regionIds;
     this.tables = config.tables();
-    this.backend = config.backend();
-    this.maxDataQueues = config.queues();
+    this.backend = target.backend(config.backend());
+    this.maxDataQueues = Math.min(config.queues(), target.maxQueues() - 1);
     this.threads = config.threads();
     this.launcher = kernel.launcher();
+  }
+
+  /** False once its target may not be pushed into any more (a replaced NIC link). */
+  boolean current() {
+    return target.current();
+  }
+
+  /** Its push failed or passed its deadline: the target is told (a NIC link is replaced). */
+  void failed() {
+    target.failed();
   }
 
   /**
@@ -186,6 +200,13 @@ final class PushLane implements AutoCloseable {
         tables.release(want);
         throw e;
       }
+      try {
+        target.adopt(t);
+      } catch (RuntimeException e) {
+        t.close();
+        tables.release(want);
+        throw e;
+      }
       closeTable();
       table = t;
       tableSet = false;
@@ -199,16 +220,17 @@ final class PushLane implements AutoCloseable {
       while (nq < queuesNeeded) {
         nq *= 2;
       }
-      // Every slot starts as the table region; a push rewrites the slots it uses first.
+      nq = Math.min(nq, target.maxQueues());
+      // Every slot starts as the table region; a push rewrites the slots it uses first. A set over
+      // a NIC link's queue pairs is made after the old one is gone (one set per queue pair).
       List<GpuRegion> locals = new ArrayList<>(Collections.nCopies(k + 1, table));
-      QueueSet fresh = QueueSet.create(ctx, backend, nq, backend == Backend.GPUNETIO ? GPUNETIO_DEPTH : 0, locals,
-          List.of(landing));
       if (qs != null) {
         qs.close();
+        qs = null;
       }
-      qs = fresh;
+      qs = target.queueSet(ctx, backend, nq, locals);
       sources = k;
-      queues = nq;
+      queues = qs.size();
       tableSet = true;
     }
   }
@@ -221,11 +243,13 @@ final class PushLane implements AutoCloseable {
     }
     launcher.close();
     closeTable();
+    target.close();
   }
 
   private void closeTable() {
     if (table != null) {
       long n = table.length();
+      target.release(table);
       table.close();
       table = null;
       tables.release(n);

@@ -6,7 +6,6 @@ import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.PushKernel;
-import dev.slipstream.gpu.RemoteRegion;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
@@ -21,8 +20,10 @@ import java.util.function.Function;
 
 /**
  * The {@link PushLane}s of a {@link PushScheduler}, per reader landing region: idle ones kept
- * for the next request into the same region (made on the first, reused after), busy ones, and those
- * set aside after a failed or timed-out push ({@link AsideLanes}) until their stream is idle. The
+ * for the next request into the same region (made on the first, reused after, while their
+ * {@link LaneTarget} is current), busy ones, and those set aside after a failed or timed-out push
+ * ({@link AsideLanes}; their target is told, so a NIC link in the error state is replaced) until
+ * their stream is idle. The
  * landing regions of lost readers are revoked: never pushed into again (a new reader process has
  * another descriptor); their lanes close, idle ones at once and busy ones when their push ends.
  *
@@ -33,7 +34,7 @@ final class PushLanes {
   private final GpuContext ctx;
   private final PushScheduler.Lanes config;
   private final PushKernel kernel;
-  private final Function<RegionDescriptor, RemoteRegion> landings;
+  private final Function<WriteRequest, LaneTarget> targets;
   private final AtomicInteger tableIds;
   private final Map<RegionDescriptor, Deque<PushLane>> idle = new HashMap<>();
   private final Map<PushLane, RegionDescriptor> busy = new IdentityHashMap<>();
@@ -57,37 +58,69 @@ final class PushLanes {
   private boolean closed;
 
   /**
-   * @param landings maps a reader's landing descriptor to the imported region (cached by the caller)
+   * @param targets what a new lane for a request pushes into (its reader's landing region, imported
+   *     or over a NIC link); may throw when there is none (no connected link)
    * @param firstTableId region ids for the lanes' block-table staging regions
    * @param config the lanes' backend, grid and table pool
    */
-  PushLanes(GpuContext ctx, PushKernel kernel, Function<RegionDescriptor, RemoteRegion> landings, int firstTableId,
+  PushLanes(GpuContext ctx, PushKernel kernel, Function<WriteRequest, LaneTarget> targets, int firstTableId,
       PushScheduler.Lanes config) {
     this.config = config;
     this.ctx = ctx;
     this.kernel = kernel;
-    this.landings = landings;
+    this.targets = targets;
     this.tableIds = new AtomicInteger(firstTableId);
   }
 
-  /** An idle lane into the request's landing region, or a new one; busy until {@link #giveBack}. */
-  synchronized PushLane take(WriteRequest req) throws TransportException {
-    if (closed) {
-      throw new TransportException(TransportError.UNAVAILABLE, "push scheduler is closed");
+  /**
+   * An idle lane into the request's landing region whose target is current, or a new one; busy
+   * until {@link #giveBack}. Idle lanes whose target is not current any more (a replaced NIC link)
+   * are closed.
+   */
+  PushLane take(WriteRequest req) throws TransportException {
+    List<PushLane> stale = new ArrayList<>();
+    try {
+      synchronized (this) {
+        if (closed) {
+          throw new TransportException(TransportError.UNAVAILABLE, "push scheduler is closed");
+        }
+        if (revoked.contains(req.landing())) {
+          throw new TransportException(TransportError.UNAVAILABLE, "device write request " + req.requestId()
+              + ": its reader's landing region was revoked (the reader was lost); nothing written");
+        }
+        Deque<PushLane> q = idle.get(req.landing());
+        PushLane lane = null;
+        while (lane == null && q != null && !q.isEmpty()) {
+          PushLane l = q.pollFirst();
+          if (l.current()) {
+            lane = l;
+          } else {
+            stale.add(l);
+          }
+        }
+        if (lane == null) {
+          LaneTarget target;
+          try {
+            target = targets.apply(req);
+          } catch (RuntimeException e) {
+            throw new TransportException(TransportError.UNAVAILABLE, "device write request " + req.requestId() + ": "
+                + e.getMessage() + "; nothing written", e);
+          }
+          try {
+            lane = new PushLane(ctx, kernel, target, tableIds::getAndIncrement, config);
+          } catch (RuntimeException e) {
+            target.close();
+            throw e;
+          }
+          made++;
+        }
+        busy.put(lane, req.landing());
+        peakBusy = Math.max(peakBusy, busy.size());
+        return lane;
+      }
+    } finally {
+      stale.forEach(PushLane::close);
     }
-    if (revoked.contains(req.landing())) {
-      throw new TransportException(TransportError.UNAVAILABLE, "device write request " + req.requestId()
-          + ": its reader's landing region was revoked (the reader was lost); nothing written");
-    }
-    Deque<PushLane> q = idle.get(req.landing());
-    PushLane lane = q == null ? null : q.pollFirst();
-    if (lane == null) {
-      lane = new PushLane(ctx, kernel, landings.apply(req.landing()), tableIds::getAndIncrement, config);
-      made++;
-    }
-    busy.put(lane, req.landing());
-    peakBusy = Math.max(peakBusy, busy.size());
-    return lane;
   }
 
   /**
@@ -101,10 +134,11 @@ final class PushLanes {
     synchronized (this) {
       busy.remove(lane);
       if (!keep) {
+        lane.failed();
         aside.add(lane, whenIdle);
         return null;
       }
-      if (closed || forgotten.contains(landing)) {
+      if (closed || forgotten.contains(landing) || !lane.current()) {
         return lane;
       }
       idle.computeIfAbsent(landing, k -> new ArrayDeque<>()).addFirst(lane);

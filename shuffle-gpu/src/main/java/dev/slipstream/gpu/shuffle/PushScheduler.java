@@ -138,6 +138,16 @@ public final class PushScheduler implements AutoCloseable {
   /** As above, with the lanes' backend, grid and accounting. */
   public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store,
       Function<RegionDescriptor, RemoteRegion> landings, int firstTableId, int maxInFlight, Lanes config) {
+    this(ctx, kernel, store, firstTableId, maxInFlight, config,
+        req -> LaneTarget.imported(landings.apply(req.landing())));
+  }
+
+  /**
+   * As above, with what each new lane pushes into given by {@code targets} (a reader's landing
+   * region imported, or over a NIC link), which may throw when there is nothing to push into.
+   */
+  public PushScheduler(GpuContext ctx, PushKernel kernel, DeviceMapOutputStore store, int firstTableId,
+      int maxInFlight, Lanes config, Function<WriteRequest, LaneTarget> targets) {
     if (maxInFlight < 1) {
       throw new IllegalArgumentException("push scheduler: " + maxInFlight + " requests in flight, expected >= 1");
     }
@@ -154,7 +164,7 @@ public final class PushScheduler implements AutoCloseable {
           + " or GPUNETIO");
     }
     this.admission = new PushAdmission(store);
-    this.lanes = new PushLanes(ctx, kernel, landings, firstTableId, config);
+    this.lanes = new PushLanes(ctx, kernel, targets, firstTableId, config);
     this.completion = new PushCompletion(ctx, lanes, new PushCompletion.Rounds() {
       @Override
       public void finish(PushJob job, boolean keep, TransportException error) {

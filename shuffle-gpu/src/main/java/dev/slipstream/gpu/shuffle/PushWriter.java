@@ -11,10 +11,11 @@ import dev.slipstream.gpu.RemoteRegion;
 import java.util.function.Function;
 
 /**
- * The block writer into device landing regions over nvlink push lanes: a request the block server
+ * The block writer into device landing regions over push lanes: a request the block server
  * admitted and checked is checked once more for whom it writes to ({@link PeerLandings}: the region
- * it names must be the one its reader registered, on this machine), the reader's region is mapped
- * ({@code importer}: CUDA IPC, cached by the caller) before anything is pinned, and the
+ * it names must be the one its reader registered: its CUDA IPC export, on this machine, or its NIC
+ * registration), the reader's region is mapped ({@code importer}: CUDA IPC, cached by the caller;
+ * nothing to map for a NIC landing region) before anything is pinned, and the
  * {@link PushScheduler} pins the map outputs and launches the push; its completion thread
  * reports the outcome, with the request's {@link ServeTimeline}.
  *
@@ -48,13 +49,15 @@ public final class PushWriter implements BlockWriter {
     long started = System.nanoTime();
     long[] marks = new long[PushScheduler.MARKS];
     try {
-      RegionExport d = landings.check(req, reader);
-      try {
-        importer.apply(d); // mapped and its length checked before anything is pinned
-      } catch (RuntimeException e) {
-        throw new TransportException(TransportError.OUT_OF_RANGE, "device write request " + req.requestId()
-            + ": landing region of reader executor " + req.reader().executorId() + ": " + e.getMessage(), e);
+      if (landings.resolve(req, reader) instanceof PeerLandings.Imported i) {
+        try {
+          importer.apply(i.export()); // mapped and its length checked before anything is pinned
+        } catch (RuntimeException e) {
+          throw new TransportException(TransportError.OUT_OF_RANGE, "device write request " + req.requestId()
+              + ": landing region of reader executor " + req.reader().executorId() + ": " + e.getMessage(), e);
+        }
       }
+      // A NIC landing region needs no mapping: the push's lane leases a slot of the link to the reader.
       server.start(req, receivedNanos, timeoutMs, marks, (bytes, error) ->
           outcome.done(error == null ? bytes : 0, error, timeline(receivedNanos, started, marks)));
     } catch (TransportException e) {

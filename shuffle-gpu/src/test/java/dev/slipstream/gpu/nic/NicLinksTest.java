@@ -92,6 +92,12 @@ class NicLinksTest {
     }
 
     @Override
+    public dev.slipstream.gpu.QueueSet queueSet(dev.slipstream.gpu.GpuContext ctx, int first, int count,
+        List<dev.slipstream.gpu.GpuRegion> locals, List<NicLanding> peer) {
+      throw new UnsupportedOperationException("a model link has no GPU queue pairs");
+    }
+
+    @Override
     public void close() {
       if (closed) {
         throw new IllegalStateException("link closed twice");
@@ -133,7 +139,7 @@ class NicLinksTest {
 
     NicLinks start(String id) {
       ModelNic nic = new ModelNic(fabric);
-      NicLinks l = new NicLinks(id, nic, QUEUES, 64, bus::add);
+      NicLinks l = new NicLinks(id, nic, 1, QUEUES, 64, bus::add);  // QUEUES slots of one queue pair
       links.put(id, l);
       nics.put(id, nic);
       return l;
@@ -269,5 +275,56 @@ class NicLinksTest {
     c.links.get("2").peerJoined("1");
     c.settle();
     c.assertConnected("1", "2");
+  }
+
+  @Test
+  void pushesToOnePeerLeaseDistinctSlotsUntilNoneIsLeft() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    c.start("2").peerJoined("1");
+    c.settle();
+    NicLinks.Lease x = a.lease("2").orElseThrow();
+    NicLinks.Lease y = a.lease("2").orElseThrow();
+    assertEquals(0, x.firstQueue());
+    assertEquals(1, y.firstQueue());
+    assertEquals(1, x.queues());
+    IllegalStateException full = assertThrows(IllegalStateException.class, () -> a.lease("2"));
+    assertTrue(full.getMessage().contains("all 2 slots of 1 queue pairs are in use"), full.getMessage());
+    x.close();
+    NicLinks.Lease z = a.lease("2").orElseThrow();
+    assertEquals(0, z.firstQueue(), "a released slot is leased again");
+    assertTrue(a.connected("2"));
+    assertFalse(a.connected("3"));
+    y.close();
+    z.close();
+  }
+
+  @Test
+  void failedLinkIsReplacedOnBothSidesAndClosesAfterItsLastLease() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    NicLinks b = c.start("2");
+    a.peerJoined("2");
+    c.settle();
+    ModelLink oldA = c.nics.get("1").current();
+    ModelLink oldB = c.nics.get("2").current();
+    NicLinks.Lease failed = a.lease("2").orElseThrow();
+    NicLinks.Lease other = a.lease("2").orElseThrow();
+    failed.failed();
+    failed.failed();  // a second report of the same link replaces nothing more
+    other.failed();
+    assertFalse(failed.current());
+    assertTrue(a.lease("2").isEmpty(), "a lease of the new link before it is connected");
+    assertEquals(1, c.bus.size(), "one new offer");
+    c.settle();
+    c.assertConnected("1", "2");
+    assertEquals(2, c.nics.get("1").made.size());
+    assertEquals(2, c.nics.get("2").made.size(), "the peer replaced its link on the new offer");
+    assertTrue(oldB.closed, "the peer's old link");
+    assertFalse(oldA.closed, "closed under the pushes that lease it");
+    failed.close();
+    other.close();
+    assertTrue(oldA.closed);
+    assertTrue(b.lease("1").orElseThrow().current());
   }
 }

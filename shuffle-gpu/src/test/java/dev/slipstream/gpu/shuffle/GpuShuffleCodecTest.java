@@ -149,6 +149,13 @@ class GpuShuffleCodecTest {
     assertEquals(GpuPath.NVLINK, GpuPath.between(a0, a1));
     assertEquals(GpuPath.STAGED, GpuPath.between(a0, b0));
     assertEquals(GpuPath.GPUNETIO, GpuPath.between(aNic, bNic));
+    GpuEndpoint aNic2 = new GpuEndpoint("host-a/c", 1, "p1", "u5", deviceLanding(1, 4096))
+        .withNic(new NicLanding(1, 0x9abc, 4096));
+    assertEquals(GpuPath.NVLINK, GpuPath.between(aNic, aNic2), "one machine: nvlink unless gpunetio is asked for");
+    assertEquals(GpuPath.GPUNETIO, GpuPath.between(aNic, aNic2, true), "gpunetio asked for: the NIC link");
+    GpuEndpoint aPlain = new GpuEndpoint("host-a/c", 1, "p1", "u6", deviceLanding(1, 4096));
+    assertEquals(GpuPath.NVLINK, GpuPath.between(aNic, aPlain, true), "gpunetio asked for, one side without a NIC");
+    assertEquals(GpuPath.STAGED, GpuPath.between(aNic, b0, true));
     assertEquals(GpuPath.STAGED, GpuPath.between(aNic, b0));
     assertEquals(GpuPath.HOST, GpuPath.between(a0, null));
     assertEquals(GpuPath.HOST, GpuPath.between(null, null));

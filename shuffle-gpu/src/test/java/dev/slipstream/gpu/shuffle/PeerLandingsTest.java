@@ -100,4 +100,23 @@ class PeerLandingsTest {
     assertEquals("UNKNOWN_REGION: device write request 5 (shuffle 3): came from " + stranger + ", but reader executor"
         + " 2 registered " + READER_AT, refused(request("2", reader.landing().get()), stranger).getMessage());
   }
+
+  @Test
+  void aReadersNicLandingIsAcceptedFromAnyMachineAndAForgedKeyIsNot() throws TransportException {
+    dev.slipstream.gpu.nic.NicLanding nic = new dev.slipstream.gpu.nic.NicLanding(1, 0x1234abcd, 1 << 20);
+    GpuEndpoint far = new GpuEndpoint("host-b/boot", 1, "p", "u", reader.landing().get()).sharedWith(null).withNic(nic);
+    table.put("6", new PeerLandings.Peer(READER_AT, Optional.of(far)));
+    WriteRequest viaNic = request("6", reader.landing().get()).onLanding(nic.descriptor(1));
+    assertEquals(new PeerLandings.OverNic("6", nic), landings.resolve(viaNic, READER_AT));
+    TransportException asImport = assertThrows(TransportException.class, () -> landings.check(viaNic, READER_AT));
+    assertTrue(asImport.getMessage().contains("names reader executor 6's NIC landing region, expected its CUDA IPC"
+        + " export"), asImport.getMessage());
+    WriteRequest forged = viaNic.onLanding(new dev.slipstream.gpu.nic.NicLanding(1, 0x1234abce, 1 << 20).descriptor(1));
+    TransportException e = assertThrows(TransportException.class, () -> landings.resolve(forged, READER_AT));
+    assertEquals(TransportError.UNKNOWN_REGION, e.error(), e.getMessage());
+    WriteRequest longer = viaNic.onLanding(new dev.slipstream.gpu.nic.NicLanding(1, 0x1234abcd, 2 << 20).descriptor(1));
+    assertThrows(TransportException.class, () -> landings.resolve(longer, READER_AT), "a longer region than registered");
+    EndpointDescriptor stranger = new EndpointDescriptor("tcp", "10.0.0.9:7337", null);
+    assertThrows(TransportException.class, () -> landings.resolve(viaNic, stranger), "another connection");
+  }
 }

@@ -34,8 +34,18 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
   /** The GPU side both device rigs share: a context, the holder's device store, map outputs committed there. */
   static class GpuOutputs implements AutoCloseable {
     static final int[] W = {8};
-    final GpuContext ctx = GpuContext.open(0);
-    final DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 256L << 20, 0);
+    final GpuContext ctx;
+    final DeviceMapOutputStore store;
+
+    GpuOutputs() {
+      this(null);
+    }
+
+    /** {@code nic}: where every map output is registered too (null: none). */
+    GpuOutputs(NicRegistrar nic) {
+      ctx = GpuContext.open(0);
+      store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000, nic), 256L << 20, 0);
+    }
 
     /** Partition p gets sizes[p] / 16 rows of the packed layout (8-byte keys and one 8-byte column), random bytes. */
     ServingRig.Output commit(int shuffleId, long mapId, int[] sizes) {

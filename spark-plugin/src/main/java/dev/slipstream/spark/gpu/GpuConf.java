@@ -80,17 +80,20 @@ public final class GpuConf {
           + " GPU's landing region when both share a machine (nvlink: the push kernel stores through CUDA IPC), else"
           + " the staging path (the holder copies the blocks to host memory and writes them into this executor's host"
           + " landing region over the transport; this executor copies them to its GPU); nvlink = the same, named;"
-          + " gpunetio = as auto, but the holder's push kernel posts DOCA GPUNetIO RDMA writes instead of storing"
-          + " (needs a native library built with the GPUNetIO device headers; between executors of one machine its"
-          + " queue pairs are served by the library's software NIC); staged = the staging path for every holder"
-          + " (where executors of one machine cannot share CUDA IPC handles, e.g. separate containers). Executors on"
-          + " different machines read over the staging path: their NIC links connect (spark.slipstream.gpu.nic), but"
-          + " the push kernels do not yet write through them.");
+          + " auto also reads holders on other machines over their NIC link (spark.slipstream.gpu.nic) once it is"
+          + " connected: the holder's push kernel posts DOCA GPUNetIO RDMA writes into this GPU's landing region;"
+          + " gpunetio = GPUNetIO RDMA writes for every pair with NICs on both sides, on one machine too (with the"
+          + " software NIC, spark.slipstream.gpu.nic=softnic), and for pairs of one machine without NIC links"
+          + " gpunetio queue pairs of the native library's software NIC in place of nvlink stores (both need a"
+          + " native library built with the GPUNetIO device headers); staged = the staging path for every holder"
+          + " (where executors of one machine cannot share CUDA IPC handles, e.g. separate containers).");
   public static final ConfigEntry<String> NIC = ConfigEntry.string("spark.slipstream.gpu.nic", "auto",
       "The RDMA NIC this executor's GPU uses for gpunetio links to executors on other machines: auto = the first"
           + " mlx5 (ConnectX) device when the native library has a NIC implementation and rdma-core is installed,"
-          + " else none (logged once); none = no NIC; or an RDMA device name such as mlx5_0 (then a missing device"
-          + " or library fails the executor's GPU start with the reason).");
+          + " else none (logged once); none = no NIC; softnic = the native library's software NIC, which links"
+          + " executors of this machine only (GPU-built RDMA writes executed by CPU threads through CUDA IPC: a test"
+          + " bed for the NIC path where there is no RDMA NIC); or an RDMA device name such as mlx5_0 (then a"
+          + " missing device or library fails the executor's GPU start with the reason).");
   public static final ConfigEntry<Integer> NIC_PORT = ConfigEntry.integer("spark.slipstream.gpu.nic.port", "1", 1,
       255, "Port of the RDMA NIC (spark.slipstream.gpu.nic).");
   public static final ConfigEntry<Integer> NIC_GID_INDEX = ConfigEntry.integer("spark.slipstream.gpu.nic.gidIndex",
@@ -100,8 +103,10 @@ public final class GpuConf {
       "Who rings the NIC's doorbell after a push kernel posted its writes: gpu = the kernel writes the NIC's"
           + " doorbell register (mapped into the GPU; needs GPU-to-NIC peer access), host = a host thread rings it"
           + " from the producer index the kernel publishes, auto = gpu where the register can be mapped, else host.");
-  public static final ConfigEntry<Integer> NIC_QUEUES = ConfigEntry.integer("spark.slipstream.gpu.nic.queues", "4",
-      1, 256, "Queue pairs per gpunetio link (one link per peer executor on another machine).");
+  public static final ConfigEntry<Integer> NIC_QUEUES = ConfigEntry.integer("spark.slipstream.gpu.nic.queues", "8",
+      2, 128, "Queue pairs one push over a gpunetio link posts on (one CUDA block each; one carries the block"
+          + " table). A link to a peer has this many for each of spark.slipstream.gpu.serve.inFlight pushes at once:"
+          + " at most 256 in all.");
 
   public static final ConfigEntry<java.time.Duration> RETAIN_GRACE = ConfigEntry.duration(
       "spark.slipstream.gpu.landing.retainGrace", "30s",
@@ -175,6 +180,11 @@ public final class GpuConf {
     this.nicGidIndex = NIC_GID_INDEX.get(source);
     this.nicDoorbell = NIC_DOORBELL.get(source);
     this.nicQueues = NIC_QUEUES.get(source);
+    if ((long) nicQueues * serveInFlight > 256) {
+      throw new IllegalArgumentException(NIC_QUEUES.key() + " x " + SERVE_IN_FLIGHT.key() + ": got " + nicQueues + " x "
+          + serveInFlight + " = " + (long) nicQueues * serveInFlight + " queue pairs per gpunetio link, expected at"
+          + " most 256");
+    }
     this.retainGrace = RETAIN_GRACE.get(source);
     if (retainGrace.isNegative() || retainGrace.toMillis() > 3_600_000L) {
       throw new IllegalArgumentException(RETAIN_GRACE.key() + ": got " + retainGrace.toMillis()

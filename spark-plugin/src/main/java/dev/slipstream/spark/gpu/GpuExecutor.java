@@ -22,6 +22,7 @@ import dev.slipstream.gpu.shuffle.DeviceMapOutputStore;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.GpuOutputSpace;
 import dev.slipstream.gpu.shuffle.HostIdentity;
+import dev.slipstream.gpu.shuffle.LaneTarget;
 import dev.slipstream.gpu.shuffle.PeerLandings;
 import dev.slipstream.gpu.shuffle.PushScheduler;
 import dev.slipstream.gpu.shuffle.PushWriter;
@@ -40,9 +41,15 @@ import org.slf4j.LoggerFactory;
  * regions that readers of this machine registered in the driver's peer table ({@link PeerLandings}),
  * each checked against the allocation really mapped ({@link RemoteRegion#checkMappedLength}).
  *
+ * <p>With a NIC ({@code spark.slipstream.gpu.nic}), its landing region and every map output are
+ * registered on it once, and it keeps a {@link NicLinks} link to each peer it can reach (other
+ * machines; this machine's with the software NIC): readers of such a peer name its NIC landing
+ * region in their requests, and the push lanes into it post GPUNetIO RDMA writes on a slot of the
+ * link ({@link LaneTarget#overLink}).
+ *
  * <p>Threading: thread-safe; the block server bounds the pushes in flight. Ownership: {@link #close()}
- * frees the block server's push lanes, the imported regions, the store's outputs, the landing
- * region, the kernel module and the context, in that order.
+ * frees the block server's push lanes, the NIC links, the imported regions, the store's outputs, the
+ * NIC, the landing region, the kernel module and the context, in that order.
  */
 public final class GpuExecutor implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(GpuExecutor.class);
@@ -94,22 +101,27 @@ public final class GpuExecutor implements AutoCloseable {
       made.add(kernel);
       this.landing = new DeviceLanding(ctx, conf.landingBytes(), LANDING_REGION_ID, requestIds);
       made.add(landing);
-      this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID),
+      this.nic = openNic(conf, ctx.device(), executorId);
+      if (nic != null) {
+        made.add(nic);
+      }
+      // With a NIC, every map output is registered on it when made (pushes over links read them).
+      this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID, nic),
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
       this.backend = pushBackend(conf);
-      this.server = new PushScheduler(ctx, kernel, store, this::importedLanding, FIRST_TABLE_ID,
-          conf.serveInFlight(), new PushScheduler.Lanes(backend, conf.pushBlocks(), conf.pushThreads(),
-              pool.child("push-tables", Long.MAX_VALUE)));
+      this.server = new PushScheduler(ctx, kernel, store, FIRST_TABLE_ID, conf.serveInFlight(),
+          new PushScheduler.Lanes(backend, conf.pushBlocks(), conf.pushThreads(),
+              pool.child("push-tables", Long.MAX_VALUE)), this::laneTarget);
       made.add(server);
-      this.nic = openNic(conf, ctx.device(), executorId);
       GpuEndpoint base = new GpuEndpoint(HostIdentity.local(hostName), ctx.device(), ctx.pciBusId(), ctx.uuid(),
           landing.export());
       if (nic != null) {
-        made.add(nic);
-        // Registered once; holders on other machines address it at iova LANDING_REGION_ID << 40.
+        // Registered once; holders address it at iova LANDING_REGION_ID << 40.
         int mkey = nic.register(landing.region().devicePointer(), landing.region().length(), LANDING_REGION_ID);
-        this.nicLinks = new NicLinks(executorId, nic, conf.nicQueues(), PushScheduler.GPUNETIO_QUEUE_DEPTH, relay);
+        // A link's queue pairs: one slot per push in flight to that peer.
+        this.nicLinks = new NicLinks(executorId, nic, conf.nicQueues(), conf.serveInFlight(),
+            PushScheduler.GPUNETIO_QUEUE_DEPTH, relay);
         made.add(nicLinks);
         this.endpoint = base.withNic(new NicLanding(LANDING_REGION_ID, mkey, landing.region().length()));
       } else {
@@ -156,7 +168,8 @@ public final class GpuExecutor implements AutoCloseable {
       return null;
     }
     boolean auto = conf.nic().equals("auto");
-    String why = NativeNic.unavailable();
+    // The software NIC needs no rdma-core but the gpunetio backend (the GPUNetIO device headers).
+    String why = conf.nic().equals(NativeNic.SOFTWARE) ? GpuRuntime.gpunetioUnavailable() : NativeNic.unavailable();
     if (why != null) {
       if (auto) {
         LOG.info("Executor {}: no gpunetio NIC ({}); GPUs of other machines are read over the staging path",
@@ -184,11 +197,41 @@ public final class GpuExecutor implements AutoCloseable {
     }
   }
 
-  /** A peer with a GPU registered: a gpunetio link to it when both have a NIC and machines differ. */
+  /**
+   * A peer with a GPU registered: a gpunetio link to it when both have a NIC and machines differ,
+   * or, with the software NIC (which reaches this machine only), when both are on this machine.
+   */
   public void peerJoined(String peerId, GpuEndpoint peer) {
-    if (nicLinks != null && peer.gpunetio() && !peer.hostId().equals(endpoint.hostId()) && !closed) {
+    if (nicLinks != null && peer.gpunetio() && !closed
+        && peer.hostId().equals(endpoint.hostId()) == nic.software()) {
       nicLinks.peerJoined(peerId);
     }
+  }
+
+  /** Whether the gpunetio link to {@code peer} is connected (both sides can write over it). */
+  public boolean nicLinked(String peer) {
+    return nicLinks != null && nicLinks.connected(peer);
+  }
+
+  /**
+   * What a new push lane for {@code req} pushes into: the reader's imported landing region (mapped
+   * by the writer), else its NIC landing region over a slot of the link to it. Throws when there
+   * is no connected link (yet) or every slot is in use.
+   */
+  private LaneTarget laneTarget(WriteRequest req) {
+    RemoteRegion r = imported.get(req.landing());
+    if (r != null) {
+      return LaneTarget.imported(r);
+    }
+    String reader = req.reader().executorId();
+    if (nicLinks == null) {
+      throw new IllegalStateException("no imported landing region for " + req.landing() + " and no gpunetio NIC");
+    }
+    // The writer checked the descriptor against the reader's registered NIC landing region.
+    NicLanding to = new NicLanding((int) req.landing().id(), (int) req.landing().key(), req.landing().length());
+    NicLinks.Lease lease = nicLinks.lease(reader).orElseThrow(() -> new IllegalStateException(
+        "no connected gpunetio link to reader executor " + reader + " (yet)"));
+    return LaneTarget.overLink(lease, to, nic);
   }
 
   /** A peer's gpunetio link offer (relayed by the driver); throws, connecting nothing, when it is bad. */
@@ -275,16 +318,6 @@ public final class GpuExecutor implements AutoCloseable {
     });
   }
 
-  /** The region the writer mapped ({@link #importLanding}) for the landing region a request names. */
-  private RemoteRegion importedLanding(RegionDescriptor d) {
-    RemoteRegion r = imported.get(d);
-    if (r == null) {
-      throw new IllegalStateException("no imported landing region for " + d + " (requests are started through"
-          + " the push writer, which maps it first)");
-    }
-    return r;
-  }
-
   /** Whether every map output {@code request} reads is in device memory (serving it restores nothing from host memory). */
   public boolean onDevice(WriteRequest request) {
     for (ShuffleMessages.Entry e : request.entries()) {
@@ -357,7 +390,8 @@ public final class GpuExecutor implements AutoCloseable {
         nic.close();
       }
     };
-    for (AutoCloseable c : new AutoCloseable[] {nicClose, store, landing, accounts, kernel, ctx}) {
+    // The store deregisters its outputs from the NIC; the NIC goes before the landing region it registered.
+    for (AutoCloseable c : new AutoCloseable[] {store, nicClose, landing, accounts, kernel, ctx}) {
       try {
         c.close();
       } catch (Exception e) {

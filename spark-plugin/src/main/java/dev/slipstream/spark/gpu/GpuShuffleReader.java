@@ -3,6 +3,7 @@ package dev.slipstream.spark.gpu;
 import dev.slipstream.gpu.shuffle.BatchLayout;
 import dev.slipstream.gpu.shuffle.DeviceBatch;
 import dev.slipstream.gpu.shuffle.DeviceMapOutputStore;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
 import dev.slipstream.gpu.shuffle.GpuPath;
 import dev.slipstream.spark.MapBlock;
 import dev.slipstream.spark.adapter.Scala;
@@ -23,10 +24,11 @@ import scala.Tuple2;
  * Reduce side of a GPU shuffle: for partitions {@code [startPartition, endPartition)} of map outputs
  * {@code [startMapIndex, endMapIndex)}, local blocks are handed out as views into this executor's
  * device map-output store (pinned until the task completes); remote blocks of holders on this
- * machine come over the nvlink path ({@link NvlinkFetch}: pushed by the holder's GPU into this
- * executor's device landing region), those of other holders (another machine, or
+ * machine, or reached over a connected NIC link, come over a push path ({@link PushFetch}: pushed
+ * by the holder's GPU into this executor's device landing region, through CUDA IPC or as GPUNetIO
+ * RDMA writes), those of other holders (another machine without a NIC link, or
  * {@code spark.slipstream.gpu.path=staged}) over the staging path ({@link StagedFetch}): started first,
- * drained after the nvlink requests. Returns one device batch per block (key {@code 0}), valid until
+ * drained after the pushed requests. Returns one device batch per block (key {@code 0}), valid until
  * the task completes, when the pins and landing ranges are released (also when the task fails). What
  * the read moved and the span of its remote data path go to {@link GpuExecutor#recordRead}
  * ({@link GpuReadStats}) until the task completes.
@@ -68,7 +70,7 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     int shuffleId = handle.shuffleId();
     int[] widths = handle.partitioner().widths();
     List<DeviceBatch> out = new ArrayList<>();
-    NvlinkFetch nvlink = new NvlinkFetch(runtime, gpu, shuffleId, context, metrics);
+    PushFetch nvlink = new PushFetch(runtime, gpu, shuffleId, context, metrics);
     // Views go with their ranges and pins when the task ends (failed or not): a held range has
     // landed completely (its signal counted every block), so no holder writes into it any more.
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> {
@@ -99,14 +101,14 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         throw Scala.sneaky(b.fetchFailed("local device map output: " + e.getMessage(), e));
       }
     }
-    List<NvlinkFetch.Holder> holders = new ArrayList<>();
+    List<PushFetch.Holder> holders = new ArrayList<>();
     List<StagedFetch.From> stagedFrom = new ArrayList<>();
     for (Map.Entry<String, List<MapBlock>> e : remote.entrySet()) {
       PeerInfo peer = peerWithGpu(e.getKey(), e.getValue().get(0));
-      if (direct(gpu, peer)) {
-        holders.add(nvlink.holder(e.getKey(), e.getValue()));
-      } else {
-        stagedFrom.add(new StagedFetch.From(peer, e.getValue()));
+      switch (route(gpu, e.getKey(), peer)) {
+        case NVLINK -> holders.add(nvlink.holder(e.getKey(), e.getValue()));
+        case GPUNETIO -> holders.add(nvlink.holder(e.getKey(), e.getValue(), true));
+        default -> stagedFrom.add(new StagedFetch.From(peer, e.getValue()));
       }
     }
     StagedFetch staged = null;
@@ -173,13 +175,22 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   }
 
   /**
-   * Whether the holder's GPU pushes into this one's landing region (nvlink: one machine, and
-   * {@code spark.slipstream.gpu.path} is not {@code staged}); otherwise its blocks come over the
-   * staging path. The holder's push lanes decide how the push moves (nvlink stores, or gpunetio WQEs
-   * with {@code spark.slipstream.gpu.path=gpunetio}). A {@link GpuPath#GPUNETIO} pair (different
-   * machines) uses the staging path: executors register no GPUNetIO NIC.
+   * How the holder's blocks come: {@link GpuPath#NVLINK}, pushed by its GPU into this one's landing
+   * region through CUDA IPC (one machine); {@link GpuPath#GPUNETIO}, pushed over the NIC link
+   * between the two (other machines with NICs on both sides, or with
+   * {@code spark.slipstream.gpu.path=gpunetio} any pair with NICs), once that link is connected;
+   * otherwise {@link GpuPath#STAGED} (also every holder with {@code spark.slipstream.gpu.path=staged}).
+   * A pair of one machine whose link is not connected (yet) is read over nvlink.
    */
-  private boolean direct(GpuExecutor gpu, PeerInfo peer) {
-    return GpuPath.between(gpu.endpoint(), peer.gpu().get()) == GpuPath.NVLINK && !runtime.conf().stagedOnly();
+  private GpuPath route(GpuExecutor gpu, String holder, PeerInfo peer) {
+    if (runtime.conf().stagedOnly()) {
+      return GpuPath.STAGED;
+    }
+    GpuEndpoint theirs = peer.gpu().get();
+    GpuPath p = GpuPath.between(gpu.endpoint(), theirs, runtime.conf().gpunetio());
+    if (p == GpuPath.GPUNETIO && !gpu.nicLinked(holder)) {
+      return gpu.endpoint().hostId().equals(theirs.hostId()) ? GpuPath.NVLINK : GpuPath.STAGED;
+    }
+    return p;
   }
 }

@@ -99,7 +99,7 @@ class GpuConfTest {
     assertEquals(1, d.nicPort());
     assertEquals(0, d.nicGidIndex());
     assertEquals("auto", d.nicDoorbell());
-    assertEquals(4, d.nicQueues());
+    assertEquals(8, d.nicQueues());
     assertEquals(null, GpuExecutor.openNic(conf(Map.of("spark.slipstream.gpu.nic", "none")), 0, "1"));
     // This machine has no RDMA device: auto means none, a named device is an error naming the key.
     assertEquals(null, GpuExecutor.openNic(d, 0, "1"));
@@ -108,6 +108,23 @@ class GpuConfTest {
     assertTrue(named.getMessage().startsWith("spark.slipstream.gpu.nic=mlx5_9"), named.getMessage());
     String why = dev.slipstream.gpu.NativeNic.unavailable();
     assertTrue(named.getMessage().contains(why == null ? "RDMA device mlx5_9 not found (" : why), named.getMessage());
+    // The software NIC needs the gpunetio backend, not rdma-core.
+    GpuConf soft = conf(Map.of("spark.slipstream.gpu.nic", "softnic"));
+    String noBackend = dev.slipstream.gpu.GpuRuntime.gpunetioUnavailable();
+    if (noBackend != null) {
+      IllegalStateException e = assertThrows(IllegalStateException.class, () -> GpuExecutor.openNic(soft, 0, "1"));
+      assertTrue(e.getMessage().startsWith("spark.slipstream.gpu.nic=softnic, but " + noBackend), e.getMessage());
+    } else {
+      try (dev.slipstream.gpu.NativeNic n = GpuExecutor.openNic(soft, 0, "1")) {
+        assertTrue(n.software(), n.toString());
+      }
+    }
+    assertEquals("spark.slipstream.gpu.nic.queues x spark.slipstream.gpu.serve.inFlight: got 64 x 8 = 512 queue pairs"
+        + " per gpunetio link, expected at most 256", assertThrows(IllegalArgumentException.class,
+            () -> conf(Map.of("spark.slipstream.gpu.nic.queues", "64", "spark.slipstream.gpu.serve.inFlight", "8")))
+            .getMessage());
+    assertThrows(IllegalArgumentException.class, () -> conf(Map.of("spark.slipstream.gpu.nic.queues", "1")),
+        "a push needs a data queue pair and the table's");
   }
 
   @Test

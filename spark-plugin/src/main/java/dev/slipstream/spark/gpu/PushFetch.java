@@ -1,5 +1,6 @@
 package dev.slipstream.spark.gpu;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
@@ -20,8 +21,11 @@ import org.apache.spark.shuffle.FetchFailedException;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 
 /**
- * The reduce side of a GPU shuffle's nvlink path, for one task: the remote blocks of holders on
- * this machine are pushed by their GPUs into this executor's device landing region. The task
+ * The reduce side of a GPU shuffle's push paths, for one task: the remote blocks of holders are
+ * pushed by their GPUs into this executor's device landing region, through CUDA IPC (nvlink:
+ * holders on this machine; the request names the landing region's IPC export) or over the NIC link
+ * between the two executors (gpunetio: the request names the landing region's NIC registration,
+ * {@link #holder(String, List, boolean)}). The task
  * reserves landing space per request (whole blocks; a holder's blocks spread over up to
  * {@code spark.slipstream.gpu.serve.inFlight} requests of at least
  * {@code spark.slipstream.gpu.request.minBytes}, each at most landing / (2 x inFlight); holders
@@ -41,7 +45,7 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
  * the landed ranges behind the views it handed out until {@link #close} (when the task completes:
  * a landed range takes no more writes); the copies it handed out own their device memory.
  */
-final class NvlinkFetch implements AutoCloseable {
+final class PushFetch implements AutoCloseable {
   /** How long after sending a request its signal is polled back to back before polls pause. */
   private static final long SPIN_NANOS = 5_000_000;
   private final ExecutorGpu runtime;
@@ -50,6 +54,8 @@ final class NvlinkFetch implements AutoCloseable {
   private final TaskContext context;
   private final ShuffleReadMetricsReporter metrics;
   private final RequestPhases phases = new RequestPhases();
+  /** Holders whose requests name the landing region's NIC registration. */
+  private final java.util.Set<String> nicHolders = new java.util.HashSet<>();
   /** Landed requests whose blocks are handed out as views into the landing region. */
   private final List<Held> held = new ArrayList<>();
   private long heldBytes;
@@ -74,7 +80,7 @@ final class NvlinkFetch implements AutoCloseable {
   private record InFlight(Chunk chunk, DeviceLanding.Fetch fetch, CompletableFuture<WriteResult> answer,
                           long startNanos, long sentNanos) {}
 
-  NvlinkFetch(ExecutorGpu runtime, GpuExecutor gpu, int shuffleId, TaskContext context,
+  PushFetch(ExecutorGpu runtime, GpuExecutor gpu, int shuffleId, TaskContext context,
       ShuffleReadMetricsReporter metrics) {
     this.runtime = runtime;
     this.gpu = gpu;
@@ -88,6 +94,14 @@ final class NvlinkFetch implements AutoCloseable {
    * naming {@code spark.slipstream.gpu.landing.bytes} when one does not fit half the landing region.
    */
   Holder holder(String holder, List<MapBlock> blocks) {
+    return holder(holder, blocks, false);
+  }
+
+  /** As {@link #holder(String, List)}; {@code overNic}: the holder writes over its NIC link to this executor. */
+  Holder holder(String holder, List<MapBlock> blocks, boolean overNic) {
+    if (overNic) {
+      nicHolders.add(holder);
+    }
     long budget = gpu.landing().capacity() / 2;
     for (MapBlock b : blocks) {
       if (b.size() > budget) {
@@ -181,8 +195,11 @@ final class NvlinkFetch implements AutoCloseable {
                 firstSent = now;
               }
               // The budget is the time left until this reader gives the request up (its deadline below).
-              CompletableFuture<WriteResult> answer = runtime.send(c.holder(),
-                  f.request().from(runtime.executor().node().identity(), timeoutMs), answerWithin);
+              WriteRequest req = f.request().from(runtime.executor().node().identity(), timeoutMs);
+              if (nicHolders.contains(c.holder())) {
+                req = req.onLanding(gpu.endpoint().nic().orElseThrow().descriptor(gpu.endpoint().device()));
+              }
+              CompletableFuture<WriteResult> answer = runtime.send(c.holder(), req, answerWithin);
               flying.addLast(new InFlight(c, f, answer, start, now));
               handed++;
               f.begin(); // its signal is watched from now on

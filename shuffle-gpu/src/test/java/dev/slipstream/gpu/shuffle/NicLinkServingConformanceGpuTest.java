@@ -1,0 +1,152 @@
+package dev.slipstream.gpu.shuffle;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.slipstream.core.shuffle.ShuffleNode;
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.gpu.GpuProbe;
+import dev.slipstream.gpu.GpuRuntime;
+import dev.slipstream.gpu.NativeNic;
+import dev.slipstream.gpu.PushKernel;
+import dev.slipstream.gpu.nic.NicLanding;
+import dev.slipstream.gpu.nic.NicLinks;
+import dev.slipstream.gpu.nic.NicOffer;
+import dev.slipstream.testkit.RigNodes;
+import dev.slipstream.testkit.ServingConformanceSuite;
+import dev.slipstream.testkit.ServingRig;
+import java.util.ArrayDeque;
+import java.util.Optional;
+
+/**
+ * The serving conformance suite for the block writer over NIC links: the holder's and the reader's
+ * executors each open the software NIC ({@code softnic}), register their regions on it once (the
+ * holder's map outputs as they are made, the reader's landing region), connect a link by exchanging
+ * offers, and the holder's push kernel posts GPUNetIO RDMA writes and the signal's fetch-add on a
+ * slot of that link, into the landing region as the reader's NIC registered it; the reader's NIC
+ * checks every key and range. One GPU, one process. Skips with the reason without a GPU, or with a
+ * native library built without the GPUNetIO device headers.
+ */
+class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
+  @Override
+  protected ServingRig newRig() throws Exception {
+    GpuProbe p = GpuRuntime.probe();
+    assumeTrue(p.available(), p.reason());
+    String why = GpuRuntime.gpunetioUnavailable();
+    assumeTrue(why == null, why);
+    return new LinkRig();
+  }
+
+  static final class LinkRig implements ServingRig {
+    private static final int LANDING_ID = 1;
+    private final RigNodes nodes;
+    private final NativeNic holderNic = NativeNic.open(NativeNic.SOFTWARE, 1, 0, 0, NativeNic.Doorbell.AUTO);
+    private final NativeNic readerNic = NativeNic.open(NativeNic.SOFTWARE, 1, 0, 0, NativeNic.Doorbell.AUTO);
+    private final PushServingConformanceGpuTest.GpuOutputs outputs =
+        new PushServingConformanceGpuTest.GpuOutputs(holderNic);
+    private final PushKernel kernel = PushKernel.load(outputs.ctx);
+    private final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, LANDING_ID);
+    private final NicLanding nicLanding;
+    private final ArrayDeque<NicOffer> bus = new ArrayDeque<>();
+    private final NicLinks holderLinks = new NicLinks("holder", holderNic, 4, 4, PushScheduler.GPUNETIO_QUEUE_DEPTH,
+        bus::add);
+    private final NicLinks readerLinks = new NicLinks("reader", readerNic, 4, 4, PushScheduler.GPUNETIO_QUEUE_DEPTH,
+        bus::add);
+    private final PushScheduler server;
+    private long next;
+
+    LinkRig() throws Exception {
+      nodes = new RigNodes("loopback");
+      nicLanding = new NicLanding(LANDING_ID,
+          readerNic.register(landing.region().devicePointer(), landing.region().length(), LANDING_ID),
+          landing.region().length());
+      holderLinks.peerJoined("reader");
+      while (!bus.isEmpty()) {  // the driver's relay
+        NicOffer o = bus.poll();
+        (o.to().equals("reader") ? readerLinks : holderLinks).offered(o);
+      }
+      server = new PushScheduler(outputs.ctx, kernel, outputs.store, 1 << 20, 4, PushScheduler.Lanes.of(
+          dev.slipstream.gpu.Backend.NVLINK), req -> LaneTarget.overLink(holderLinks.lease(req.reader().executorId())
+              .orElseThrow(() -> new IllegalStateException("no connected link")), nicLanding, holderNic));
+      GpuEndpoint holderSide = new GpuEndpoint("host-a/boot", 0, "p", "u", landing.export());
+      // The reader is on another machine as far as the holder knows: only its NIC landing is usable.
+      GpuEndpoint readerSide = new GpuEndpoint("host-b/boot", 0, "p", "u", landing.export()).withNic(nicLanding);
+      PeerLandings landings = new PeerLandings("holder", holderSide, id -> id.equals("reader") && nodes.readerKnown()
+          ? Optional.of(new PeerLandings.Peer(nodes.reader().localEndpoint(), Optional.of(readerSide)))
+          : Optional.empty());
+      nodes.holder().setWriter(MemoryKind.DEVICE, new PushWriter(server, landings, x -> {
+        throw new IllegalStateException("a NIC landing region is never imported");
+      }, 30_000));
+    }
+
+    @Override
+    public MemoryKind kind() {
+      return MemoryKind.DEVICE;
+    }
+
+    @Override
+    public ShuffleNode holder() {
+      return nodes.holder();
+    }
+
+    @Override
+    public ShuffleNode reader() {
+      return nodes.reader();
+    }
+
+    @Override
+    public int[] widths() {
+      return PushServingConformanceGpuTest.GpuOutputs.W.clone();
+    }
+
+    @Override
+    public Output commit(int shuffleId, long mapId, int[] sizes) {
+      return outputs.commit(shuffleId, mapId, sizes);
+    }
+
+    @Override
+    public Landing landing(long length) {
+      long base = next;
+      next += (length + 255) & ~255L;
+      if (next > landing.capacity()) {
+        throw new IllegalStateException("link rig: landing region of " + landing.capacity() + " bytes used up");
+      }
+      return new Landing() {
+        @Override
+        public RegionDescriptor region() {
+          return nicLanding.descriptor(0);
+        }
+
+        @Override
+        public long base() {
+          return base;
+        }
+
+        @Override
+        public byte[] read(long offset, int len) {
+          return landing.region().read(offset, len);
+        }
+      };
+    }
+
+    @Override
+    public void loseReader() {
+      nodes.loseReader();
+      server.forget(nicLanding.descriptor(0));
+      holderLinks.peerLost("reader");
+    }
+
+    @Override
+    public void close() {
+      nodes.close();
+      for (AutoCloseable c : new AutoCloseable[] {server, holderLinks, readerLinks, outputs, landing, kernel,
+          holderNic, readerNic}) {
+        try {
+          c.close();
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+      }
+    }
+  }
+}
