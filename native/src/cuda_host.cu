@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -21,6 +23,48 @@
 #include "gpunetio.h"
 #include "slipstream/device/sync.cuh"
 #include "slipstream/host.h"
+
+namespace {
+struct IpcMapping {
+  void *base = nullptr;
+  uint32_t users = 0;
+};
+std::mutex g_ipc_mu;
+std::map<std::string, IpcMapping> g_ipc;  // (device, handle bytes) -> mapping
+
+std::string ipc_key(int device, const cudaIpcMemHandle_t &h) {
+  return std::to_string(device) + ":" + std::string((const char *)&h, sizeof h);
+}
+}  // namespace
+
+slip_status slip_ipc_map(int device, const cudaIpcMemHandle_t &h, void **base) {
+  slip_status st = SLIP_OK;
+  std::lock_guard<std::mutex> g(g_ipc_mu);
+  IpcMapping &m = g_ipc[ipc_key(device, h)];
+  if (!m.base) {
+    SLIP_CUDA_CHECK(cudaSetDevice(device));
+    SLIP_CUDA_CHECK(cudaIpcOpenMemHandle(&m.base, h, cudaIpcMemLazyEnablePeerAccess));
+  }
+  m.users++;
+  *base = m.base;
+done:
+  if (st != SLIP_OK) g_ipc.erase(ipc_key(device, h));
+  return st;
+}
+
+void slip_ipc_unmap(int device, void *base) {
+  std::lock_guard<std::mutex> g(g_ipc_mu);
+  const std::string prefix = std::to_string(device) + ":";
+  for (auto it = g_ipc.begin(); it != g_ipc.end(); ++it) {
+    if (it->second.base != base || it->first.compare(0, prefix.size(), prefix) != 0) continue;
+    if (--it->second.users == 0) {
+      (void)cudaSetDevice(device);
+      (void)cudaIpcCloseMemHandle(base);
+      g_ipc.erase(it);
+    }
+    return;
+  }
+}
 
 extern "C" slip_status slip_cuda_probe(int *count) {
   slip_status st = SLIP_OK;
@@ -198,7 +242,7 @@ extern "C" slip_status slip_remote_import(slip_ctx *ctx, const void *buf, size_t
   if (d.kind == SLIP_MEM_DEVICE) {
     cudaIpcMemHandle_t h;
     memcpy(&h, d.ipc_handle, sizeof h);
-    SLIP_CUDA_CHECK(cudaIpcOpenMemHandle(&r->dptr, h, cudaIpcMemLazyEnablePeerAccess));
+    SLIP_CHECK(slip_ipc_map(ctx->device, h, &r->dptr));
     r->opened_ipc = true;
   } else {
     fd = shm_open(d.shm_name, O_RDWR, 0);
@@ -219,7 +263,7 @@ done:
   if (fd >= 0) close(fd);
   if (r) {
     if (r->hptr && r->hptr != MAP_FAILED) munmap(r->hptr, r->desc.length);
-    if (r->opened_ipc) (void)cudaIpcCloseMemHandle(r->dptr);
+    if (r->opened_ipc) slip_ipc_unmap(ctx->device, r->dptr);
     delete r;
   }
   return st;
@@ -247,7 +291,7 @@ extern "C" void slip_remote_destroy(slip_remote *r) {
   if (!r->alias) {
     (void)cudaSetDevice(r->ctx->device);
     if (r->desc.kind == SLIP_MEM_DEVICE) {
-      (void)cudaIpcCloseMemHandle(r->dptr);
+      slip_ipc_unmap(r->ctx->device, r->dptr);
     } else {
       (void)cudaHostUnregister(r->hptr);
       munmap(r->hptr, r->desc.length);

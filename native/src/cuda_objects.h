@@ -3,6 +3,8 @@
 #ifndef SLIP_CUDA_OBJECTS_H
 #define SLIP_CUDA_OBJECTS_H
 
+#include <cuda_runtime.h>
+
 #include <mutex>
 #include <vector>
 
@@ -36,6 +38,12 @@ struct slip_remote {
   bool opened_ipc;  // cudaIpcCloseMemHandle on destroy
   bool alias;       // view of a local region: nothing to unmap
 };
+
+// CUDA IPC mappings of this process, counted: CUDA maps a handle once per process (a second
+// cudaIpcOpenMemHandle of it fails with cudaErrorAlreadyMapped), and imported regions and the
+// software NIC may both reach one allocation. Unmapped with the last user.
+slip_status slip_ipc_map(int device, const cudaIpcMemHandle_t &h, void **base);
+void slip_ipc_unmap(int device, void *base);
 
 // A remote region as the executors of a queue set see it (its table entry).
 slip_region_entry slip_remote_entry(const slip_remote *r);

@@ -182,7 +182,9 @@ slip_status sweep_exec_create(int device, SweepExec **out) {
   SLIP_CUDA_CHECK(cudaMalloc(&x->d_arrived, sizeof(unsigned)));
   SLIP_CUDA_CHECK(cudaMemset(x->d_arrived, 0, sizeof(unsigned)));
   // Load the kernel now: with lazy loading its first launch would wait for the module while a
-  // push kernel spins on the completion that launch produces (see the proxy in cuda_host.cu).
+  // push kernel spins on the completion that launch produces (see the proxy in queueset.cu). The
+  // launch check must not report an error an earlier call of this thread left behind.
+  (void)cudaGetLastError();
   nic_sweep_kernel<<<1, kSweepThreads, 0, x->exec->stream>>>(nullptr, 0, nullptr, 0, x->d_arrived);
   SLIP_LAUNCH_CHECK();
   SLIP_CUDA_CHECK(cudaStreamSynchronize(x->exec->stream));
@@ -387,6 +389,14 @@ slip_status slip_dev_qp_init(const slip_qp_layout *l, void *out) {
   h.mem_type = h.cq_sq.mem_type;
   h.nic_handler = l->gpu_doorbell ? DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB : DOCA_GPUNETIO_VERBS_NIC_HANDLER_CPU_PROXY;
   memcpy(out, &h, sizeof h);
+done:
+  return st;
+}
+
+slip_status slip_dev_qp_submitted(const void *d_qp, uint64_t *out) {
+  slip_status st = SLIP_OK;
+  SLIP_CUDA_CHECK(cudaMemcpy(out, (const char *)d_qp + offsetof(doca_gpu_dev_verbs_qp, sq_wqe_pi), sizeof(uint64_t),
+                             cudaMemcpyDeviceToHost));
 done:
   return st;
 }

@@ -25,3 +25,4 @@ slip_status slip_gpunetio_reset(slip_gpunetio *) { return SLIP_OK; }
 void slip_gpunetio_stats(const slip_gpunetio *, slip_softnic_stats *out) { memset(out, 0, sizeof *out); }
 size_t slip_dev_qp_size(void) { return 0; }
 slip_status slip_dev_qp_init(const slip_qp_layout *, void *) { return slip_gpunetio_probe(); }
+slip_status slip_dev_qp_submitted(const void *, uint64_t *) { return slip_gpunetio_probe(); }

@@ -31,6 +31,11 @@ size_t slip_dev_qp_size(void);
 // nothing posted.
 slip_status slip_dev_qp_init(const slip_qp_layout *l, void *out);
 
+// The WQEs submitted so far on a queue pair (its struct in device memory: d_qp): a new queue set
+// over queue pairs that were used before starts from them (every one of them completed: the set
+// before it waited for its last batch).
+slip_status slip_dev_qp_submitted(const void *d_qp, uint64_t *out);
+
 // Argument checks shared by the NIC implementations (nic_info.cpp): SLIP_OK, or the error recorded.
 slip_status slip_nic_check_open(const char *ibdev, int port, int gid_index, int doorbell, const void *out);
 slip_status slip_nic_check_reg(const void *nic, const void *ptr, uint64_t len, uint32_t id, const void *mkey);

@@ -28,13 +28,13 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "check.h"
+#include "cuda_objects.h"
 #include "gpunetio.h"
 #include "nic_impl.h"
 #include "nic_qp.h"
@@ -113,19 +113,6 @@ AddressRangeFn address_range_fn() {
   return (AddressRangeFn)fn;
 }
 
-// CUDA IPC mappings of peers' allocations, per process (an allocation is mapped once per
-// process however many links reach it), closed with the last link that used them.
-struct Mapping {
-  void *base = nullptr;
-  uint32_t users = 0;
-};
-std::mutex g_maps_mu;
-std::map<std::string, Mapping> g_maps;
-
-std::string map_key(int device, const cudaIpcMemHandle_t &h) {
-  return std::to_string(device) + ":" + std::string((const char *)&h, sizeof h);
-}
-
 struct LocalReg {
   uint32_t id, mkey, slot;
   uint64_t length;
@@ -161,7 +148,7 @@ struct soft_nic_link {
     slip_region_entry entry;
   };
   std::unordered_map<uint64_t, Hit> hits;  // (id << 32 | rkey) -> slot and region
-  std::vector<std::string> mappings;       // keys of g_maps this link holds
+  std::vector<std::pair<std::string, void *>> mappings;  // peer allocations this link mapped (handle, base)
 };
 
 namespace {
@@ -181,27 +168,16 @@ int find_local(void *state, uint32_t id, uint32_t mkey, slip_region_entry *out) 
 }
 
 // The address of a peer's slot in this process: its own pointer when the peer is this process,
-// else the allocation mapped through CUDA IPC. Caller holds l->mu.
+// else the allocation mapped through CUDA IPC (once per link). Caller holds l->mu.
 void *reach(soft_nic_link *l, const FabricHeader *h, const FabricSlot &s) {
   if (h->pid == getpid()) return (void *)(uintptr_t)s.owner_ptr;
-  const std::string key = map_key(l->nic->device, s.handle);
-  std::lock_guard<std::mutex> g(g_maps_mu);
-  Mapping &m = g_maps[key];
-  if (!m.base) {
-    if (cudaSetDevice(l->nic->device) != cudaSuccess ||
-        cudaIpcOpenMemHandle(&m.base, s.handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
-      (void)cudaGetLastError();
-      g_maps.erase(key);
-      return nullptr;
-    }
-  }
-  bool mine = false;
-  for (const std::string &k : l->mappings) mine = mine || k == key;
-  if (!mine) {
-    m.users++;
-    l->mappings.push_back(key);
-  }
-  return (char *)m.base + s.offset;
+  const std::string key((const char *)&s.handle, sizeof s.handle);
+  for (const auto &m : l->mappings)
+    if (m.first == key) return (char *)m.second + s.offset;
+  void *base = nullptr;
+  if (slip_ipc_map(l->nic->device, s.handle, &base) != SLIP_OK) return nullptr;
+  l->mappings.push_back({key, base});
+  return (char *)base + s.offset;
 }
 
 // rpd.find of a link: the peer's registration (id, rkey), as its NIC would check it; -1 when the
@@ -362,16 +338,7 @@ void soft_nic_dereg(soft_nic *n, uint32_t id, uint32_t mkey) {
 void soft_nic_link_destroy(soft_nic_link *l) {
   if (!l) return;
   slip_gpunetio_destroy(l->g);  // no engine thread looks up its keys any more
-  {
-    std::lock_guard<std::mutex> g(g_maps_mu);
-    for (const std::string &k : l->mappings) {
-      auto it = g_maps.find(k);
-      if (it == g_maps.end() || --it->second.users > 0) continue;
-      (void)cudaSetDevice(l->nic->device);
-      (void)cudaIpcCloseMemHandle(it->second.base);
-      g_maps.erase(it);
-    }
-  }
+  for (const auto &m : l->mappings) slip_ipc_unmap(l->nic->device, m.second);
   if (l->peer) munmap((void *)l->peer, kFabricBytes);
   if (l->err) (void)cudaFreeHost(l->err);
   delete l;

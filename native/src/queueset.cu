@@ -11,6 +11,7 @@
 #include "cuda_objects.h"
 #include "gpunetio.h"
 #include "nic_impl.h"
+#include "nic_qp.h"
 #include "slipstream/device/sync.cuh"
 #include "slipstream/gpunetio_nic.h"
 #include "slipstream/host.h"
@@ -389,6 +390,8 @@ extern "C" slip_status slip_queueset_create_link(slip_ctx *ctx, slip_nic_link *l
       SLIP_FAIL(SLIP_ERR_STATE, "queue pair %u of the link is not connected (or this build has no GPUNetIO device "
                 "headers)", first_qp + q);
     dq.nic_sink_key = slip_nic_link_sink_key(link);
+    // Queue pairs a set before this one used: their WQEs so far are complete.
+    SLIP_CHECK(slip_dev_qp_submitted(dq.nic_qp, &dq.head));
   }
   SLIP_CUDA_CHECK(cudaMalloc(&qs->d_queues, nqueues * sizeof(slip_dev_queue)));
   SLIP_CUDA_CHECK(cudaMemcpy(qs->d_queues, queues.data(), nqueues * sizeof(slip_dev_queue), cudaMemcpyHostToDevice));

@@ -219,6 +219,15 @@ void test_softnic() {
   bool untouched = true;
   for (uint64_t i = 0; i < 4096; i++) untouched = untouched && got[i] == 0;
   EXPECT(untouched, "bytes before the first write changed");
+  // A new queue set over the same queue pairs goes on from what they completed.
+  for (int round = 0; round < 3; round++) {
+    st = push(ctx, p.la, src, target, {{4096, 2 << 20, 65536}}, 0, &why);
+    EXPECT(st == SLIP_OK, "push %d over used queue pairs: status %d: %s", round, st, why.c_str());
+  }
+  cudaMemcpy(got.data(), landing, kLandingBytes, cudaMemcpyDeviceToHost);
+  EXPECT(memcmp(got.data() + (2 << 20), pattern.data() + 4096, 65536) == 0, "bytes of the pushes over used queue pairs");
+  memcpy(&sig, got.data() + kSigOffset, 8);
+  EXPECT(sig == SLIP_SIGNAL_PACK(5, kSrcBytes + 3 * 65536), "signal 0x%llx after five writes", (unsigned long long)sig);
 
   // A forged rkey: remote access error, nothing written.
   cudaMemset(landing, 0, kLandingBytes);

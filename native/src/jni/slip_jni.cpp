@@ -475,6 +475,7 @@ jint JNICALL queueSetCreateLink(JNIEnv *env, jclass, jlong ctx, jlong link, jint
               "(id, mkey, length) triples", (int)first, (int)nqueues, (int)np);
     return 0;
   }
+  const jsize nl = env->GetArrayLength(locals);
   std::vector<const slip_region *> pl = handles_of<slip_region>(env, locals);
   std::vector<jlong> words((size_t)np);
   env->GetLongArrayRegion(peers, 0, np, words.data());
@@ -483,7 +484,7 @@ jint JNICALL queueSetCreateLink(JNIEnv *env, jclass, jlong ctx, jlong link, jint
     pr[i] = {(uint32_t)words[3 * i], (uint32_t)words[3 * i + 1], (uint64_t)words[3 * i + 2]};
   slip_queueset *qs = nullptr;
   const slip_status st = slip_queueset_create_link(handle<slip_ctx>(ctx), handle<slip_nic_link>(link), (uint32_t)first,
-                                                   (uint32_t)nqueues, pl.data(), (uint32_t)pl.size(), pr.data(),
+                                                   (uint32_t)nqueues, pl.data(), (uint32_t)nl, pr.data(),
                                                    (uint32_t)pr.size(), &qs);
   if (st == SLIP_OK) put_long(env, out, to_handle(qs));
   return st;

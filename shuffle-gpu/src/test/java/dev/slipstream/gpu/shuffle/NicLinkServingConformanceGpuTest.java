@@ -15,8 +15,9 @@ import dev.slipstream.gpu.nic.NicOffer;
 import dev.slipstream.testkit.RigNodes;
 import dev.slipstream.testkit.ServingConformanceSuite;
 import dev.slipstream.testkit.ServingRig;
-import java.util.ArrayDeque;
 import java.util.Optional;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 
 /**
  * The serving conformance suite for the block writer over NIC links: the holder's and the reader's
@@ -47,11 +48,12 @@ class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
     private final PushKernel kernel = PushKernel.load(outputs.ctx);
     private final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, LANDING_ID);
     private final NicLanding nicLanding;
-    private final ArrayDeque<NicOffer> bus = new ArrayDeque<>();
+    /** The driver's relay: offers delivered in order, on a thread of its own. */
+    private final ExecutorService relay = Executors.newSingleThreadExecutor();
     private final NicLinks holderLinks = new NicLinks("holder", holderNic, 4, 4, PushScheduler.GPUNETIO_QUEUE_DEPTH,
-        bus::add);
+        this::deliver);
     private final NicLinks readerLinks = new NicLinks("reader", readerNic, 4, 4, PushScheduler.GPUNETIO_QUEUE_DEPTH,
-        bus::add);
+        this::deliver);
     private final PushScheduler server;
     private long next;
 
@@ -61,9 +63,11 @@ class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
           readerNic.register(landing.region().devicePointer(), landing.region().length(), LANDING_ID),
           landing.region().length());
       holderLinks.peerJoined("reader");
-      while (!bus.isEmpty()) {  // the driver's relay
-        NicOffer o = bus.poll();
-        (o.to().equals("reader") ? readerLinks : holderLinks).offered(o);
+      for (long t0 = System.nanoTime(); !holderLinks.connected("reader") || !readerLinks.connected("holder"); ) {
+        if (System.nanoTime() - t0 > 10_000_000_000L) {
+          throw new IllegalStateException("the NIC link did not connect within 10 s");
+        }
+        Thread.sleep(1);
       }
       server = new PushScheduler(outputs.ctx, kernel, outputs.store, 1 << 20, 4, PushScheduler.Lanes.of(
           dev.slipstream.gpu.Backend.NVLINK), req -> LaneTarget.overLink(holderLinks.lease(req.reader().executorId())
@@ -77,6 +81,10 @@ class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
       nodes.holder().setWriter(MemoryKind.DEVICE, new PushWriter(server, landings, x -> {
         throw new IllegalStateException("a NIC landing region is never imported");
       }, 30_000));
+    }
+
+    private void deliver(NicOffer o) {
+      relay.execute(() -> (o.to().equals("reader") ? readerLinks : holderLinks).offered(o));
     }
 
     @Override
@@ -139,7 +147,9 @@ class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
     @Override
     public void close() {
       nodes.close();
-      for (AutoCloseable c : new AutoCloseable[] {server, holderLinks, readerLinks, outputs, landing, kernel,
+      relay.shutdownNow();
+      // The context (in outputs) goes after everything made on it; each NIC after what it registered.
+      for (AutoCloseable c : new AutoCloseable[] {server, holderLinks, readerLinks, landing, kernel, outputs,
           holderNic, readerNic}) {
         try {
           c.close();
