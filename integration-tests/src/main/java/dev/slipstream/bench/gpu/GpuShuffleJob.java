@@ -163,9 +163,16 @@ public final class GpuShuffleJob {
       if (ids.size() >= 2) {
         var gconf = new dev.slipstream.spark.gpu.GpuConf(dev.slipstream.spark.SlipstreamConf.source(conf));
         String key = dev.slipstream.spark.gpu.GpuConf.PATH.key();
-        System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + driver.path(ids.get(0), ids.get(1))
+        var a = driver.peers().get(ids.get(0)).gpu().orElse(null);
+        var b = driver.peers().get(ids.get(1)).gpu().orElse(null);
+        var path = dev.slipstream.gpu.shuffle.GpuPath.between(a, b, gconf.gpunetio());
+        System.out.println("path " + ids.get(0) + " -> " + ids.get(1) + ": " + path
             + (gconf.stagedOnly() ? " (read over the staging path: " + key + "=staged)" : "")
-            + (gconf.gpunetio() ? " (pushed as DOCA GPUNetIO RDMA writes, software NIC: " + key + "=gpunetio)" : ""));
+            + (gconf.gpunetio() && path == dev.slipstream.gpu.shuffle.GpuPath.NVLINK
+                ? " (pushed as DOCA GPUNetIO RDMA writes to the software NIC's own queue pairs: " + key + "=gpunetio)"
+                : "")
+            + (path == dev.slipstream.gpu.shuffle.GpuPath.GPUNETIO ? " (DOCA GPUNetIO RDMA writes over the NIC link; NIC "
+                + gconf.nic() + ")" : ""));
       }
       long bytes = (long) maps * rows * LineitemGen.ROW_BYTES;
       System.out.printf("%d maps x %d rows (%d B/row) = %.1f MB into %d partitions, %d executors, %d task(s) at once"
@@ -244,6 +251,11 @@ public final class GpuShuffleJob {
         }
         DataPathReport.lines(reads).forEach(System.out::println);
       }
+      // How each executor served: requests pushed over NIC links and the lanes made for them.
+      driver.collectMetrics().forEach((id, m) -> System.out.println("executor " + id + " served: "
+          + m.getOrDefault("gpu.requestsServed", 0L) + " device write requests, " + m.getOrDefault("gpu.nicRequests", 0L)
+          + " of them over NIC links (" + m.getOrDefault("gpu.nicLinks", 0L) + " links connected, "
+          + m.getOrDefault("gpu.nicLanes", 0L) + " push lanes over them)"));
       if (loseExecutor) {
         loseExecutorDuringReduce(sc, mapIds, seed, rows, parts, ids.get(ids.size() - 1), host);
       }

@@ -29,6 +29,7 @@ public final class PushWriter implements BlockWriter {
   private final PeerLandings landings;
   private final Function<RegionExport, RemoteRegion> importer;
   private final long timeoutMs;
+  private final java.util.concurrent.atomic.AtomicLong overNic = new java.util.concurrent.atomic.AtomicLong();
 
   /**
    * @param importer maps a reader's registered landing region (an alias for this process's own)
@@ -49,7 +50,11 @@ public final class PushWriter implements BlockWriter {
     long started = System.nanoTime();
     long[] marks = new long[PushScheduler.MARKS];
     try {
-      if (landings.resolve(req, reader) instanceof PeerLandings.Imported i) {
+      PeerLandings.Landing to = landings.resolve(req, reader);
+      if (to instanceof PeerLandings.OverNic) {
+        overNic.incrementAndGet();
+      }
+      if (to instanceof PeerLandings.Imported i) {
         try {
           importer.apply(i.export()); // mapped and its length checked before anything is pinned
         } catch (RuntimeException e) {
@@ -66,6 +71,11 @@ public final class PushWriter implements BlockWriter {
       outcome.done(0, new TransportException(TransportError.INTERNAL, "device write request " + req.requestId() + ": "
           + e, e), timeline(receivedNanos, started, marks));
     }
+  }
+
+  /** Requests accepted so far that name their reader's NIC landing region (pushed over a NIC link). */
+  public long overNic() {
+    return overNic.get();
   }
 
   private static ServeTimeline timeline(long received, long started, long[] marks) {

@@ -300,6 +300,8 @@ public final class ExecutorGpu implements AutoCloseable {
     if (g != null) {
       m.put("gpu.device", (long) g.context().device());
       m.put("gpu.nicLinks", (long) g.nicPeers().size());
+      m.put("gpu.nicRequests", g.writer().overNic());
+      m.put("gpu.nicLanes", g.nicLanes());
       m.put("gpu.mapOutputDeviceBytes", g.store().deviceInUse());
       m.put("gpu.mapOutputHostBytes", g.store().hostInUse());
       m.put("gpu.mapOutputSpills", g.store().spills());

@@ -77,6 +77,7 @@ public final class GpuExecutor implements AutoCloseable {
   /** This GPU's RDMA NIC and its links to executors of other machines; null without a NIC. */
   private final NativeNic nic;
   private final NicLinks nicLinks;
+  private final java.util.concurrent.atomic.AtomicLong nicLanes = new java.util.concurrent.atomic.AtomicLong();
   private volatile boolean closed;
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
@@ -231,7 +232,13 @@ public final class GpuExecutor implements AutoCloseable {
     NicLanding to = new NicLanding((int) req.landing().id(), (int) req.landing().key(), req.landing().length());
     NicLinks.Lease lease = nicLinks.lease(reader).orElseThrow(() -> new IllegalStateException(
         "no connected gpunetio link to reader executor " + reader + " (yet)"));
+    nicLanes.incrementAndGet();
     return LaneTarget.overLink(lease, to, nic);
+  }
+
+  /** Push lanes made over NIC links since start (one per link slot in use). */
+  public long nicLanes() {
+    return nicLanes.get();
   }
 
   /** A peer's gpunetio link offer (relayed by the driver); throws, connecting nothing, when it is bad. */
