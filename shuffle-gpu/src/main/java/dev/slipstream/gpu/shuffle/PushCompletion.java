@@ -171,6 +171,9 @@ final class PushCompletion {
         } catch (RuntimeException ex) {
           why = "push queue " + q + ": " + st[q] + ": " + ex.getMessage();
         }
+        // Queue pairs of a NIC link stay in the error state: the link is replaced, and the lane,
+        // no longer current, is closed instead of kept.
+        j.lane.failed();
         server.finish(j, true, PushAdmission.refused(j.req, why));
         return;
       }
