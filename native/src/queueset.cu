@@ -65,6 +65,23 @@ struct slip_queueset {
 };
 
 namespace {
+// The set's device table (a copy of qs->table) and its two error records.
+slip_status alloc_records(slip_queueset *qs) {
+  slip_status st = SLIP_OK;
+  SLIP_CUDA_CHECK(cudaSetDevice(qs->ctx->device));
+  if (!qs->table.empty()) {
+    SLIP_CUDA_CHECK(cudaMalloc(&qs->d_table, qs->table.size() * sizeof(slip_dev_region)));
+    SLIP_CUDA_CHECK(cudaMemcpy(qs->d_table, qs->table.data(), qs->table.size() * sizeof(slip_dev_region),
+                               cudaMemcpyHostToDevice));
+  }
+  SLIP_CUDA_CHECK(cudaMalloc(&qs->d_error, sizeof(slip_dev_error)));
+  SLIP_CUDA_CHECK(cudaMemset(qs->d_error, 0, sizeof(slip_dev_error)));
+  SLIP_CUDA_CHECK(cudaHostAlloc(&qs->h_perror, sizeof(slip_dev_error), cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(qs->h_perror, 0, sizeof(slip_dev_error));
+done:
+  return st;
+}
+
 // A local region's table entry; over a NIC link its key is the region's memory key on that NIC.
 slip_status local_entry(const slip_queueset *qs, const slip_region *r, slip_dev_region *out) {
   slip_status st = SLIP_OK;
@@ -139,16 +156,7 @@ extern "C" slip_status slip_queueset_create(slip_ctx *ctx, int backend, uint32_t
     for (size_t j = 0; j < i; j++)
       if (qs->table[i].id == qs->table[j].id && i >= nlocals && j >= nlocals)
         SLIP_FAIL(SLIP_ERR_INVALID_ARG, "remote region id %u appears twice in one queue set", qs->table[i].id);
-  SLIP_CUDA_CHECK(cudaSetDevice(ctx->device));
-  if (!qs->table.empty()) {
-    SLIP_CUDA_CHECK(cudaMalloc(&qs->d_table, qs->table.size() * sizeof(slip_dev_region)));
-    SLIP_CUDA_CHECK(cudaMemcpy(qs->d_table, qs->table.data(), qs->table.size() * sizeof(slip_dev_region),
-                               cudaMemcpyHostToDevice));
-  }
-  SLIP_CUDA_CHECK(cudaMalloc(&qs->d_error, sizeof(slip_dev_error)));
-  SLIP_CUDA_CHECK(cudaMemset(qs->d_error, 0, sizeof(slip_dev_error)));
-  SLIP_CUDA_CHECK(cudaHostAlloc(&qs->h_perror, sizeof(slip_dev_error), cudaHostAllocMapped | cudaHostAllocPortable));
-  memset(qs->h_perror, 0, sizeof(slip_dev_error));
+  SLIP_CHECK(alloc_records(qs));
   if (backend == SLIP_BACKEND_PROXY) {
     SLIP_CUDA_CHECK(cudaHostAlloc(&qs->h_rings, (size_t)nqueues * depth * sizeof(slip_proxy_desc),
                                   cudaHostAllocMapped | cudaHostAllocPortable));
@@ -363,16 +371,7 @@ extern "C" slip_status slip_queueset_create_link(slip_ctx *ctx, slip_nic_link *l
     // The peer's memory is only an (id, key, length) here: its NIC resolves it.
     qs->table.push_back({0, r.length, r.mkey, r.id, SLIP_DEV_REGION_WRITABLE});
   }
-  SLIP_CUDA_CHECK(cudaSetDevice(ctx->device));
-  if (!qs->table.empty()) {
-    SLIP_CUDA_CHECK(cudaMalloc(&qs->d_table, qs->table.size() * sizeof(slip_dev_region)));
-    SLIP_CUDA_CHECK(cudaMemcpy(qs->d_table, qs->table.data(), qs->table.size() * sizeof(slip_dev_region),
-                               cudaMemcpyHostToDevice));
-  }
-  SLIP_CUDA_CHECK(cudaMalloc(&qs->d_error, sizeof(slip_dev_error)));
-  SLIP_CUDA_CHECK(cudaMemset(qs->d_error, 0, sizeof(slip_dev_error)));
-  SLIP_CUDA_CHECK(cudaHostAlloc(&qs->h_perror, sizeof(slip_dev_error), cudaHostAllocMapped | cudaHostAllocPortable));
-  memset(qs->h_perror, 0, sizeof(slip_dev_error));
+  SLIP_CHECK(alloc_records(qs));
   queues.resize(nqueues);
   for (uint32_t q = 0; q < nqueues; q++) {
     slip_dev_queue &dq = queues[q];
