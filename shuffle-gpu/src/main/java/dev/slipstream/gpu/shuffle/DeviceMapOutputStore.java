@@ -379,6 +379,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       drop(o);
     }
     outputs.clear();
+    space.close();
     if (ownedPools != null) {
       ownedPools.close(); // fails loudly if an uncommitted block was never closed
     }

@@ -11,6 +11,9 @@ public interface OutputSpace {
   /** A fresh block of {@code bytes} (> 0) bytes, 16-byte aligned. */
   Block allocate(long bytes);
 
+  /** Frees what the space holds beyond its blocks (the store calls it when it closes, after its blocks). */
+  default void close() {}
+
   /** One allocation. */
   interface Block extends AutoCloseable {
     long length();

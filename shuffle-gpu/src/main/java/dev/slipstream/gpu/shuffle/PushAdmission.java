@@ -87,15 +87,18 @@ final class PushAdmission {
   /** The job's source regions and pieces: each block in pieces of {@link WriteRequest#CHUNK_BYTES}. */
   private static void plan(PushJob job) {
     Map<Long, Integer> sourceIndex = new LinkedHashMap<>();
+    Map<Long, Long> base = new LinkedHashMap<>();
     for (Map.Entry<Long, DeviceMapOutputStore.Pinned> e : job.pins.entrySet()) {
+      GpuOutputSpace.SlabBlock b = (GpuOutputSpace.SlabBlock) e.getValue().block();
       sourceIndex.put(e.getKey(), job.outputs.size());
-      job.outputs.add(((GpuOutputSpace.RegionBlock) e.getValue().block()).region());
+      base.put(e.getKey(), b.base());
+      job.outputs.add(b.region()); // the output's slab: its pieces are at the block's base in it
       job.items.add(new ArrayList<>());
     }
     for (ShuffleMessages.Entry e : job.req.entries()) {
       DeviceMapOutputStore.Pinned p = job.pins.get(e.mapId());
       List<PushKernel.Item> out = job.items.get(sourceIndex.get(e.mapId()));
-      long src = p.offset(e.partition());
+      long src = base.get(e.mapId()) + p.offset(e.partition());
       long bytes = p.bytes(e.partition());
       long n = WriteRequest.chunks(e.capacity());
       for (long i = 0; i < n; i++) {
