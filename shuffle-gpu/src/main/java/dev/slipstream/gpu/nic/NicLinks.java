@@ -23,10 +23,15 @@ import org.slf4j.LoggerFactory;
  *       new link, or drops it as a duplicate);</li>
  *   <li>L not connected: L's queue pairs connect to O's records; if P has not seen L yet
  *       ({@code O.peerNonce != n}), our offer goes to P;</li>
- *   <li>L connected to O's link: a duplicate, dropped;</li>
+ *   <li>L connected to O's link: a duplicate, dropped (if O names L, P is connected too: L is
+ *       confirmed);</li>
  *   <li>L connected to another link of P: P came back; L is closed (once unused), a new link is made,
  *       connected to O and offered.</li>
  * </ul>
+ * A link is {@linkplain #connected(String) confirmed} once this side knows that both ends are
+ * connected: when it connects on P's answer (which names L), or when P confirms. The side that
+ * connects on an answer confirms to P (one more offer naming P's link), so a reader writes requests
+ * for a link only once the holder can post on it.
  * A bad offer (wrong recipient, record count, a record the NIC refuses) connects nothing and
  * throws with what was got and what was expected; the link it was for is closed, and the next
  * offer starts over.
@@ -77,6 +82,7 @@ public final class NicLinks implements AutoCloseable {
     final NicDevice.Link link;
     final long nonce;
     long peerNonce;  // the peer link ours is connected to; 0 until connected
+    boolean confirmed;  // the peer's link is connected to ours too
     int leases;
     final boolean[] leased;
     boolean retired;  // out of the table: closed when the last lease ends
@@ -191,6 +197,9 @@ public final class NicLinks implements AutoCloseable {
     }
     if (e != null && e.peerNonce != 0) {
       if (e.peerNonce == o.nonce()) {
+        if (o.peerNonce() == e.nonce) {
+          e.confirmed = true;  // the peer is connected to this link: its confirmation, or a crossed answer
+        }
         return;  // a duplicate
       }
       LOG.info("gpunetio link to {}: the peer made a new link; reconnecting", o.from());
@@ -217,9 +226,10 @@ public final class NicLinks implements AutoCloseable {
     e.peerNonce = o.nonce();
     LOG.info("gpunetio link to {} connected: {} queue pairs, doorbell rung by the {}", o.from(), queues,
         e.link.gpuDoorbell() ? "GPU" : "host");
-    if (o.peerNonce() != e.nonce) {
-      offer(o.from(), e, o.nonce());
-    }
+    // The peer's answer (naming this link) means it is connected already: confirmed, and it hears so.
+    // Otherwise the answer goes to the peer.
+    e.confirmed = o.peerNonce() == e.nonce;
+    offer(o.from(), e, o.nonce());
   }
 
   /**
@@ -242,17 +252,20 @@ public final class NicLinks implements AutoCloseable {
         + " queue pairs are in use");
   }
 
-  /** Whether the link to {@code peer} is connected. */
+  /**
+   * Whether the link to {@code peer} is connected at both ends as far as this side knows (a reader
+   * sends requests over it only then; a holder can {@link #lease} it once its own end is connected).
+   */
   public synchronized boolean connected(String peer) {
     Entry e = links.get(peer);
-    return e != null && e.peerNonce != 0;
+    return e != null && e.peerNonce != 0 && e.confirmed;
   }
 
-  /** Peers with a connected link. */
+  /** Peers with a link connected at both ends ({@link #connected(String)}). */
   public synchronized List<String> connected() {
     List<String> out = new ArrayList<>();
     links.forEach((p, e) -> {
-      if (e.peerNonce != 0) {
+      if (e.peerNonce != 0 && e.confirmed) {
         out.add(p);
       }
     });

@@ -177,7 +177,7 @@ class NicLinksTest {
     c.links.get("2").peerJoined("1");  // the driver's announcement arrives after the offer: nothing new
     c.settle();
     c.assertConnected("1", "2");
-    assertEquals(2, c.delivered, "offer and answer");
+    assertEquals(3, c.delivered, "offer, answer and confirmation");
     assertEquals(1, c.nics.get("1").made.size());
     assertEquals(1, c.nics.get("2").made.size());
   }
@@ -326,5 +326,25 @@ class NicLinksTest {
     other.close();
     assertTrue(oldA.closed);
     assertTrue(b.lease("1").orElseThrow().current());
+  }
+
+  @Test
+  void aLinkIsConfirmedOnlyOnceBothEndsAreConnected() {
+    Cluster c = new Cluster();
+    NicLinks a = c.start("1");
+    NicLinks b = c.start("2");
+    a.peerJoined("2");
+    b.offered(c.bus.poll());  // the offer: 2 connects and answers
+    NicLinks.Lease early = b.lease("1").orElseThrow();  // 2's end is connected: it can post
+    early.close();
+    assertFalse(b.connected("1"), "2 cannot know yet that 1 is connected");
+    assertFalse(a.connected("2"));
+    a.offered(c.bus.poll());  // the answer: 1 connects, knows 2 is, and confirms
+    assertTrue(a.connected("2"));
+    assertFalse(b.connected("1"));
+    b.offered(c.bus.poll());  // the confirmation
+    assertTrue(b.connected("1"));
+    assertTrue(c.bus.isEmpty(), "nothing more is sent");
+    c.assertConnected("1", "2");
   }
 }
