@@ -142,7 +142,18 @@ public final class NicLinks implements AutoCloseable {
         LOG.info("gpunetio link to {}: an error completion; offering a new link", peer);
         links.remove(peer);
         retire(e);
-        offer(peer, fresh(peer), 0);
+        Entry next = null;
+        try {
+          next = fresh(peer);
+          offer(peer, next, 0);
+        } catch (RuntimeException ex) {
+          // No link to the peer then: its readers read over another path until it offers one.
+          if (next != null) {
+            links.remove(peer);
+            retire(next);
+          }
+          LOG.warn("gpunetio link to {}: a new link could not be made or offered", peer, ex);
+        }
       }
     }
 
