@@ -83,9 +83,16 @@ final class PushLane implements AutoCloseable {
     return target.current();
   }
 
-  /** Its push failed or passed its deadline: the target is told (a NIC link is replaced). */
+  /**
+   * Its push failed or passed its deadline: the target is told (a NIC link is replaced). Never
+   * throws: the push's outcome is reported whatever becomes of the target.
+   */
   void failed() {
-    target.failed();
+    try {
+      target.failed();
+    } catch (RuntimeException e) {
+      org.slf4j.LoggerFactory.getLogger(PushLane.class).warn("Push lane: its target refused the failure report", e);
+    }
   }
 
   /**
