@@ -70,12 +70,12 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     int shuffleId = handle.shuffleId();
     int[] widths = handle.partitioner().widths();
     List<DeviceBatch> out = new ArrayList<>();
-    PushFetch nvlink = new PushFetch(runtime, gpu, shuffleId, context, metrics);
+    PushFetch pushed = new PushFetch(runtime, gpu, shuffleId, context, metrics);
     // Views go with their ranges and pins when the task ends (failed or not): a held range has
     // landed completely (its signal counted every block), so no holder writes into it any more.
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> {
       out.forEach(DeviceBatch::close);
-      nvlink.close();
+      pushed.close();
       pins.values().forEach(DeviceMapOutputStore.Pinned::close);
     });
     List<MapBlock> local = new ArrayList<>();
@@ -106,15 +106,15 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
     for (Map.Entry<String, List<MapBlock>> e : remote.entrySet()) {
       PeerInfo peer = peerWithGpu(e.getKey(), e.getValue().get(0));
       switch (route(gpu, e.getKey(), peer)) {
-        case NVLINK -> holders.add(nvlink.holder(e.getKey(), e.getValue()));
-        case GPUNETIO -> holders.add(nvlink.holder(e.getKey(), e.getValue(), true));
+        case NVLINK -> holders.add(pushed.holder(e.getKey(), e.getValue()));
+        case GPUNETIO -> holders.add(pushed.holder(e.getKey(), e.getValue(), true));
         default -> stagedFrom.add(new StagedFetch.From(peer, e.getValue()));
       }
     }
     StagedFetch staged = null;
     long firstSent = 0;
     if (!stagedFrom.isEmpty()) {
-      // Its holders copy and write while this task's nvlink requests push; drained after them.
+      // Its holders copy and write while this task's pushed requests land; drained after them.
       StagedFetch p = new StagedFetch(runtime, shuffleId, stagedFrom, metrics);
       context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> p.close());
       firstSent = System.nanoTime();
@@ -125,13 +125,13 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
       staged = p;
     }
-    nvlink.fetch(holders, widths, out);
-    long remoteBlocks = nvlink.landed();
-    long remoteBytes = nvlink.bytes();
-    int requests = nvlink.requests();
-    long lastLanded = nvlink.lastLanded();
+    pushed.fetch(holders, widths, out);
+    long remoteBlocks = pushed.landed();
+    long remoteBytes = pushed.bytes();
+    int requests = pushed.requests();
+    long lastLanded = pushed.lastLanded();
     if (firstSent == 0) {
-      firstSent = nvlink.firstSent();
+      firstSent = pushed.firstSent();
     }
     if (staged != null) {
       try {
@@ -145,8 +145,8 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       requests += staged.requests();
     }
     long task = context.taskAttemptId();
-    gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, nvlink.copied(),
-        requests, nvlink.peakInFlight(), firstSent, lastLanded, nvlink.phases()));
+    gpu.recordRead(task, new GpuReadStats(local.size(), localBytes, remoteBlocks, remoteBytes, pushed.copied(),
+        requests, pushed.peakInFlight(), firstSent, lastLanded, pushed.phases()));
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> gpu.forgetRead(task));
     List<Product2<K, C>> records = new ArrayList<>(out.size());
     for (DeviceBatch b : out) {
