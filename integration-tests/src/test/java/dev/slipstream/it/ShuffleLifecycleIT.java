@@ -59,6 +59,16 @@ class ShuffleLifecycleIT {
       }
     });
     try {
+      // Each executor connects to the other as soon as it learns of it (its registration, or the
+      // driver's word that the other joined), before any shuffle.
+      long deadline = System.nanoTime() + 30_000_000_000L;
+      Map<String, Map<String, Long>> early = LocalCluster.executorMetrics();
+      while (early.values().stream().anyMatch(m -> m.get("peers.known") < 2) && System.nanoTime() < deadline) {
+        Thread.sleep(50);
+        early = LocalCluster.executorMetrics();
+      }
+      early.forEach((id, m) ->
+          assertEquals(1L, m.get("peers.connectedEarly"), "executor " + id + " connections opened early: " + m));
       JavaPairRDD<Integer, Long> r = shuffled(spark, 200_000);
       assertEquals(1000, r.count());
       spark.sparkContext().listenerBus().waitUntilEmpty();

@@ -51,6 +51,9 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   private final SlipstreamConf conf;
   private final SparkEnv env;
   private final Map<String, PeerInfo> peers = new ConcurrentHashMap<>();
+  /** Peers connected to as they became known ({@link #connectEagerly}): asked for, and opened. */
+  private final java.util.concurrent.atomic.AtomicInteger eagerAsked = new java.util.concurrent.atomic.AtomicInteger();
+  private final java.util.concurrent.atomic.AtomicInteger eagerOpened = new java.util.concurrent.atomic.AtomicInteger();
   private final RpcEndpointRef self;
   private final RpcEndpointRef driver;
   private volatile PeerInfo me;
@@ -167,9 +170,31 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   }
 
   private void peerJoined(PeerInfo p) {
+    PeerInfo before = peers.get(p.executorId());
+    if (before == null || !before.endpoint().equals(p.endpoint())) {
+      connectEagerly(p);
+    }
     peers.put(p.executorId(), p);
     if (gpu != null) {
       gpu.peerJoined(p);
+    }
+  }
+
+  /**
+   * Opens the connection to a peer now, up to {@link SlipstreamConf#EAGER_PEERS} peers, so that
+   * the first fetch from it (and the first write into it) does not wait for the connect and the
+   * handshake. The transport connects in the background; a peer that cannot be reached now is
+   * connected again at first use, which reports the failure.
+   */
+  private void connectEagerly(PeerInfo p) {
+    if (p.executorId().equals(executorId) || eagerAsked.incrementAndGet() > conf.eagerPeers()) {
+      return;
+    }
+    try {
+      node.transport().connect(p.endpoint());
+      eagerOpened.incrementAndGet();
+    } catch (TransportException | RuntimeException e) {
+      LOG.debug("Connecting early to executor {} at {} failed: {}", p.executorId(), p.endpoint(), e.toString());
     }
   }
 
@@ -297,6 +322,8 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
     m.put("memory.landingPeak", node.landing().peak());
     m.put("memory.landingBytes", node.landing().capacity());
     m.put("process.pid", ProcessHandle.current().pid());
+    m.put("peers.known", (long) peers.size());
+    m.put("peers.connectedEarly", (long) eagerOpened.get());
     m.put("mapOutput.count", (long) node.store().outputCount());
     m.put("mapOutput.spills", node.store().spills());
     m.put("mapOutput.evictions", node.store().evictions());

@@ -26,6 +26,12 @@ public final class SlipstreamConf {
       "Shuffles with at most this many partitions and no map-side combine serialize each record straight into its"
           + " partition's registered pages (one open stream per partition); others sort by partition first.");
 
+  public static final ConfigEntry<Integer> EAGER_PEERS = ConfigEntry.integer(
+      "spark.slipstream.connect.eagerPeers", "64", 0, 4096,
+      "Peers an executor connects to as soon as it learns of them (at registration and as they join), so that"
+          + " neither the first fetch from a peer nor the first write into it waits for the connection to open;"
+          + " connections to further peers open at first use. 0 opens every connection at first use.");
+
   public static final ConfigEntry<String> FALLBACK = ConfigEntry.choice("spark.slipstream.fallback", "sort",
       java.util.List.of("sort", "fail"),
       "What to do when the configuration asks for something Slipstream cannot serve (external shuffle service,"
@@ -46,6 +52,7 @@ public final class SlipstreamConf {
   private final Duration registrationTimeout;
   private final Duration rpcTimeout;
   private final int directPartitionsMax;
+  private final int eagerPeers;
   private final String fallback;
   private final dev.slipstream.spark.gpu.GpuConf gpu;
 
@@ -61,6 +68,7 @@ public final class SlipstreamConf {
     this.registrationTimeout = REGISTRATION_TIMEOUT.get(source);
     this.rpcTimeout = RPC_TIMEOUT.get(source);
     this.directPartitionsMax = DIRECT_PARTITIONS_MAX.get(source);
+    this.eagerPeers = EAGER_PEERS.get(source);
     this.fallback = FALLBACK.get(source);
     this.gpu = new dev.slipstream.spark.gpu.GpuConf(source);
   }
@@ -125,5 +133,6 @@ public final class SlipstreamConf {
   public Duration registrationTimeout() { return registrationTimeout; }
   public Duration rpcTimeout() { return rpcTimeout; }
   public int directPartitionsMax() { return directPartitionsMax; }
+  public int eagerPeers() { return eagerPeers; }
   public dev.slipstream.spark.gpu.GpuConf gpu() { return gpu; }
 }
