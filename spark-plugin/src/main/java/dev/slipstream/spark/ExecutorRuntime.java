@@ -84,8 +84,11 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
         "executor-" + executorId, secret, applicationId, executorId));
     String localDir = org.apache.spark.util.Utils.getLocalDir(env.conf());
     this.spillDir = new File(localDir, "slipstream-" + executorId + "-" + UUID.randomUUID()).toPath();
+    // Spark's allocator maps the pools without zeroing them: a 96 MiB landing pool then costs no
+    // start-up time (ByteBuffer.allocateDirect writes every byte first), and pages come from the
+    // kernel as they are first written.
     this.node = new ShuffleNode(transport, conf.core(), spillDir, new NodeIdentity(applicationId, executorId),
-        peerDirectory());
+        peerDirectory(), org.apache.spark.unsafe.Platform::allocateDirectBuffer);
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
     this.gpu = new ExecutorGpu(this, env.conf().get("spark.plugins", "").contains(SlipstreamGpuPlugin.class.getName()));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,

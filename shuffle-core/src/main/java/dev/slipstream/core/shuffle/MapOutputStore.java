@@ -1,5 +1,6 @@
 package dev.slipstream.core.shuffle;
 
+import dev.slipstream.core.memory.DirectMemory;
 import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.transport.RegisteredRegion;
 import dev.slipstream.core.transport.Transport;
@@ -48,6 +49,7 @@ public final class MapOutputStore implements AutoCloseable {
   private final MemoryPool pool;
   private final long segmentBytes;
   private final long pageBytes;
+  private final DirectMemory memory;
   private final Path spillDir;
   private final ChecksumAlgorithm checksum;
   private final List<RegisteredRegion> segments = new ArrayList<>();
@@ -74,6 +76,13 @@ public final class MapOutputStore implements AutoCloseable {
   /** @param checksum the per-block checksum computed as map output is written */
   public MapOutputStore(Transport transport, MemoryPool pool, long segmentBytes, long pageBytes, Path spillDir,
                         ChecksumAlgorithm checksum) {
+    this(transport, pool, segmentBytes, pageBytes, spillDir, checksum, DirectMemory.JDK);
+  }
+
+  /** @param memory where segments come from */
+  public MapOutputStore(Transport transport, MemoryPool pool, long segmentBytes, long pageBytes, Path spillDir,
+                        ChecksumAlgorithm checksum, DirectMemory memory) {
+    this.memory = memory;
     this.checksum = checksum;
     this.transport = transport;
     this.pool = pool;
@@ -150,7 +159,7 @@ public final class MapOutputStore implements AutoCloseable {
     ByteBuffer seg;
     RegisteredRegion region;
     try {
-      seg = ByteBuffer.allocateDirect((int) segmentBytes);
+      seg = memory.allocate((int) segmentBytes);
       region = transport.register(seg);
     } catch (TransportException | OutOfMemoryError e) {
       pool.release(segmentBytes);

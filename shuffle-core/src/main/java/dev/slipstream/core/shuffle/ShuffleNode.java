@@ -68,6 +68,12 @@ public final class ShuffleNode implements AutoCloseable {
    *     request's executor
    */
   public ShuffleNode(Transport transport, CoreConfig config, Path spillDir, NodeIdentity identity, PeerDirectory peers) {
+    this(transport, config, spillDir, identity, peers, dev.slipstream.core.memory.DirectMemory.JDK);
+  }
+
+  /** @param memory where the landing pool and the map-output segments come from */
+  public ShuffleNode(Transport transport, CoreConfig config, Path spillDir, NodeIdentity identity, PeerDirectory peers,
+                     dev.slipstream.core.memory.DirectMemory memory) {
     String name = identity.executorId();
     this.transport = transport;
     this.config = config;
@@ -75,12 +81,12 @@ public final class ShuffleNode implements AutoCloseable {
     // No limit of its own: each child has one (map output, landing, and a GPU's pools when it has one).
     this.rootPool = MemoryPool.root("slipstream-" + name, Long.MAX_VALUE);
     this.store = new MapOutputStore(transport, rootPool.child("map-output", config.mapOutputMemory()),
-        config.segmentBytes(), config.pageBytes(), spillDir, config.checksum());
+        config.segmentBytes(), config.pageBytes(), spillDir, config.checksum(), memory);
     this.landingAccount = rootPool.child("landing", config.landingBytes());
     if (!landingAccount.tryReserve(config.landingBytes())) {
       throw new IllegalStateException("landing pool does not fit its own budget");
     }
-    this.landing = new LandingPool(ByteBuffer.allocateDirect((int) config.landingBytes()));
+    this.landing = new LandingPool(memory.allocate((int) config.landingBytes()));
     java.util.concurrent.ScheduledThreadPoolExecutor t0 = new java.util.concurrent.ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "slipstream-timer-" + name);
       t.setDaemon(true);

@@ -114,6 +114,46 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void memoryThatIsNotZeroedWhenMadeStillServesExactBytes() throws Exception {
+    // The executor's allocator maps its pools without zeroing them; here every fresh buffer is
+    // garbage, so a signal, table or block that relied on fresh memory being zero would show.
+    java.util.concurrent.atomic.AtomicInteger made = new java.util.concurrent.atomic.AtomicInteger();
+    dev.slipstream.core.memory.DirectMemory dirty = bytes -> {
+      made.incrementAndGet();
+      java.nio.ByteBuffer b = java.nio.ByteBuffer.allocateDirect(bytes);
+      for (int i = 0; i < bytes; i++) {
+        b.put(i, (byte) (0xA5 ^ i));
+      }
+      return b;
+    };
+    ShuffleNode h = nodes.node(small(), tmp, "dirty-holder", t -> t, dirty);
+    ShuffleNode r = nodes.node(small(), tmp, "dirty-reader", t -> t, dirty);
+    try {
+      int[] sizes = {1, 4096, 16 * 1024 + 3, 70_000};
+      byte[][] data = writeOutput(h, 5, 9L, sizes, 3);
+      List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
+      for (int p = 0; p < sizes.length; p++) {
+        blocks.add(new BlockFetcher.RemoteBlock(new BlockId(5, 9L, p), sizes[p]));
+      }
+      Map<BlockId, byte[]> got = new HashMap<>();
+      try (BlockFetcher f = r.newFetcher(5, List.of(new BlockFetcher.HolderPlan("dirty-holder", h.localEndpoint(),
+          blocks)), FetchMetrics.NONE)) {
+        while (f.hasNext()) {
+          BlockFetcher.FetchedBlock b = f.next();
+          got.put(b.id(), readAll(b.stream()));
+        }
+      }
+      for (int p = 0; p < sizes.length; p++) {
+        assertArrayEquals(data[p], got.get(new BlockId(5, 9L, p)), "partition " + p);
+      }
+      assertTrue(made.get() >= 3, "both landing pools and the holder's segment came from the allocator: " + made);
+    } finally {
+      r.close();
+      h.close();
+    }
+  }
+
+  @Test
   void manyMapsFromOneHolderWithinInFlightLimit() throws Exception {
     Map<BlockId, byte[]> expected = new HashMap<>();
     List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();

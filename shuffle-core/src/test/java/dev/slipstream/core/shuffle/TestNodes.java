@@ -83,13 +83,19 @@ public final class TestNodes {
   /** The same, its transport wrapped by {@code wrap} (faults injected in tests). */
   public ShuffleNode node(Map<String, String> conf, Path dir, String name, UnaryOperator<Transport> wrap)
       throws TransportException {
+    return node(conf, dir, name, wrap, dev.slipstream.core.memory.DirectMemory.JDK);
+  }
+
+  /** The same, its landing pool and map-output segments from {@code memory}. */
+  public ShuffleNode node(Map<String, String> conf, Path dir, String name, UnaryOperator<Transport> wrap,
+                          dev.slipstream.core.memory.DirectMemory memory) throws TransportException {
     ConfigSource src = ConfigSource.of(conf);
     Transport t = tcp ? new dev.slipstream.core.transport.tcp.TcpTransportProvider().create(
         new TransportContext(src, "127.0.0.1", name, java.util.Optional.empty(), app, name))
         : new LoopbackTransportProvider(fabric).create(new TransportContext(src, "localhost", name,
             java.util.Optional.empty(), app, name));
     ShuffleNode n = new ShuffleNode(wrap.apply(t), new CoreConfig(src), dir.resolve(name),
-        new NodeIdentity(app, name), peers);
+        new NodeIdentity(app, name), peers, memory);
     peers.put(name, n.localEndpoint());
     return n;
   }
