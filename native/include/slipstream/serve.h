@@ -1,0 +1,215 @@
+/*
+ * Resident serving: a kernel that stays on the holder's GPU, takes write requests from request
+ * rings, checks them on the device, finds their blocks in a device-resident directory of the
+ * holder's map outputs, pushes them into the reader's landing region, and answers in the ring.
+ * The CPU sets up (rings, the directory, reader entries) and handles the slow path; it is not on
+ * the per-request path.
+ *
+ * Rings. One ring per (reader, holder) pair, in memory both reach: on one machine a shared-memory
+ * file the reader writes with CPU stores and the holder maps into its GPU (cudaHostRegister).
+ * Single producer (the reader process; its threads claim tickets among themselves), single
+ * consumer (the holder's kernel). Every word has one writer, so no atomic ever crosses PCIe:
+ *   - slot s = ticket % nslots; the reader writes the request, then the slot's seq = ticket + 1
+ *     (release): the request is published;
+ *   - the kernel serves it and writes the slot's answer (slip_serve_done), answer.seq = ticket + 1
+ *     last (release, after its stores into the landing region and a system-scope fence): a reader
+ *     that sees the answer sees every byte of the push;
+ *   - the reader reuses slot s for ticket + nslots only once it has read that answer.
+ * The kernel takes tickets in order per ring (a device counter per reader entry).
+ *
+ * Layout of a ring, little-endian, offsets from its base:
+ *   0                           slip_serve_ring_header
+ *   SLIP_SERVE_RING_HEADER      nslots x slip_serve_request (SLIP_SERVE_SLOT_BYTES each)
+ *   ... + nslots x SLOT_BYTES   nslots x slip_serve_done
+ *
+ * Checks on the device, before anything is written (the host path's WriteRequest.check and the
+ * block writer's checks, with the same status codes): the request's magic, block count and the
+ * reader's landing key; the block table's range; every block's map output is in the directory and
+ * live, its partition exists, its bytes fit the block's capacity; every block range is 16-byte
+ * aligned, inside the landing region and overlaps neither the table nor another block; the
+ * request is taken before its deadline. A request that fails gets an answer naming the check,
+ * and nothing is written.
+ */
+#ifndef SLIPSTREAM_SERVE_H
+#define SLIPSTREAM_SERVE_H
+
+#include <stdint.h>
+
+#include "slipstream/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLIP_SERVE_RING_MAGIC 0x47535253u /* "SRSG" */
+#define SLIP_SERVE_REQ_MAGIC 0x51525653u  /* "SVRQ" */
+#define SLIP_SERVE_VERSION 1u
+#define SLIP_SERVE_RING_HEADER 128u
+#define SLIP_SERVE_SLOT_BYTES 1024u
+#define SLIP_SERVE_MAX_BLOCKS 30u /* (SLOT_BYTES - 64) / 32 */
+#define SLIP_SERVE_MAX_SLOTS 4096u
+/* The block table a push writes: the host path's BlockTable (16-byte header: request id, record
+ * count, magic; then 16 bytes per block: bytes, checksum (0 on the device), rows). */
+#define SLIP_SERVE_TABLE_MAGIC 0x54424C53u
+#define SLIP_SERVE_TABLE_HEADER 16u
+#define SLIP_SERVE_TABLE_RECORD 16u
+
+typedef struct slip_serve_ring_header {
+  uint32_t magic;      /* SLIP_SERVE_RING_MAGIC */
+  uint16_t version;    /* SLIP_SERVE_VERSION */
+  uint16_t reserved0;
+  uint32_t nslots;     /* power of two, at most SLIP_SERVE_MAX_SLOTS */
+  uint32_t slot_bytes; /* SLIP_SERVE_SLOT_BYTES */
+  uint64_t reader_pid; /* the process that made the ring */
+  uint64_t reserved[13];
+} slip_serve_ring_header;
+
+typedef struct slip_serve_block {
+  uint64_t map_id;
+  uint32_t partition;
+  uint32_t reserved;
+  uint64_t dst_offset; /* in the reader's landing region; 16-byte aligned */
+  uint64_t capacity;   /* bytes reserved there */
+} slip_serve_block;
+
+typedef struct slip_serve_request {
+  uint64_t seq;          /* ticket + 1 once the request is written (the reader's last store) */
+  uint64_t request_id;   /* named by the block table's header */
+  uint32_t magic;        /* SLIP_SERVE_REQ_MAGIC */
+  uint32_t nblocks;      /* 1..SLIP_SERVE_MAX_BLOCKS */
+  uint32_t shuffle_id;
+  uint32_t flags;        /* 0 */
+  uint64_t landing_key;  /* the reader's landing registration, as in the holder's reader entry */
+  uint64_t table_offset; /* 16-byte aligned; the table is 16 + 16 x nblocks bytes */
+  uint64_t deadline_ns;  /* CLOCK_MONOTONIC time after which the request must not start (reader
+                          * and holder share a machine and so that clock) */
+  uint64_t reserved;
+  slip_serve_block blocks[SLIP_SERVE_MAX_BLOCKS];
+} slip_serve_request;
+
+typedef struct slip_serve_done {
+  uint64_t seq;      /* ticket + 1 of the request answered (written last) */
+  int32_t status;    /* SLIP_OK or the failed check's code */
+  uint32_t block;    /* the block that failed a check (its index), or nblocks */
+  uint64_t bytes;    /* block bytes pushed (the table excluded) */
+  uint64_t value;    /* the failing value: an offset, a length, a partition or a key */
+} slip_serve_done;
+
+/* A map output in the directory (device memory). Host writes whole entries of FREE slots and the
+ * state word; the kernel pins (atomic) around each push. To remove an output the host sets
+ * REVOKED and waits until pins reads 0 (a kernel that pinned after the store re-reads the state
+ * and lets go), then FREE. */
+enum { SLIP_SERVE_FREE = 0, SLIP_SERVE_LIVE = 1, SLIP_SERVE_REVOKED = 2 };
+typedef struct slip_serve_output {
+  uint32_t state;      /* SLIP_SERVE_* */
+  uint32_t shuffle_id;
+  uint64_t map_id;
+  uint64_t base;       /* device address of the output's bytes */
+  uint64_t offsets;    /* device address of nparts + 1 uint64 block offsets from base */
+  uint64_t counts;     /* device address of nparts uint64 row counts (0: rows not known) */
+  uint32_t nparts;
+  uint32_t pins;       /* pushes reading the output now */
+  uint64_t reserved[2];
+} slip_serve_output;
+
+/* One reader: its ring and its landing region as this process addresses them (device memory). */
+enum { SLIP_SERVE_READER_OFF = 0, SLIP_SERVE_READER_LIVE = 1 };
+typedef struct slip_serve_reader {
+  uint64_t ring;         /* device address of the ring (mapped host memory) */
+  uint64_t landing;      /* device address of the landing region (local, or CUDA IPC mapped) */
+  uint64_t landing_len;
+  uint64_t landing_key;
+  uint32_t nslots;
+  uint32_t state;        /* SLIP_SERVE_READER_* */
+  uint64_t taken;        /* tickets taken so far (kernel) */
+  uint64_t reserved[2];
+} slip_serve_reader;
+
+/* Control words in mapped pinned host memory, each with one writer: the host asks the kernel to
+ * stop; the last CTA to leave clears `live` (the host sets it to the CTA count at launch). */
+typedef struct slip_serve_ctl {
+  uint32_t stop;        /* host: 1 asks every CTA to leave after its current request */
+  uint32_t live;        /* nonzero while the kernel is resident */
+  uint64_t reserved[7];
+} slip_serve_ctl;
+
+/* Counters in device memory (GPU atomics; the host copies them out). */
+typedef struct slip_serve_stats {
+  uint64_t served;      /* requests answered SLIP_OK */
+  uint64_t failed;      /* requests answered with an error */
+  uint64_t bytes;       /* block bytes pushed */
+  uint32_t live;        /* CTAs resident (the last one out clears slip_serve_ctl.live) */
+  uint32_t reserved0;
+  uint64_t reserved[4];
+} slip_serve_stats;
+
+/* The kernel's one argument (device memory). */
+typedef struct slip_serve_launch {
+  slip_serve_reader *readers;
+  slip_serve_output *dir;
+  slip_serve_ctl *ctl;     /* mapped pinned host memory */
+  slip_serve_stats *stats; /* device memory */
+  uint32_t nreaders;
+  uint32_t dir_slots;      /* power of two; open addressing on slip_serve_hash */
+  uint64_t idle_ns;        /* a CTA that found no request for this long leaves */
+  int64_t clock_offset_ns; /* %globaltimer minus CLOCK_MONOTONIC, measured at launch */
+} slip_serve_launch;
+
+#if defined(__CUDACC__)
+#define SLIP_SERVE_HD __host__ __device__ __forceinline__
+#else
+#define SLIP_SERVE_HD static inline
+#endif
+/* Directory slot of (shuffle, map): first probe; the next ones follow linearly. */
+SLIP_SERVE_HD uint32_t slip_serve_hash(uint32_t shuffle_id, uint64_t map_id, uint32_t slots) {
+  uint64_t k = map_id * 0x9e3779b97f4a7c15ull ^ ((uint64_t)shuffle_id << 32 | shuffle_id);
+  k ^= k >> 31;
+  k *= 0xbf58476d1ce4e5b9ull;
+  k ^= k >> 29;
+  return (uint32_t)k & (slots - 1);
+}
+SLIP_SERVE_HD uint64_t slip_serve_ring_bytes(uint32_t nslots) {
+  return SLIP_SERVE_RING_HEADER + (uint64_t)nslots * (SLIP_SERVE_SLOT_BYTES + sizeof(slip_serve_done));
+}
+
+/* ---- host side (serve.cu) ----
+ * One server per GPU context. The kernel runs on a stream of its own that no other work waits for;
+ * the host writes directory and reader entries with synchronous copies that do not wait for it.
+ * Threading: calls on one server are serialised by the server. */
+typedef struct slip_ctx slip_ctx;
+typedef struct slip_server slip_server;
+
+/* ctas x threads (a multiple of 32, at least 32) resident while there is work; dir_slots a power
+ * of two. Nothing runs until slip_server_start. */
+slip_status slip_server_create(slip_ctx *ctx, uint32_t max_readers, uint32_t dir_slots, uint32_t ctas,
+                               uint32_t threads, uint64_t idle_ns, slip_server **out);
+/* Reader entry `index`: its ring (device address of mapped host memory holding
+ * slip_serve_ring_bytes(nslots), its header checked) and landing region (device address). The
+ * ring starts at ticket 0. */
+slip_status slip_server_set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
+                                   uint64_t landing_dev, uint64_t landing_len, uint64_t landing_key);
+/* Takes no more requests from reader `index`; requests being served finish. Stop the server before
+ * unmapping the reader's landing region. */
+slip_status slip_server_clear_reader(slip_server *s, uint32_t index);
+/* Enters a map output: nparts blocks at base + offsets[p] .. base + offsets[p + 1] (device
+ * addresses; counts may be 0). SLIP_ERR_STATE when it is already there, SLIP_ERR_NO_MEMORY when the
+ * directory has no free slot on its probe sequence. */
+slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t base,
+                                   uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts);
+/* Removes a map output: no push starts from it after the call, and the call returns once none
+ * reads it (SLIP_ERR_TIMEOUT after timeout_ns, the output still pinned: do not free it). The slot
+ * stays a tombstone until the directory is rebuilt. */
+slip_status slip_server_revoke_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t timeout_ns);
+/* Launches the kernel unless it is resident; *launched says whether it did. */
+slip_status slip_server_start(slip_server *s, int *launched);
+/* Whether the kernel is resident now (its CTAs leave after idle_ns without a request). */
+int slip_server_resident(const slip_server *s);
+/* Asks the kernel to leave and waits for it. */
+slip_status slip_server_stop(slip_server *s);
+slip_status slip_server_stats(slip_server *s, slip_serve_stats *out);
+void slip_server_destroy(slip_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,559 @@
+// The resident serving kernel and its host side (slipstream/serve.h). A few CTAs stay on the
+// GPU; each takes the next published request of a ring, checks it against the reader entry and
+// the directory, pushes its blocks into the reader's landing region with 16-byte stores, writes
+// the block table, and answers in the ring after a system-scope fence. A CTA that finds nothing
+// for idle_ns leaves, so an idle executor holds no SM; the host launches the kernel again when a
+// ring has work (slip_server_start).
+#include <time.h>
+
+#include <mutex>
+#include <vector>
+
+#include "check.h"
+#include "cuda_objects.h"
+#include "slipstream/device/sync.cuh"
+#include "slipstream/serve.h"
+
+namespace {
+
+using slip::sync::fence_sys;
+using slip::sync::globaltimer_ns;
+using slip::sync::ld_acquire_sys;
+using slip::sync::st_release_sys;
+
+static_assert(sizeof(slip_serve_ring_header) == SLIP_SERVE_RING_HEADER, "ring header");
+static_assert(sizeof(slip_serve_request) == SLIP_SERVE_SLOT_BYTES, "request slot");
+static_assert(sizeof(slip_serve_done) == 32, "answer");
+static_assert(sizeof(slip_serve_output) == 64, "directory entry");
+static_assert(sizeof(slip_serve_reader) == 64, "reader entry");
+
+__device__ __forceinline__ slip_serve_request *slot_of(const slip_serve_reader &r, uint64_t t) {
+  return (slip_serve_request *)(uintptr_t)(r.ring + SLIP_SERVE_RING_HEADER +
+                                           (t & (r.nslots - 1)) * (uint64_t)SLIP_SERVE_SLOT_BYTES);
+}
+__device__ __forceinline__ slip_serve_done *done_of(const slip_serve_reader &r, uint64_t t) {
+  return (slip_serve_done *)(uintptr_t)(r.ring + SLIP_SERVE_RING_HEADER + (uint64_t)r.nslots * SLIP_SERVE_SLOT_BYTES +
+                                        (t & (r.nslots - 1)) * sizeof(slip_serve_done));
+}
+
+__device__ __forceinline__ uint32_t ld_u32(const uint32_t *p) { return ld_acquire_sys(p); }
+__device__ __forceinline__ uint64_t ld_u64(const uint64_t *p) { return ld_acquire_sys(p); }
+
+/* The leader tries to take the next published ticket of reader r; true with *ticket set. */
+__device__ bool try_take(slip_serve_reader *r, uint64_t *ticket) {
+  if (ld_u32(&r->state) != SLIP_SERVE_READER_LIVE) return false;
+  const uint64_t t = ld_u64(&r->taken);
+  if (ld_acquire_sys(&slot_of(*r, t)->seq) != t + 1) return false;
+  if (atomicCAS((unsigned long long *)&r->taken, t, t + 1) != t) return false;  // another CTA took it
+  *ticket = t;
+  return true;
+}
+
+/* Directory entry of (shuffle, map), pinned; null when it is not there or not live. */
+__device__ slip_serve_output *pin_output(const slip_serve_launch &a, uint32_t shuffle, uint64_t map) {
+  const uint32_t mask = a.dir_slots - 1;
+  uint32_t i = slip_serve_hash(shuffle, map, a.dir_slots);
+  for (uint32_t probe = 0; probe < a.dir_slots; probe++, i = (i + 1) & mask) {
+    slip_serve_output *e = &a.dir[i];
+    const uint32_t state = ld_u32(&e->state);
+    if (state == SLIP_SERVE_FREE) return nullptr;  // the probe sequence ends at a never-used slot
+    // Tombstones (REVOKED) and other keys: the key may sit further on.
+    if (state != SLIP_SERVE_LIVE || ld_u64(&e->map_id) != map || ld_u32(&e->shuffle_id) != shuffle) continue;
+    atomicAdd(&e->pins, 1u);
+    __threadfence();
+    if (ld_u32(&e->state) != SLIP_SERVE_LIVE) {  // revoked between the two reads: let go
+      atomicSub(&e->pins, 1u);
+      return nullptr;
+    }
+    return e;
+  }
+  return nullptr;
+}
+
+struct Verdict {
+  int status;
+  uint32_t block;
+  uint64_t value;
+};
+
+/* One block's checks (one thread per block). src/len are set when it passes. */
+__device__ Verdict check_block(const slip_serve_launch &a, const slip_serve_reader &r, const slip_serve_request &q,
+                               uint32_t i, slip_serve_output **out, const char **src, uint64_t *len, uint64_t *rows) {
+  const slip_serve_block &b = q.blocks[i];
+  const uint64_t table_end = q.table_offset + SLIP_SERVE_TABLE_HEADER + (uint64_t)q.nblocks * SLIP_SERVE_TABLE_RECORD;
+  if ((b.dst_offset & 15u) != 0) return {SLIP_ERR_INVALID_ARG, i, b.dst_offset};
+  if (b.dst_offset > r.landing_len || b.capacity > r.landing_len - b.dst_offset) return {SLIP_ERR_OUT_OF_RANGE, i, b.dst_offset};
+  if (b.dst_offset < table_end && q.table_offset < b.dst_offset + b.capacity && b.capacity > 0)
+    return {SLIP_ERR_INVALID_ARG, i, b.dst_offset};  // overlaps the table
+  for (uint32_t j = 0; j < q.nblocks; j++) {
+    const slip_serve_block &o = q.blocks[j];
+    if (j != i && b.capacity > 0 && o.capacity > 0 && b.dst_offset < o.dst_offset + o.capacity &&
+        o.dst_offset < b.dst_offset + b.capacity)
+      return {SLIP_ERR_INVALID_ARG, i, b.dst_offset};  // overlaps another block
+  }
+  slip_serve_output *e = pin_output(a, q.shuffle_id, b.map_id);
+  if (!e) return {SLIP_ERR_BAD_REGION, i, b.map_id};
+  *out = e;
+  if (b.partition >= e->nparts) return {SLIP_ERR_OUT_OF_RANGE, i, b.partition};
+  const uint64_t *offs = (const uint64_t *)(uintptr_t)e->offsets;
+  const uint64_t begin = offs[b.partition], end = offs[b.partition + 1];
+  if (end < begin) return {SLIP_ERR_BAD_DESCRIPTOR, i, b.partition};
+  if (end - begin > b.capacity) return {SLIP_ERR_OUT_OF_RANGE, i, end - begin};
+  *src = (const char *)(uintptr_t)e->base + begin;
+  *len = end - begin;
+  *rows = e->counts ? ((const uint64_t *)(uintptr_t)e->counts)[b.partition] : 0;
+  return {SLIP_OK, i, 0};
+}
+
+/* CTA copy with 16-byte accesses where both ends allow it. */
+__device__ void cta_copy(char *dst, const char *src, uint64_t len) {
+  uint64_t done = 0;
+  if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0) {
+    const uint64_t n16 = len / 16;
+    const int4 *s = (const int4 *)src;
+    int4 *d = (int4 *)dst;
+    uint64_t i = threadIdx.x;
+    const uint64_t n = blockDim.x;
+    for (; i + 3 * n < n16; i += 4 * n) {
+      int4 x = s[i], y = s[i + n], z = s[i + 2 * n], w = s[i + 3 * n];
+      d[i] = x;
+      d[i + n] = y;
+      d[i + 2 * n] = z;
+      d[i + 3 * n] = w;
+    }
+    for (; i < n16; i += n) d[i] = s[i];
+    done = n16 * 16;
+  }
+  for (uint64_t i = done + threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+}
+
+__device__ uint64_t monotonic_now(const slip_serve_launch &a) {
+  return (uint64_t)((int64_t)globaltimer_ns() - a.clock_offset_ns);
+}
+
+/* Serves reader r's ticket t with the whole CTA. */
+__device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint64_t t) {
+  __shared__ slip_serve_request q;
+  __shared__ slip_serve_output *outs[SLIP_SERVE_MAX_BLOCKS];
+  __shared__ const char *srcs[SLIP_SERVE_MAX_BLOCKS];
+  __shared__ uint64_t lens[SLIP_SERVE_MAX_BLOCKS];
+  __shared__ uint64_t rowss[SLIP_SERVE_MAX_BLOCKS];
+  __shared__ Verdict first;
+  __shared__ uint64_t total;
+  // The request (published before its seq, which the leader read with acquire): volatile loads,
+  // so no line cached before the publish is used.
+  const int4 *in = (const int4 *)slot_of(*r, t);
+  int4 *mine = (int4 *)&q;
+  for (unsigned k = threadIdx.x; k < SLIP_SERVE_SLOT_BYTES / 16; k += blockDim.x) mine[k] = __ldcv(in + k);
+  if (threadIdx.x == 0) {
+    first = {SLIP_OK, 0, 0};
+    total = 0;
+  }
+  __syncthreads();
+  const slip_serve_reader rd = *r;
+  if (threadIdx.x == 0) {
+    if (q.magic != SLIP_SERVE_REQ_MAGIC || q.flags != 0) first = {SLIP_ERR_BAD_DESCRIPTOR, 0, q.magic};
+    else if (q.nblocks == 0 || q.nblocks > SLIP_SERVE_MAX_BLOCKS) first = {SLIP_ERR_BAD_DESCRIPTOR, 0, q.nblocks};
+    else if (q.landing_key != rd.landing_key) first = {SLIP_ERR_BAD_KEY, 0, q.landing_key};
+    else if ((q.table_offset & 15u) != 0) first = {SLIP_ERR_INVALID_ARG, q.nblocks, q.table_offset};
+    else if (q.table_offset > rd.landing_len ||
+             SLIP_SERVE_TABLE_HEADER + (uint64_t)q.nblocks * SLIP_SERVE_TABLE_RECORD > rd.landing_len - q.table_offset)
+      first = {SLIP_ERR_OUT_OF_RANGE, q.nblocks, q.table_offset};
+    else if (monotonic_now(a) > q.deadline_ns) first = {SLIP_ERR_TIMEOUT, q.nblocks, q.deadline_ns};
+  }
+  __syncthreads();
+  const bool header_ok = first.status == SLIP_OK;
+  const uint32_t nb = header_ok ? q.nblocks : 0;
+  // Block checks, one thread each (at most 30: one warp).
+  if (threadIdx.x < nb) {
+    outs[threadIdx.x] = nullptr;
+    Verdict v = check_block(a, rd, q, threadIdx.x, &outs[threadIdx.x], &srcs[threadIdx.x], &lens[threadIdx.x],
+                            &rowss[threadIdx.x]);
+    if (v.status == SLIP_OK) atomicAdd((unsigned long long *)&total, (unsigned long long)lens[threadIdx.x]);
+    // Keep the lowest failing block's verdict.
+    for (uint32_t k = 0; k < nb; k++) {
+      if (k == threadIdx.x && v.status != SLIP_OK && first.status == SLIP_OK) first = v;
+      __syncwarp(__activemask());
+    }
+  }
+  __syncthreads();
+  char *landing = (char *)(uintptr_t)rd.landing;
+  if (first.status == SLIP_OK) {
+    for (uint32_t i = 0; i < nb; i++) cta_copy(landing + q.blocks[i].dst_offset, srcs[i], lens[i]);
+    if (threadIdx.x <= nb) {
+      uint64_t *tb = (uint64_t *)(landing + q.table_offset);
+      if (threadIdx.x == 0) {
+        tb[0] = q.request_id;
+        tb[1] = (uint64_t)nb | (uint64_t)SLIP_SERVE_TABLE_MAGIC << 32;
+      } else {
+        const uint32_t i = threadIdx.x - 1;
+        tb[2 + 2 * i] = lens[i];
+        tb[3 + 2 * i] = rowss[i] << 32;  // checksum 0 (low word), rows (high word)
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < nb && outs[threadIdx.x]) atomicSub(&outs[threadIdx.x]->pins, 1u);
+  if (threadIdx.x == 0) {
+    slip_serve_done *d = done_of(rd, t);
+    fence_sys();  // the pushed bytes and the table before the answer
+    d->status = first.status;
+    d->block = first.status == SLIP_OK ? nb : first.block;
+    d->bytes = first.status == SLIP_OK ? total : 0;
+    d->value = first.value;
+    st_release_sys(&d->seq, t + 1);
+    if (first.status == SLIP_OK) {
+      atomicAdd((unsigned long long *)&a.stats->served, 1ull);
+      atomicAdd((unsigned long long *)&a.stats->bytes, (unsigned long long)total);
+    } else {
+      atomicAdd((unsigned long long *)&a.stats->failed, 1ull);
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace
+
+extern "C" __global__ void slip_serve_kernel(const slip_serve_launch *__restrict__ la) {
+  const slip_serve_launch a = *la;
+  __shared__ int action;  // 0 wait, 1 serve, 2 leave
+  __shared__ uint32_t which;
+  __shared__ uint64_t ticket;
+  uint64_t idle_since = globaltimer_ns();
+  uint32_t next = blockIdx.x % (a.nreaders ? a.nreaders : 1);
+  slip::sync::Backoff backoff;
+  for (;;) {
+    if (threadIdx.x == 0) {
+      action = 0;
+      if (ld_acquire_sys(&a.ctl->stop) != 0) {
+        action = 2;
+      } else {
+        for (uint32_t k = 0; k < a.nreaders && action == 0; k++) {
+          const uint32_t ri = (next + k) % a.nreaders;
+          uint64_t tk;
+          if (try_take(&a.readers[ri], &tk)) {
+            action = 1;
+            which = ri;
+            ticket = tk;
+            next = (ri + 1) % a.nreaders;
+          }
+        }
+        if (action == 0 && globaltimer_ns() - idle_since > a.idle_ns) action = 2;
+      }
+    }
+    __syncthreads();
+    const int act = action;
+    if (act == 2) break;
+    if (act == 1) {
+      serve_one(a, &a.readers[which], ticket);
+      idle_since = globaltimer_ns();
+      backoff = slip::sync::Backoff();
+    } else if (threadIdx.x == 0) {
+      backoff.pause();
+    }
+    __syncthreads();
+  }
+  // The last CTA out says so in host memory (its answers were released before).
+  if (threadIdx.x == 0 && atomicSub(&a.stats->live, 1u) == 1u) {
+    fence_sys();
+    *(volatile uint32_t *)&a.ctl->live = 0;
+  }
+}
+
+extern "C" __global__ void slip_serve_clock_kernel(uint64_t *out) { *out = globaltimer_ns(); }
+
+struct slip_server {
+  slip_ctx *ctx;
+  std::mutex mu;
+  uint32_t max_readers, dir_slots, ctas, threads;
+  uint64_t idle_ns;
+  cudaStream_t kernel_stream = nullptr;
+  cudaStream_t copy_stream = nullptr;
+  slip_serve_reader *d_readers = nullptr;
+  slip_serve_output *d_dir = nullptr;
+  slip_serve_stats *d_stats = nullptr;
+  slip_serve_launch *d_launch = nullptr;
+  slip_serve_ctl *ctl = nullptr;  // mapped pinned
+  slip_serve_ctl *d_ctl = nullptr;
+  uint64_t *clock_host = nullptr;  // mapped pinned
+  uint64_t *d_clock = nullptr;
+  std::vector<slip_serve_output> dir;  // the host's copy of every entry
+};
+
+namespace {
+
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Writes an entry the kernel may read at any time: every word but the leading state first, then
+ * the state (one aligned 4-byte store, so the kernel sees all of it or the old state). */
+slip_status publish_entry(slip_server *s, void *d_entry, const void *entry, size_t bytes) {
+  slip_status st = SLIP_OK;
+  SLIP_CUDA_CHECK(cudaMemcpyAsync((char *)d_entry + 4, (const char *)entry + 4, bytes - 4, cudaMemcpyHostToDevice,
+                                  s->copy_stream));
+  SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+  SLIP_CUDA_CHECK(cudaMemcpyAsync(d_entry, entry, 4, cudaMemcpyHostToDevice, s->copy_stream));
+  SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+done:
+  return st;
+}
+
+slip_status set_state(slip_server *s, uint32_t *d_state, uint32_t state) {
+  slip_status st = SLIP_OK;
+  SLIP_CUDA_CHECK(cudaMemcpyAsync(d_state, &state, 4, cudaMemcpyHostToDevice, s->copy_stream));
+  SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+done:
+  return st;
+}
+
+int find_live(const slip_server *s, uint32_t shuffle, uint64_t map) {
+  const uint32_t mask = s->dir_slots - 1;
+  uint32_t i = slip_serve_hash(shuffle, map, s->dir_slots);
+  for (uint32_t probe = 0; probe < s->dir_slots; probe++, i = (i + 1) & mask) {
+    const slip_serve_output &e = s->dir[i];
+    if (e.state == SLIP_SERVE_FREE) return -1;
+    if (e.state == SLIP_SERVE_LIVE && e.shuffle_id == shuffle && e.map_id == map) return (int)i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+extern "C" slip_status slip_server_create(slip_ctx *ctx, uint32_t max_readers, uint32_t dir_slots, uint32_t ctas,
+                                          uint32_t threads, uint64_t idle_ns, slip_server **out) {
+  slip_status st = SLIP_OK;
+  slip_server *s = nullptr;
+  if (!ctx || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_create: null argument");
+  *out = nullptr;
+  if (max_readers == 0 || max_readers > 1024)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_create: %u readers, expected 1..1024", max_readers);
+  if (dir_slots < 2 || (dir_slots & (dir_slots - 1)) != 0 || dir_slots > (1u << 24))
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_create: %u directory slots, expected a power of two in 2..2^24",
+              dir_slots);
+  if (ctas == 0 || ctas > 1024) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_create: %u CTAs, expected 1..1024", ctas);
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_create: %u threads, expected a multiple of 32 in 32..1024", threads);
+  s = new slip_server();
+  s->ctx = ctx;
+  s->max_readers = max_readers;
+  s->dir_slots = dir_slots;
+  s->ctas = ctas;
+  s->threads = threads;
+  s->idle_ns = idle_ns;
+  s->dir.assign(dir_slots, slip_serve_output{});
+  SLIP_CUDA_CHECK(cudaSetDevice(ctx->device));
+  SLIP_CUDA_CHECK(cudaStreamCreateWithFlags(&s->kernel_stream, cudaStreamNonBlocking));
+  SLIP_CUDA_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
+  SLIP_CUDA_CHECK(cudaMalloc(&s->d_readers, sizeof(slip_serve_reader) * max_readers));
+  SLIP_CUDA_CHECK(cudaMemset(s->d_readers, 0, sizeof(slip_serve_reader) * max_readers));
+  SLIP_CUDA_CHECK(cudaMalloc(&s->d_dir, sizeof(slip_serve_output) * dir_slots));
+  SLIP_CUDA_CHECK(cudaMemset(s->d_dir, 0, sizeof(slip_serve_output) * dir_slots));
+  SLIP_CUDA_CHECK(cudaMalloc(&s->d_stats, sizeof(slip_serve_stats)));
+  SLIP_CUDA_CHECK(cudaMemset(s->d_stats, 0, sizeof(slip_serve_stats)));
+  SLIP_CUDA_CHECK(cudaMalloc(&s->d_launch, sizeof(slip_serve_launch)));
+  SLIP_CUDA_CHECK(cudaHostAlloc(&s->ctl, sizeof(slip_serve_ctl), cudaHostAllocMapped));
+  memset(s->ctl, 0, sizeof(slip_serve_ctl));
+  SLIP_CUDA_CHECK(cudaHostGetDevicePointer((void **)&s->d_ctl, s->ctl, 0));
+  SLIP_CUDA_CHECK(cudaHostAlloc(&s->clock_host, sizeof(uint64_t), cudaHostAllocMapped));
+  SLIP_CUDA_CHECK(cudaHostGetDevicePointer((void **)&s->d_clock, s->clock_host, 0));
+  SLIP_CUDA_CHECK(cudaDeviceSynchronize());
+  *out = s;
+  s = nullptr;
+done:
+  if (s) slip_server_destroy(s);
+  return st;
+}
+
+extern "C" slip_status slip_server_set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
+                                              uint64_t landing_dev, uint64_t landing_len, uint64_t landing_key) {
+  slip_status st = SLIP_OK;
+  slip_serve_reader r{};
+  const slip_serve_ring_header *h = (const slip_serve_ring_header *)ring_host;
+  if (!s || !ring_dev || !h || !landing_dev) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader: null argument");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    if (index >= s->max_readers)
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader: reader %u, expected below %u", index, s->max_readers);
+    if (h->magic != SLIP_SERVE_RING_MAGIC || h->version != SLIP_SERVE_VERSION || h->slot_bytes != SLIP_SERVE_SLOT_BYTES)
+      SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR,
+                "slip_server_set_reader: ring header magic 0x%x version %u slot %u bytes, expected 0x%x, %u, %u",
+                h->magic, h->version, h->slot_bytes, SLIP_SERVE_RING_MAGIC, SLIP_SERVE_VERSION, SLIP_SERVE_SLOT_BYTES);
+    if (h->nslots == 0 || (h->nslots & (h->nslots - 1)) != 0 || h->nslots > SLIP_SERVE_MAX_SLOTS)
+      SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "slip_server_set_reader: ring of %u slots, expected a power of two up to %u",
+                h->nslots, SLIP_SERVE_MAX_SLOTS);
+    if (landing_dev & 15u)
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader: landing at 0x%llx, expected 16-byte alignment",
+                (unsigned long long)landing_dev);
+    r.ring = ring_dev;
+    r.landing = landing_dev;
+    r.landing_len = landing_len;
+    r.landing_key = landing_key;
+    r.nslots = h->nslots;
+    r.state = SLIP_SERVE_READER_LIVE;
+    r.taken = 0;
+    SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+    SLIP_CHECK(set_state(s, &s->d_readers[index].state, SLIP_SERVE_READER_OFF));
+    SLIP_CHECK(publish_entry(s, &s->d_readers[index], &r, sizeof(r)));
+  }
+done:
+  return st;
+}
+
+extern "C" slip_status slip_server_clear_reader(slip_server *s, uint32_t index) {
+  slip_status st = SLIP_OK;
+  if (!s) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_clear_reader: null server");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    if (index >= s->max_readers)
+      SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_clear_reader: reader %u, expected below %u", index, s->max_readers);
+    SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+    SLIP_CHECK(set_state(s, &s->d_readers[index].state, SLIP_SERVE_READER_OFF));
+  }
+done:
+  return st;
+}
+
+extern "C" slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t base,
+                                              uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts) {
+  slip_status st = SLIP_OK;
+  if (!s || !base || !offsets_dev) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_put_output: null argument");
+  if (nparts == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_put_output: 0 partitions");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    if (find_live(s, shuffle_id, map_id) >= 0)
+      SLIP_FAIL(SLIP_ERR_STATE, "slip_server_put_output: shuffle %u map %llu is already in the directory", shuffle_id,
+                (unsigned long long)map_id);
+    const uint32_t mask = s->dir_slots - 1;
+    uint32_t i = slip_serve_hash(shuffle_id, map_id, s->dir_slots);
+    uint32_t probe = 0;
+    for (; probe < s->dir_slots && s->dir[i].state != SLIP_SERVE_FREE; probe++) i = (i + 1) & mask;
+    if (probe == s->dir_slots)
+      SLIP_FAIL(SLIP_ERR_NO_MEMORY, "slip_server_put_output: no free slot among the directory's %u", s->dir_slots);
+    slip_serve_output e{};
+    e.state = SLIP_SERVE_LIVE;
+    e.shuffle_id = shuffle_id;
+    e.map_id = map_id;
+    e.base = base;
+    e.offsets = offsets_dev;
+    e.counts = counts_dev;
+    e.nparts = nparts;
+    e.pins = 0;
+    SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+    SLIP_CHECK(publish_entry(s, &s->d_dir[i], &e, sizeof(e)));
+    s->dir[i] = e;
+  }
+done:
+  return st;
+}
+
+extern "C" slip_status slip_server_revoke_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id,
+                                                 uint64_t timeout_ns) {
+  slip_status st = SLIP_OK;
+  if (!s) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_revoke_output: null server");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    const int i = find_live(s, shuffle_id, map_id);
+    if (i < 0)
+      SLIP_FAIL(SLIP_ERR_BAD_REGION, "slip_server_revoke_output: shuffle %u map %llu is not in the directory", shuffle_id,
+                (unsigned long long)map_id);
+    SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+    SLIP_CHECK(set_state(s, &s->d_dir[i].state, SLIP_SERVE_REVOKED));
+    s->dir[i].state = SLIP_SERVE_REVOKED;
+    const uint64_t t0 = mono_ns();
+    for (;;) {
+      uint32_t pins = 0;
+      SLIP_CUDA_CHECK(cudaMemcpyAsync(&pins, &s->d_dir[i].pins, 4, cudaMemcpyDeviceToHost, s->copy_stream));
+      SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+      if (pins == 0) break;
+      if (mono_ns() - t0 > timeout_ns)
+        SLIP_FAIL(SLIP_ERR_TIMEOUT, "slip_server_revoke_output: shuffle %u map %llu still read by %u pushes after %llu ns",
+                  shuffle_id, (unsigned long long)map_id, pins, (unsigned long long)timeout_ns);
+    }
+  }
+done:
+  return st;
+}
+
+extern "C" int slip_server_resident(const slip_server *s) {
+  return s && *(volatile const uint32_t *)&s->ctl->live != 0;
+}
+
+extern "C" slip_status slip_server_start(slip_server *s, int *launched) {
+  slip_status st = SLIP_OK;
+  if (launched) *launched = 0;
+  if (!s) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_start: null server");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    if (slip_server_resident(s)) goto done;
+    SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+    // The clock offset: %globaltimer read between two CLOCK_MONOTONIC reads.
+    const uint64_t t0 = mono_ns();
+    slip_serve_clock_kernel<<<1, 1, 0, s->copy_stream>>>(s->d_clock);
+    SLIP_LAUNCH_CHECK();
+    SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+    const uint64_t t1 = mono_ns();
+    slip_serve_launch la{};
+    la.readers = s->d_readers;
+    la.dir = s->d_dir;
+    la.ctl = s->d_ctl;
+    la.stats = s->d_stats;
+    la.nreaders = s->max_readers;
+    la.dir_slots = s->dir_slots;
+    la.idle_ns = s->idle_ns;
+    la.clock_offset_ns = (int64_t)*(volatile uint64_t *)s->clock_host - (int64_t)(t0 / 2 + t1 / 2);
+    const uint32_t live = s->ctas;
+    SLIP_CUDA_CHECK(cudaMemcpyAsync(s->d_launch, &la, sizeof(la), cudaMemcpyHostToDevice, s->copy_stream));
+    SLIP_CUDA_CHECK(cudaMemcpyAsync(&s->d_stats->live, &live, 4, cudaMemcpyHostToDevice, s->copy_stream));
+    SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+    *(volatile uint32_t *)&s->ctl->stop = 0;
+    *(volatile uint32_t *)&s->ctl->live = live;
+    slip_serve_kernel<<<s->ctas, s->threads, 0, s->kernel_stream>>>(s->d_launch);
+    SLIP_LAUNCH_CHECK();
+    if (launched) *launched = 1;
+  }
+done:
+  return st;
+}
+
+extern "C" slip_status slip_server_stop(slip_server *s) {
+  slip_status st = SLIP_OK;
+  if (!s) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_stop: null server");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+    *(volatile uint32_t *)&s->ctl->stop = 1;
+    SLIP_CUDA_CHECK(cudaStreamSynchronize(s->kernel_stream));
+  }
+done:
+  return st;
+}
+
+extern "C" slip_status slip_server_stats(slip_server *s, slip_serve_stats *out) {
+  slip_status st = SLIP_OK;
+  if (!s || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_stats: null argument");
+  SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+  SLIP_CUDA_CHECK(cudaMemcpyAsync(out, s->d_stats, sizeof(*out), cudaMemcpyDeviceToHost, s->copy_stream));
+  SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+done:
+  return st;
+}
+
+extern "C" void slip_server_destroy(slip_server *s) {
+  if (!s) return;
+  if (s->ctl) {
+    *(volatile uint32_t *)&s->ctl->stop = 1;
+    if (s->kernel_stream) cudaStreamSynchronize(s->kernel_stream);
+  }
+  cudaFree(s->d_readers);
+  cudaFree(s->d_dir);
+  cudaFree(s->d_stats);
+  cudaFree(s->d_launch);
+  if (s->ctl) cudaFreeHost(s->ctl);
+  if (s->clock_host) cudaFreeHost(s->clock_host);
+  if (s->kernel_stream) cudaStreamDestroy(s->kernel_stream);
+  if (s->copy_stream) cudaStreamDestroy(s->copy_stream);
+  delete s;
+}

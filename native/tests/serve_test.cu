@@ -1,0 +1,401 @@
+// GPU test of the resident serving kernel (slipstream/serve.h), in one process: a host thread is
+// the reader (it writes requests into a ring in mapped pinned memory and watches the answers
+// there), the GPU's kernel is the holder, serving map outputs from its directory into a landing
+// buffer. Checks: blocks and table land byte-exact; every failed check is answered with its code
+// and writes nothing; a revoked output is no longer served; the kernel leaves when idle and serves
+// again once started; two readers' rings are served together. `serve_test bench` measures the
+// time from a request's publish to its answer (the software cost of a request: small blocks).
+#include <inttypes.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "check.h"
+#include "pair_common.cuh"
+#include "slipstream/serve.h"
+
+namespace {
+
+constexpr uint32_t kParts = 8;
+constexpr uint64_t kLanding = 4ull << 20;
+constexpr uint64_t kKey = 0x5eed5eed12345678ull;
+constexpr uint8_t kUntouched = 0xEE;
+
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+__global__ void fill(uint8_t *p, uint64_t n, uint64_t seed) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+    p[i] = (uint8_t)(slip_hash64(i + seed) >> 17);
+}
+
+/* A map output on the device: nparts blocks of the given sizes, their offsets and row counts. */
+struct Output {
+  uint8_t *d_bytes = nullptr;
+  uint64_t *d_offsets = nullptr;
+  uint64_t *d_counts = nullptr;
+  std::vector<uint64_t> offsets, counts;
+  std::vector<uint8_t> host;
+  void make(const std::vector<uint64_t> &sizes, uint64_t seed) {
+    offsets.assign(1, 0);
+    for (uint64_t s : sizes) offsets.push_back(offsets.back() + (s + 15) / 16 * 16);
+    for (size_t p = 0; p < sizes.size(); p++) counts.push_back(sizes[p] / 8);
+    const uint64_t total = std::max<uint64_t>(offsets.back(), 16);
+    T_CUDA(cudaMalloc(&d_bytes, total));
+    fill<<<64, 256>>>(d_bytes, total, seed);
+    T_LAUNCH();
+    T_CUDA(cudaMalloc(&d_offsets, offsets.size() * 8));
+    T_CUDA(cudaMalloc(&d_counts, counts.size() * 8));
+    T_CUDA(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * 8, cudaMemcpyHostToDevice));
+    T_CUDA(cudaMemcpy(d_counts, counts.data(), counts.size() * 8, cudaMemcpyHostToDevice));
+    host.resize(total);
+    T_CUDA(cudaMemcpy(host.data(), d_bytes, total, cudaMemcpyDeviceToHost));
+    // Blocks are their partition's bytes, which the offsets round up to 16: the padding is part of
+    // neither; the test's sizes are multiples of 16 so a block is exactly its offsets' span.
+  }
+};
+
+/* The reader's side of one ring. */
+struct Ring {
+  uint8_t *host = nullptr;  // mapped pinned
+  uint64_t dev = 0;
+  uint32_t nslots = 0;
+  uint64_t next = 0;  // next ticket
+  void make(uint32_t n) {
+    nslots = n;
+    const uint64_t bytes = slip_serve_ring_bytes(n);
+    T_CUDA(cudaHostAlloc((void **)&host, bytes, cudaHostAllocMapped));
+    memset(host, 0, bytes);
+    auto *h = (slip_serve_ring_header *)host;
+    h->magic = SLIP_SERVE_RING_MAGIC;
+    h->version = SLIP_SERVE_VERSION;
+    h->nslots = n;
+    h->slot_bytes = SLIP_SERVE_SLOT_BYTES;
+    h->reader_pid = (uint64_t)getpid();
+    void *d = nullptr;
+    T_CUDA(cudaHostGetDevicePointer(&d, host, 0));
+    dev = (uint64_t)(uintptr_t)d;
+  }
+  slip_serve_request *slot(uint64_t t) {
+    return (slip_serve_request *)(host + SLIP_SERVE_RING_HEADER + (t & (nslots - 1)) * SLIP_SERVE_SLOT_BYTES);
+  }
+  slip_serve_done *done(uint64_t t) {
+    return (slip_serve_done *)(host + SLIP_SERVE_RING_HEADER + (uint64_t)nslots * SLIP_SERVE_SLOT_BYTES +
+                               (t & (nslots - 1)) * sizeof(slip_serve_done));
+  }
+  /* Writes q (its seq set here) into the next slot and publishes it; returns the ticket. */
+  uint64_t post(const slip_serve_request &q) {
+    const uint64_t t = next++;
+    slip_serve_request *s = slot(t);
+    memcpy((char *)s + 8, (const char *)&q + 8, sizeof(q) - 8);
+    __atomic_store_n(&s->seq, t + 1, __ATOMIC_RELEASE);
+    return t;
+  }
+  /* Waits for ticket t's answer; false after timeout_ns. */
+  bool wait(uint64_t t, slip_serve_done *out, uint64_t timeout_ns = 5000000000ull) {
+    slip_serve_done *d = done(t);
+    const uint64_t t0 = mono_ns();
+    while (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != t + 1) {
+      if (mono_ns() - t0 > timeout_ns) return false;
+    }
+    *out = *d;
+    return true;
+  }
+};
+
+slip_serve_request request(uint64_t id, uint32_t shuffle, uint64_t table_offset) {
+  slip_serve_request q;
+  memset(&q, 0, sizeof q);
+  q.request_id = id;
+  q.magic = SLIP_SERVE_REQ_MAGIC;
+  q.shuffle_id = shuffle;
+  q.landing_key = kKey;
+  q.table_offset = table_offset;
+  q.deadline_ns = mono_ns() + 10000000000ull;
+  return q;
+}
+
+void add_block(slip_serve_request &q, uint64_t map, uint32_t part, uint64_t dst, uint64_t cap) {
+  slip_serve_block &b = q.blocks[q.nblocks++];
+  b.map_id = map;
+  b.partition = part;
+  b.dst_offset = dst;
+  b.capacity = cap;
+}
+
+struct Rig {
+  slip_ctx *ctx = nullptr;
+  slip_server *server = nullptr;
+  uint8_t *d_landing = nullptr;
+  Ring ring;
+  Output out0, out1;
+  std::vector<uint8_t> landing;
+
+  // Copies and sets on the legacy default stream: they do not wait for the resident kernel's
+  // stream (non-blocking), which a device-wide synchronisation would, until the kernel leaves.
+  void reset_landing() {
+    T_CUDA(cudaMemset(d_landing, kUntouched, kLanding));
+    T_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+  }
+  void read_landing() {
+    landing.resize(kLanding);
+    T_CUDA(cudaMemcpy(landing.data(), d_landing, kLanding, cudaMemcpyDeviceToHost));
+  }
+  bool untouched() {
+    read_landing();
+    return std::all_of(landing.begin(), landing.end(), [](uint8_t b) { return b == kUntouched; });
+  }
+};
+
+/* The served request lands byte-exact with its table; the rest of the landing is untouched. */
+void served_blocks_land_exactly(Rig &r) {
+  r.reset_landing();
+  slip_serve_request q = request(101, 7, 0);
+  // map 10: partitions 0, 3, 7; map 11: partition 1 (an empty block too).
+  add_block(q, 10, 0, 4096, 64 * 1024);
+  add_block(q, 10, 3, 128 * 1024, 256 * 1024);
+  add_block(q, 10, 7, 512 * 1024, 16);
+  add_block(q, 11, 1, 1 << 20, 1 << 20);
+  const uint64_t t = r.ring.post(q);
+  slip_serve_done d{};
+  EXPECT(r.ring.wait(t, &d), "no answer to ticket %" PRIu64, t);
+  EXPECT(d.status == SLIP_OK, "status %d (block %u, value %" PRIu64 ")", d.status, d.block, d.value);
+  r.read_landing();
+  uint64_t total = 0;
+  const Output *outs[4] = {&r.out0, &r.out0, &r.out0, &r.out1};
+  for (uint32_t i = 0; i < q.nblocks; i++) {
+    const slip_serve_block &b = q.blocks[i];
+    const Output &o = *outs[i];
+    const uint64_t len = o.offsets[b.partition + 1] - o.offsets[b.partition];
+    total += len;
+    EXPECT(memcmp(r.landing.data() + b.dst_offset, o.host.data() + o.offsets[b.partition], len) == 0,
+           "block %u: bytes differ", i);
+    if (len < b.capacity)
+      EXPECT(r.landing[b.dst_offset + len] == kUntouched, "block %u: a byte past its %" PRIu64 " bytes was written", i,
+             len);
+  }
+  EXPECT(d.bytes == total, "answer says %" PRIu64 " bytes, pushed %" PRIu64, d.bytes, total);
+  const uint64_t *tb = (const uint64_t *)r.landing.data();
+  EXPECT(tb[0] == 101, "table names request %" PRIu64 ", expected 101", tb[0]);
+  EXPECT((tb[1] >> 32) == SLIP_SERVE_TABLE_MAGIC && (uint32_t)tb[1] == q.nblocks, "table header 0x%" PRIx64, tb[1]);
+  for (uint32_t i = 0; i < q.nblocks; i++) {
+    const Output &o = *outs[i];
+    const uint32_t p = q.blocks[i].partition;
+    EXPECT(tb[2 + 2 * i] == o.offsets[p + 1] - o.offsets[p], "table record %u: %" PRIu64 " bytes", i, tb[2 + 2 * i]);
+    EXPECT((tb[3 + 2 * i] >> 32) == o.counts[p], "table record %u: %" PRIu64 " rows, expected %" PRIu64, i,
+           tb[3 + 2 * i] >> 32, o.counts[p]);
+  }
+  EXPECT(r.landing[SLIP_SERVE_TABLE_HEADER + 4 * SLIP_SERVE_TABLE_RECORD] == kUntouched, "bytes after the table written");
+}
+
+/* Each bad request is answered with the check's code and writes nothing. */
+void failed_checks_write_nothing(Rig &r) {
+  struct Case {
+    const char *name;
+    int status;
+    slip_serve_request q;
+  };
+  std::vector<Case> cases;
+  auto base = [] {
+    slip_serve_request q = request(200, 7, 0);
+    add_block(q, 10, 2, 4096, 64 * 1024);
+    return q;
+  };
+  slip_serve_request q;
+  q = base(); q.magic = 0x1234; cases.push_back({"wrong magic", SLIP_ERR_BAD_DESCRIPTOR, q});
+  q = base(); q.nblocks = SLIP_SERVE_MAX_BLOCKS + 1; cases.push_back({"too many blocks", SLIP_ERR_BAD_DESCRIPTOR, q});
+  q = base(); q.landing_key ^= 1; cases.push_back({"forged landing key", SLIP_ERR_BAD_KEY, q});
+  q = base(); q.table_offset = kLanding - 16; cases.push_back({"table past the landing", SLIP_ERR_OUT_OF_RANGE, q});
+  q = base(); q.table_offset = 8; cases.push_back({"misaligned table", SLIP_ERR_INVALID_ARG, q});
+  q = base(); q.blocks[0].dst_offset = kLanding - 4096; cases.push_back({"block past the landing", SLIP_ERR_OUT_OF_RANGE, q});
+  q = base(); q.blocks[0].dst_offset = 4104; cases.push_back({"misaligned block", SLIP_ERR_INVALID_ARG, q});
+  q = base(); q.blocks[0].dst_offset = 0; cases.push_back({"block over the table", SLIP_ERR_INVALID_ARG, q});
+  q = base(); add_block(q, 10, 3, 8192, 64 * 1024); cases.push_back({"blocks overlap", SLIP_ERR_INVALID_ARG, q});
+  q = base(); q.blocks[0].map_id = 99; cases.push_back({"unknown map output", SLIP_ERR_BAD_REGION, q});
+  q = base(); q.shuffle_id = 8; cases.push_back({"unknown shuffle", SLIP_ERR_BAD_REGION, q});
+  q = base(); q.blocks[0].partition = kParts; cases.push_back({"partition out of range", SLIP_ERR_OUT_OF_RANGE, q});
+  q = base(); q.blocks[0].capacity = 16; cases.push_back({"block larger than its capacity", SLIP_ERR_OUT_OF_RANGE, q});
+  q = base(); q.deadline_ns = mono_ns() - 1000; cases.push_back({"past its deadline", SLIP_ERR_TIMEOUT, q});
+  // A good block before a bad one: nothing of the request is written.
+  q = base(); add_block(q, 10, 4, 1 << 20, 16); cases.push_back({"second block too large", SLIP_ERR_OUT_OF_RANGE, q});
+  for (const Case &c : cases) {
+    r.reset_landing();
+    const uint64_t t = r.ring.post(c.q);
+    slip_serve_done d{};
+    EXPECT(r.ring.wait(t, &d), "%s: no answer", c.name);
+    EXPECT(d.status == c.status, "%s: status %d (%s), expected %d", c.name, d.status,
+           slip_status_name((slip_status)d.status), c.status);
+    EXPECT(r.untouched(), "%s: the landing buffer was written", c.name);
+  }
+  printf("serve: %zu refused requests answered with their check's code, nothing written\n", cases.size());
+}
+
+void revoked_output_is_not_served(Rig &r) {
+  T_SLIP(slip_server_revoke_output(r.server, 7, 11, 1000000000ull));
+  r.reset_landing();
+  slip_serve_request q = request(300, 7, 0);
+  add_block(q, 11, 1, 4096, 1 << 20);
+  const uint64_t t = r.ring.post(q);
+  slip_serve_done d{};
+  EXPECT(r.ring.wait(t, &d), "no answer");
+  EXPECT(d.status == SLIP_ERR_BAD_REGION, "revoked output served: status %d", d.status);
+  EXPECT(r.untouched(), "a revoked output was written");
+  EXPECT(slip_server_revoke_output(r.server, 7, 11, 1000) == SLIP_ERR_BAD_REGION, "revoked twice");
+  // Back in the directory (another slot: the old one is a tombstone), served again.
+  T_SLIP(slip_server_put_output(r.server, 7, 11, (uint64_t)(uintptr_t)r.out1.d_bytes,
+                                (uint64_t)(uintptr_t)r.out1.d_offsets, (uint64_t)(uintptr_t)r.out1.d_counts, kParts));
+  const uint64_t t2 = r.ring.post(q);
+  EXPECT(r.ring.wait(t2, &d) && d.status == SLIP_OK, "entered again: status %d", d.status);
+}
+
+void idle_kernel_leaves_and_serves_after_a_start(Rig &r, uint64_t idle_ns) {
+  const uint64_t t0 = mono_ns();
+  while (slip_server_resident(r.server) && mono_ns() - t0 < 20 * idle_ns + 1000000000ull) usleep(100);
+  EXPECT(!slip_server_resident(r.server), "still resident %" PRIu64 " ns after its last request", mono_ns() - t0);
+  slip_serve_request q = request(400, 7, 0);
+  add_block(q, 10, 5, 4096, 64 * 1024);
+  const uint64_t t = r.ring.post(q);
+  int launched = 0;
+  T_SLIP(slip_server_start(r.server, &launched));
+  EXPECT(launched == 1, "start after idle did not launch");
+  slip_serve_done d{};
+  EXPECT(r.ring.wait(t, &d) && d.status == SLIP_OK, "after a start: status %d", d.status);
+}
+
+void two_readers_are_served_together(Rig &r) {
+  Ring second;
+  uint8_t *d_landing2 = nullptr;
+  T_SLIP(slip_server_stop(r.server));  // allocations below may wait for the device
+  second.make(16);
+  T_CUDA(cudaMalloc(&d_landing2, kLanding));
+  T_SLIP(slip_server_set_reader(r.server, 1, second.dev, second.host, (uint64_t)(uintptr_t)d_landing2, kLanding, kKey));
+  T_SLIP(slip_server_start(r.server, nullptr));
+  std::vector<uint64_t> t1, t2;
+  for (int i = 0; i < 64; i++) {
+    slip_serve_request q = request(500 + i, 7, 0);
+    add_block(q, 10, (uint32_t)(i % kParts), 4096 + (uint64_t)(i % 4) * (512 << 10), 256 * 1024);
+    if (i % 2) {
+      // Each ring has 16 slots: wait for the answer a slot holds before reusing it.
+      if (t2.size() >= 16) {
+        slip_serve_done d{};
+        EXPECT(second.wait(t2[t2.size() - 16], &d), "reader 1: no answer");
+      }
+      t2.push_back(second.post(q));
+    } else {
+      if (t1.size() >= r.ring.nslots) {
+        slip_serve_done d{};
+        EXPECT(r.ring.wait(t1[t1.size() - r.ring.nslots], &d), "reader 0: no answer");
+      }
+      t1.push_back(r.ring.post(q));
+    }
+  }
+  int ok = 0;
+  for (uint64_t t : t1) {
+    slip_serve_done d{};
+    ok += r.ring.wait(t, &d) && d.status == SLIP_OK;
+  }
+  for (uint64_t t : t2) {
+    slip_serve_done d{};
+    ok += second.wait(t, &d) && d.status == SLIP_OK;
+  }
+  EXPECT(ok == 64, "%d of 64 requests of two readers served", ok);
+  T_SLIP(slip_server_stop(r.server));
+  T_SLIP(slip_server_clear_reader(r.server, 1));
+  T_CUDA(cudaFree(d_landing2));
+  T_CUDA(cudaFreeHost(second.host));
+}
+
+/* Publish-to-answer times of n single-block requests of `bytes`, one at a time. */
+void bench(Rig &r, uint64_t bytes, int n) {
+  std::vector<double> us;
+  for (int i = 0; i < n; i++) {
+    slip_serve_request q = request(1000 + i, 9, 0);
+    add_block(q, 20, 0, 4096, bytes);
+    const uint64_t t0 = mono_ns();
+    const uint64_t t = r.ring.post(q);
+    slip_serve_done d{};
+    if (!r.ring.wait(t, &d) || d.status != SLIP_OK) {
+      EXPECT(false, "bench request %d: status %d", i, d.status);
+      return;
+    }
+    us.push_back((mono_ns() - t0) / 1000.0);
+  }
+  std::sort(us.begin(), us.end());
+  printf("serve bench: %" PRIu64 " B blocks, %d requests one at a time: publish to answer median %.2f us, p10 %.2f, "
+         "p90 %.2f, p99 %.2f\n",
+         bytes, n, us[n / 2], us[n / 10], us[n * 9 / 10], us[n * 99 / 100]);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const bool do_bench = argc > 1 && strcmp(argv[1], "bench") == 0;
+  int ngpus = 0;
+  if (slip_cuda_probe(&ngpus) != SLIP_OK || ngpus == 0) {
+    printf("SKIP: %s\n", slip_last_error());
+    return 77;
+  }
+  Rig r;
+  T_SLIP(slip_ctx_create(0, &r.ctx));
+  const uint64_t idle_ns = do_bench ? 10000000000ull : 20000000ull;
+  T_SLIP(slip_server_create(r.ctx, 4, 64, 2, 256, idle_ns, &r.server));
+  T_CUDA(cudaMalloc(&r.d_landing, kLanding));
+  std::vector<uint64_t> sizes0, sizes1;
+  for (uint32_t p = 0; p < kParts; p++) sizes0.push_back(p == 7 ? 16 : (uint64_t)(p + 1) * 16 * 1000);
+  for (uint32_t p = 0; p < kParts; p++) sizes1.push_back(p == 1 ? 1000000 : 0);
+  r.out0.make(sizes0, 1);
+  r.out1.make(sizes1, 2);
+  Output bench_out;
+  if (do_bench) bench_out.make({1 << 20}, 3);
+  r.ring.make(64);
+  T_CUDA(cudaDeviceSynchronize());
+  T_SLIP(slip_server_set_reader(r.server, 0, r.ring.dev, r.ring.host, (uint64_t)(uintptr_t)r.d_landing, kLanding, kKey));
+  T_SLIP(slip_server_put_output(r.server, 7, 10, (uint64_t)(uintptr_t)r.out0.d_bytes,
+                                (uint64_t)(uintptr_t)r.out0.d_offsets, (uint64_t)(uintptr_t)r.out0.d_counts, kParts));
+  T_SLIP(slip_server_put_output(r.server, 7, 11, (uint64_t)(uintptr_t)r.out1.d_bytes,
+                                (uint64_t)(uintptr_t)r.out1.d_offsets, (uint64_t)(uintptr_t)r.out1.d_counts, kParts));
+  EXPECT(slip_server_put_output(r.server, 7, 10, (uint64_t)(uintptr_t)r.out0.d_bytes,
+                                (uint64_t)(uintptr_t)r.out0.d_offsets, 0, kParts) == SLIP_ERR_STATE,
+         "an output entered twice");
+  slip_serve_ring_header bad = *(slip_serve_ring_header *)r.ring.host;
+  bad.nslots = 3;
+  EXPECT(slip_server_set_reader(r.server, 2, r.ring.dev, &bad, (uint64_t)(uintptr_t)r.d_landing, kLanding, kKey) ==
+             SLIP_ERR_BAD_DESCRIPTOR,
+         "a ring of 3 slots accepted");
+  int launched = 0;
+  T_SLIP(slip_server_start(r.server, &launched));
+  EXPECT(launched == 1 && slip_server_resident(r.server), "not resident after start");
+  if (do_bench) {
+    // Map output of shuffle 9: one 1 MiB block; the requests take the first `bytes` of it by capacity.
+    std::vector<uint64_t> offs = {0, 0};
+    for (uint64_t bytes : {16ull, 4096ull, 65536ull, 1ull << 20}) {
+      offs[1] = bytes;
+      T_CUDA(cudaMemcpy(bench_out.d_offsets, offs.data(), 16, cudaMemcpyHostToDevice));
+      T_SLIP(slip_server_put_output(r.server, 9, 20, (uint64_t)(uintptr_t)bench_out.d_bytes,
+                                    (uint64_t)(uintptr_t)bench_out.d_offsets, 0, 1));
+      bench(r, bytes, 2000);
+      T_SLIP(slip_server_revoke_output(r.server, 9, 20, 1000000000ull));
+    }
+  } else {
+    served_blocks_land_exactly(r);
+    failed_checks_write_nothing(r);
+    revoked_output_is_not_served(r);
+    idle_kernel_leaves_and_serves_after_a_start(r, idle_ns);
+    two_readers_are_served_together(r);
+  }
+  slip_serve_stats stats;
+  T_SLIP(slip_server_stats(r.server, &stats));
+  printf("serve: %" PRIu64 " requests served, %" PRIu64 " refused, %" PRIu64 " bytes pushed\n", stats.served,
+         stats.failed, stats.bytes);
+  T_SLIP(slip_server_stop(r.server));
+  EXPECT(!slip_server_resident(r.server), "resident after stop");
+  slip_server_destroy(r.server);
+  slip_ctx_destroy(r.ctx);
+  return check_report("serve_test");
+}
