@@ -162,19 +162,18 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
     else if (monotonic_now(a) > q.deadline_ns) first = {SLIP_ERR_TIMEOUT, q.nblocks, q.deadline_ns};
   }
   __syncthreads();
-  const bool header_ok = first.status == SLIP_OK;
-  const uint32_t nb = header_ok ? q.nblocks : 0;
+  const uint32_t nb = first.status == SLIP_OK ? q.nblocks : 0;
+  __syncthreads();  // every thread has read the header's verdict before a block check replaces it
   // Block checks, one thread each (at most 30: one warp).
   if (threadIdx.x < nb) {
     outs[threadIdx.x] = nullptr;
     Verdict v = check_block(a, rd, q, threadIdx.x, &outs[threadIdx.x], &srcs[threadIdx.x], &lens[threadIdx.x],
                             &rowss[threadIdx.x]);
     if (v.status == SLIP_OK) atomicAdd((unsigned long long *)&total, (unsigned long long)lens[threadIdx.x]);
-    // Keep the lowest failing block's verdict.
-    for (uint32_t k = 0; k < nb; k++) {
-      if (k == threadIdx.x && v.status != SLIP_OK && first.status == SLIP_OK) first = v;
-      __syncwarp(__activemask());
-    }
+    // The lowest failing block's verdict (threads 0..nb-1 are lanes of the first warp).
+    const unsigned lanes = nb >= 32 ? 0xffffffffu : (1u << nb) - 1u;
+    const unsigned failing = __ballot_sync(lanes, v.status != SLIP_OK);
+    if (failing != 0 && threadIdx.x == (unsigned)(__ffs(failing) - 1)) first = v;
   }
   __syncthreads();
   char *landing = (char *)(uintptr_t)rd.landing;

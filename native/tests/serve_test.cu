@@ -259,7 +259,7 @@ void idle_kernel_leaves_and_serves_after_a_start(Rig &r, uint64_t idle_ns) {
   while (slip_server_resident(r.server) && mono_ns() - t0 < 20 * idle_ns + 1000000000ull) usleep(100);
   EXPECT(!slip_server_resident(r.server), "still resident %" PRIu64 " ns after its last request", mono_ns() - t0);
   slip_serve_request q = request(400, 7, 0);
-  add_block(q, 10, 5, 4096, 64 * 1024);
+  add_block(q, 10, 5, 4096, 128 * 1024);
   const uint64_t t = r.ring.post(q);
   int launched = 0;
   T_SLIP(slip_server_start(r.server, &launched));
@@ -276,34 +276,29 @@ void two_readers_are_served_together(Rig &r) {
   T_CUDA(cudaMalloc(&d_landing2, kLanding));
   T_SLIP(slip_server_set_reader(r.server, 1, second.dev, second.host, (uint64_t)(uintptr_t)d_landing2, kLanding, kKey));
   T_SLIP(slip_server_start(r.server, nullptr));
-  std::vector<uint64_t> t1, t2;
+  // Tickets posted and not yet answered, per ring: a slot is reused only after its answer was read
+  // (a later lap's answer replaces it).
+  std::vector<uint64_t> open1, open2;
+  int ok = 0;
+  auto settle = [&ok](Ring &ring, std::vector<uint64_t> &open, size_t keep) {
+    while (open.size() > keep) {
+      slip_serve_done d{};
+      const bool got = ring.wait(open.front(), &d);
+      EXPECT(got, "ticket %" PRIu64 ": no answer", open.front());
+      ok += got && d.status == SLIP_OK;
+      open.erase(open.begin());
+    }
+  };
   for (int i = 0; i < 64; i++) {
     slip_serve_request q = request(500 + i, 7, 0);
     add_block(q, 10, (uint32_t)(i % kParts), 4096 + (uint64_t)(i % 4) * (512 << 10), 256 * 1024);
-    if (i % 2) {
-      // Each ring has 16 slots: wait for the answer a slot holds before reusing it.
-      if (t2.size() >= 16) {
-        slip_serve_done d{};
-        EXPECT(second.wait(t2[t2.size() - 16], &d), "reader 1: no answer");
-      }
-      t2.push_back(second.post(q));
-    } else {
-      if (t1.size() >= r.ring.nslots) {
-        slip_serve_done d{};
-        EXPECT(r.ring.wait(t1[t1.size() - r.ring.nslots], &d), "reader 0: no answer");
-      }
-      t1.push_back(r.ring.post(q));
-    }
+    Ring &ring = i % 2 ? second : r.ring;
+    std::vector<uint64_t> &open = i % 2 ? open2 : open1;
+    settle(ring, open, ring.nslots - 1);
+    open.push_back(ring.post(q));
   }
-  int ok = 0;
-  for (uint64_t t : t1) {
-    slip_serve_done d{};
-    ok += r.ring.wait(t, &d) && d.status == SLIP_OK;
-  }
-  for (uint64_t t : t2) {
-    slip_serve_done d{};
-    ok += second.wait(t, &d) && d.status == SLIP_OK;
-  }
+  settle(r.ring, open1, 0);
+  settle(second, open2, 0);
   EXPECT(ok == 64, "%d of 64 requests of two readers served", ok);
   T_SLIP(slip_server_stop(r.server));
   T_SLIP(slip_server_clear_reader(r.server, 1));
