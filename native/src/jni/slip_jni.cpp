@@ -24,6 +24,7 @@
 #include "slipstream/host.h"
 #include "slipstream/softnic.h"
 #include "slipstream/kernels.h"
+#include "slipstream/serve.h"
 
 namespace {
 
@@ -117,6 +118,22 @@ const slip_layout_field kLaunchLayout[] = {
     SLIP_S(slip_push_launch),
     SLIP_F(slip_push_launch, queues), SLIP_F(slip_push_launch, cfgs), SLIP_F(slip_push_launch, items),
     SLIP_F(slip_push_launch, item_start), SLIP_F(slip_push_launch, status), SLIP_F(slip_push_launch, batch),
+    // The resident server's ring (slipstream/serve.h), which Java's ServeRing writes and reads.
+    SLIP_S(slip_serve_ring_header),
+    SLIP_F(slip_serve_ring_header, magic), SLIP_F(slip_serve_ring_header, version),
+    SLIP_F(slip_serve_ring_header, nslots), SLIP_F(slip_serve_ring_header, slot_bytes),
+    SLIP_F(slip_serve_ring_header, reader_pid),
+    SLIP_S(slip_serve_request),
+    SLIP_F(slip_serve_request, seq), SLIP_F(slip_serve_request, request_id), SLIP_F(slip_serve_request, magic),
+    SLIP_F(slip_serve_request, nblocks), SLIP_F(slip_serve_request, shuffle_id), SLIP_F(slip_serve_request, flags),
+    SLIP_F(slip_serve_request, landing_key), SLIP_F(slip_serve_request, table_offset),
+    SLIP_F(slip_serve_request, deadline_ns), SLIP_F(slip_serve_request, blocks),
+    SLIP_S(slip_serve_block),
+    SLIP_F(slip_serve_block, map_id), SLIP_F(slip_serve_block, partition), SLIP_F(slip_serve_block, dst_offset),
+    SLIP_F(slip_serve_block, capacity),
+    SLIP_S(slip_serve_done),
+    SLIP_F(slip_serve_done, seq), SLIP_F(slip_serve_done, status), SLIP_F(slip_serve_done, block),
+    SLIP_F(slip_serve_done, bytes), SLIP_F(slip_serve_done, value),
 };
 #undef SLIP_F
 #undef SLIP_S

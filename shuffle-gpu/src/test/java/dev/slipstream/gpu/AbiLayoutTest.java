@@ -75,6 +75,23 @@ class AbiLayoutTest {
   }
 
   @Test
+  void serveRingCodecMatchesServeH() {
+    assertEquals(dev.slipstream.gpu.serve.ServeRing.HEADER_BYTES, field("slip_serve_ring_header", "-")[1]);
+    assertEquals(dev.slipstream.gpu.serve.ServeRing.SLOT_BYTES, field("slip_serve_request", "-")[1]);
+    assertEquals(dev.slipstream.gpu.serve.ServeRing.ANSWER_BYTES, field("slip_serve_done", "-")[1]);
+    Map<String, Integer> header = Map.of("magic", 0, "version", 4, "nslots", 8, "slot_bytes", 12, "reader_pid", 16);
+    Map<String, Integer> request = Map.of("seq", 0, "request_id", 8, "magic", 16, "nblocks", 20, "shuffle_id", 24,
+        "flags", 28, "landing_key", 32, "table_offset", 40, "deadline_ns", 48, "blocks", 64);
+    Map<String, Integer> block = Map.of("map_id", 0, "partition", 8, "dst_offset", 16, "capacity", 24);
+    Map<String, Integer> done = Map.of("seq", 0, "status", 8, "block", 12, "bytes", 16, "value", 24);
+    header.forEach((f, at) -> assertEquals(at, field("slip_serve_ring_header", f)[0], "slip_serve_ring_header." + f));
+    request.forEach((f, at) -> assertEquals(at, field("slip_serve_request", f)[0], "slip_serve_request." + f));
+    block.forEach((f, at) -> assertEquals(at, field("slip_serve_block", f)[0], "slip_serve_block." + f));
+    done.forEach((f, at) -> assertEquals(at, field("slip_serve_done", f)[0], "slip_serve_done." + f));
+    assertEquals(32, field("slip_serve_block", "-")[1]);
+  }
+
+  @Test
   void otherSharedStructsHaveTheirDocumentedSizes() {
     assertEquals(128, field("slip_proxy_desc", "-")[1], "proxy descriptor: two 64-byte halves");
     assertEquals(128, field("slip_proxy_ctrl", "-")[1], "head and tail on separate 64-byte lines");
