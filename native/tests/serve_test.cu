@@ -14,21 +14,15 @@
 #include <vector>
 
 #include "check.h"
-#include "pair_common.cuh"
-#include "slipstream/serve.h"
+#include "serve_common.cuh"
 
 namespace {
 
+using namespace serve_test;
+
 constexpr uint32_t kParts = 8;
 constexpr uint64_t kLanding = 4ull << 20;
-constexpr uint64_t kKey = 0x5eed5eed12345678ull;
 constexpr uint8_t kUntouched = 0xEE;
-
-uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 __global__ void fill(uint8_t *p, uint64_t n, uint64_t seed) {
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
@@ -60,74 +54,6 @@ struct Output {
     // neither; the test's sizes are multiples of 16 so a block is exactly its offsets' span.
   }
 };
-
-/* The reader's side of one ring. */
-struct Ring {
-  uint8_t *host = nullptr;  // mapped pinned
-  uint64_t dev = 0;
-  uint32_t nslots = 0;
-  uint64_t next = 0;  // next ticket
-  void make(uint32_t n) {
-    nslots = n;
-    const uint64_t bytes = slip_serve_ring_bytes(n);
-    T_CUDA(cudaHostAlloc((void **)&host, bytes, cudaHostAllocMapped));
-    memset(host, 0, bytes);
-    auto *h = (slip_serve_ring_header *)host;
-    h->magic = SLIP_SERVE_RING_MAGIC;
-    h->version = SLIP_SERVE_VERSION;
-    h->nslots = n;
-    h->slot_bytes = SLIP_SERVE_SLOT_BYTES;
-    h->reader_pid = (uint64_t)getpid();
-    void *d = nullptr;
-    T_CUDA(cudaHostGetDevicePointer(&d, host, 0));
-    dev = (uint64_t)(uintptr_t)d;
-  }
-  slip_serve_request *slot(uint64_t t) {
-    return (slip_serve_request *)(host + SLIP_SERVE_RING_HEADER + (t & (nslots - 1)) * SLIP_SERVE_SLOT_BYTES);
-  }
-  slip_serve_done *done(uint64_t t) {
-    return (slip_serve_done *)(host + SLIP_SERVE_RING_HEADER + (uint64_t)nslots * SLIP_SERVE_SLOT_BYTES +
-                               (t & (nslots - 1)) * sizeof(slip_serve_done));
-  }
-  /* Writes q (its seq set here) into the next slot and publishes it; returns the ticket. */
-  uint64_t post(const slip_serve_request &q) {
-    const uint64_t t = next++;
-    slip_serve_request *s = slot(t);
-    memcpy((char *)s + 8, (const char *)&q + 8, sizeof(q) - 8);
-    __atomic_store_n(&s->seq, t + 1, __ATOMIC_RELEASE);
-    return t;
-  }
-  /* Waits for ticket t's answer; false after timeout_ns. */
-  bool wait(uint64_t t, slip_serve_done *out, uint64_t timeout_ns = 5000000000ull) {
-    slip_serve_done *d = done(t);
-    const uint64_t t0 = mono_ns();
-    while (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != t + 1) {
-      if (mono_ns() - t0 > timeout_ns) return false;
-    }
-    *out = *d;
-    return true;
-  }
-};
-
-slip_serve_request request(uint64_t id, uint32_t shuffle, uint64_t table_offset) {
-  slip_serve_request q;
-  memset(&q, 0, sizeof q);
-  q.request_id = id;
-  q.magic = SLIP_SERVE_REQ_MAGIC;
-  q.shuffle_id = shuffle;
-  q.landing_key = kKey;
-  q.table_offset = table_offset;
-  q.deadline_ns = mono_ns() + 10000000000ull;
-  return q;
-}
-
-void add_block(slip_serve_request &q, uint64_t map, uint32_t part, uint64_t dst, uint64_t cap) {
-  slip_serve_block &b = q.blocks[q.nblocks++];
-  b.map_id = map;
-  b.partition = part;
-  b.dst_offset = dst;
-  b.capacity = cap;
-}
 
 struct Rig {
   slip_ctx *ctx = nullptr;
