@@ -39,19 +39,13 @@ struct Ring {
   }
   /* A ring of n slots in mapped pinned memory of this process. */
   void make(uint32_t n) {
-    nslots = n;
     const uint64_t bytes = slip_serve_ring_bytes(n);
-    T_CUDA(cudaHostAlloc((void **)&host, bytes, cudaHostAllocMapped));
-    memset(host, 0, bytes);
-    auto *h = (slip_serve_ring_header *)host;
-    h->magic = SLIP_SERVE_RING_MAGIC;
-    h->version = SLIP_SERVE_VERSION;
-    h->nslots = n;
-    h->slot_bytes = SLIP_SERVE_SLOT_BYTES;
-    h->reader_pid = (uint64_t)getpid();
+    uint8_t *memory = nullptr;
+    T_CUDA(cudaHostAlloc((void **)&memory, bytes, cudaHostAllocMapped));
+    memset(memory, 0, bytes);
     void *d = nullptr;
-    T_CUDA(cudaHostGetDevicePointer(&d, host, 0));
-    dev = (uint64_t)(uintptr_t)d;
+    T_CUDA(cudaHostGetDevicePointer(&d, memory, 0));
+    format(memory, (uint64_t)(uintptr_t)d, n);
   }
   slip_serve_request *slot(uint64_t t) {
     return (slip_serve_request *)(host + SLIP_SERVE_RING_HEADER + (t & (nslots - 1)) * SLIP_SERVE_SLOT_BYTES);

@@ -30,21 +30,27 @@ struct Hello {
   cudaIpcMemHandle_t landing;
 };
 
+/* Maps the ring file at `path` (made, mode 0600, when `create`); exits the process on failure. */
+uint8_t *map_ring(const char *path, bool create, uint64_t bytes) {
+  int fd = create ? open(path, O_RDWR | O_CREAT | O_EXCL, 0600) : open(path, O_RDWR);
+  if (fd < 0 || (create && ftruncate(fd, (off_t)bytes) != 0)) {
+    perror(path);
+    exit(3);
+  }
+  void *mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mem == MAP_FAILED) {
+    perror("mmap");
+    exit(3);
+  }
+  return (uint8_t *)mem;
+}
+
 int reader(Pair &p, bool bench) {
   char path[96];
   snprintf(path, sizeof path, "/dev/shm/slipstream-serve-pair-%d", (int)getpid());
   const uint64_t bytes = slip_serve_ring_bytes(kSlots);
-  int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
-    perror("ring file");
-    return 3;
-  }
-  auto *mem = (uint8_t *)mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (mem == MAP_FAILED) {
-    perror("mmap");
-    return 3;
-  }
+  uint8_t *mem = map_ring(path, true, bytes);
   Ring ring;
   ring.format(mem, 0, kSlots);  // the holder maps it; the reader needs no device address
   uint8_t *landing = nullptr;
@@ -129,17 +135,7 @@ int holder(Pair &p) {
   Hello h;
   T_SLIP(slip_oob_recv(p.fd, &h, sizeof h));
   const uint64_t bytes = slip_serve_ring_bytes(kSlots);
-  int fd = open(h.path, O_RDWR);
-  if (fd < 0) {
-    perror("ring file");
-    return 3;
-  }
-  auto *mem = (uint8_t *)mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (mem == MAP_FAILED) {
-    perror("mmap");
-    return 3;
-  }
+  uint8_t *mem = map_ring(h.path, false, bytes);
   T_CUDA(cudaHostRegister(mem, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
   void *ring_dev = nullptr;
   T_CUDA(cudaHostGetDevicePointer(&ring_dev, mem, 0));
