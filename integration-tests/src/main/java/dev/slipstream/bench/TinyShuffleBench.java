@@ -20,10 +20,11 @@ import org.apache.spark.sql.SparkSession;
 import scala.Tuple2;
 
 /**
- * The fixed cost of small shuffles, under each shuffle manager in turn on a local cluster (sessions
- * alternate, A B A B: {@code --pairs} pairs). Each session runs these cases, each {@code 2 + rounds}
- * times: the first run is reported as the case's cold run (the first time the application runs that
- * code), the second is untimed, the others are the warm runs.
+ * The fixed cost of small shuffles, under each shuffle manager in turn on a local cluster (one
+ * Spark application per manager, alternating A B A B: {@code --pairs} pairs). Each application runs
+ * these cases, each {@code 2 + rounds} times: the first run is reported as the case's cold run
+ * (the first time the application runs that code), the second is untimed, the others are the warm
+ * runs.
  *
  * <ul>
  *   <li>{@code N chained}: one job of N chained {@code reduceByKey} shuffles over 1,000 keys, each
@@ -44,12 +45,12 @@ import scala.Tuple2;
  * (scheduling and driver work between stages), and sums over the tasks the fetch wait (time a
  * task was blocked on shuffle blocks) and the run time of the map tasks and of the result tasks
  * (executorRunTime: the task's own time, without its scheduling, launch and result handling). The
- * cold table also has each session's start (the session built until every executor registered)
+ * cold table also has each application's start (the session built until every executor registered)
  * and stop ({@code SparkSession.stop()}).
  *
  * <p>Usage: {@code TinyShuffleBench [--executors 3] [--chains 1,5,20] [--rounds 5] [--readers 4]
  * [--pairs 2] [--managers sort,slipstream] [--cases name,...] [--conf key=value ...]}; {@code --conf} sets a
- * Spark setting in every session; {@code --cases} takes the case names
+ * Spark setting in every application; {@code --cases} takes the case names
  * above with N and K left out ({@code chained}, {@code rbk-gbk-sbk}, {@code zip}, {@code subtract},
  * {@code coalesce}, {@code read}). Prints a table of warm medians and one of cold runs.
  */
@@ -143,7 +144,7 @@ public final class TinyShuffleBench {
             + " --conf key=value");
       }
     }
-    // manager -> case -> every warm run's times over all sessions; and the cold runs
+    // manager -> case -> every warm run's times over all applications; and the cold runs
     Map<String, Map<String, List<CaseTime>>> warm = new LinkedHashMap<>();
     Map<String, Map<String, List<CaseTime>>> cold = new LinkedHashMap<>();
     for (int s = 0; s < pairs; s++) {
@@ -159,10 +160,10 @@ public final class TinyShuffleBench {
     }
     System.out.println();
     System.out.println("Tiny shuffles: " + executors + " executors of 1 core, local-cluster, " + pairs
-        + " alternating pairs of sessions (one per manager), per case per session 1 cold run, 1 untimed, " + rounds
+        + " alternating pairs of applications (one per manager); per case and application: a cold run, an untimed one, " + rounds
         + " warm; ms (wall = map stages + result stages + rest; fetch wait summed over reduce tasks)");
     table("warm runs, medians", warm, managers);
-    table("cold runs (first run of the case in its session), medians over sessions", cold, managers);
+    table("cold runs (first run of the case in its application), medians over applications", cold, managers);
   }
 
   static final List<String> FAMILIES = List.of("chained", "rbk-gbk-sbk", "zip", "subtract", "coalesce", "read");
