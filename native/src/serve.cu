@@ -287,25 +287,24 @@ uint64_t mono_ns() {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Writes an entry the kernel may read at any time: every word but the leading state first, then
- * the state (one aligned 4-byte store, so the kernel sees all of it or the old state). */
-slip_status publish_entry(slip_server *s, void *d_entry, const void *entry, size_t bytes) {
+/* One copy on the server's copy stream, finished when this returns (it never waits for the kernel). */
+slip_status copy_now(slip_server *s, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   slip_status st = SLIP_OK;
-  SLIP_CUDA_CHECK(cudaMemcpyAsync((char *)d_entry + 4, (const char *)entry + 4, bytes - 4, cudaMemcpyHostToDevice,
-                                  s->copy_stream));
-  SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
-  SLIP_CUDA_CHECK(cudaMemcpyAsync(d_entry, entry, 4, cudaMemcpyHostToDevice, s->copy_stream));
+  SLIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s->copy_stream));
   SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
 done:
   return st;
 }
 
+/* Writes an entry the kernel may read at any time: every word but the leading state first, then
+ * the state (one aligned 4-byte store, so the kernel sees all of it or the old state). */
+slip_status publish_entry(slip_server *s, void *d_entry, const void *entry, size_t bytes) {
+  slip_status st = copy_now(s, (char *)d_entry + 4, (const char *)entry + 4, bytes - 4, cudaMemcpyHostToDevice);
+  return st == SLIP_OK ? copy_now(s, d_entry, entry, 4, cudaMemcpyHostToDevice) : st;
+}
+
 slip_status set_state(slip_server *s, uint32_t *d_state, uint32_t state) {
-  slip_status st = SLIP_OK;
-  SLIP_CUDA_CHECK(cudaMemcpyAsync(d_state, &state, 4, cudaMemcpyHostToDevice, s->copy_stream));
-  SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
-done:
-  return st;
+  return copy_now(s, d_state, &state, 4, cudaMemcpyHostToDevice);
 }
 
 int find_live(const slip_server *s, uint32_t shuffle, uint64_t map) {
@@ -464,8 +463,7 @@ extern "C" slip_status slip_server_revoke_output(slip_server *s, uint32_t shuffl
     const uint64_t t0 = mono_ns();
     for (;;) {
       uint32_t pins = 0;
-      SLIP_CUDA_CHECK(cudaMemcpyAsync(&pins, &s->d_dir[i].pins, 4, cudaMemcpyDeviceToHost, s->copy_stream));
-      SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+      SLIP_CHECK(copy_now(s, &pins, &s->d_dir[i].pins, 4, cudaMemcpyDeviceToHost));
       if (pins == 0) break;
       if (mono_ns() - t0 > timeout_ns)
         SLIP_FAIL(SLIP_ERR_TIMEOUT, "slip_server_revoke_output: shuffle %u map %llu still read by %u pushes after %llu ns",
@@ -534,8 +532,7 @@ extern "C" slip_status slip_server_stats(slip_server *s, slip_serve_stats *out) 
   slip_status st = SLIP_OK;
   if (!s || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_stats: null argument");
   SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
-  SLIP_CUDA_CHECK(cudaMemcpyAsync(out, s->d_stats, sizeof(*out), cudaMemcpyDeviceToHost, s->copy_stream));
-  SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
+  SLIP_CHECK(copy_now(s, out, s->d_stats, sizeof(*out), cudaMemcpyDeviceToHost));
 done:
   return st;
 }

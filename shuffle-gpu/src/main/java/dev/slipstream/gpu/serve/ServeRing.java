@@ -198,11 +198,7 @@ public final class ServeRing {
       if (System.nanoTime() > deadline) {
         return false;
       }
-      if (spins > 1000) {
-        LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(20));
-      } else {
-        Thread.onSpinWait();
-      }
+      pause(spins);
     }
   }
 
@@ -230,11 +226,16 @@ public final class ServeRing {
         abandoned.set((int) (t & (slots - 1)), t + 1);
         return poll(t); // it may have come meanwhile
       }
-      if (spins > 1000) {
-        LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(20));
-      } else {
-        Thread.onSpinWait();
-      }
+      pause(spins);
+    }
+  }
+
+  /** A waiting thread's pause: spins first, then parks 20 us at a time. */
+  private static void pause(int spins) {
+    if (spins > 1000) {
+      LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(20));
+    } else {
+      Thread.onSpinWait();
     }
   }
 }
