@@ -1,32 +1,19 @@
 package dev.slipstream.testkit;
 
-import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.MemoryKind;
 
 /**
  * A rig whose writer writes into host landing memory ({@link RigNodes#hostLanding}); a subclass
  * says where the holder's map outputs come from ({@link #commit}).
  */
-public abstract class HostLandingRig implements ServingRig {
-  protected final RigNodes nodes;
-
+public abstract class HostLandingRig extends NodeRig {
   protected HostLandingRig(String transport) throws Exception {
-    this.nodes = new RigNodes(transport);
+    super(transport);
   }
 
   @Override
   public MemoryKind kind() {
     return MemoryKind.HOST;
-  }
-
-  @Override
-  public ShuffleNode holder() {
-    return nodes.holder();
-  }
-
-  @Override
-  public ShuffleNode reader() {
-    return nodes.reader();
   }
 
   @Override
@@ -37,11 +24,6 @@ public abstract class HostLandingRig implements ServingRig {
   @Override
   public Landing landing(long length) throws Exception {
     return nodes.hostLanding(length);
-  }
-
-  @Override
-  public void loseReader() {
-    nodes.loseReader();
   }
 
   @Override

@@ -2,6 +2,7 @@ package dev.slipstream.spark;
 
 import dev.slipstream.core.shuffle.BlockFetchException;
 import dev.slipstream.core.shuffle.BlockFetcher;
+import dev.slipstream.core.shuffle.FetchedBlock;
 import dev.slipstream.core.shuffle.FetchMetrics;
 import dev.slipstream.core.shuffle.MapOutput;
 import dev.slipstream.core.shuffle.ShuffleMessages;
@@ -325,7 +326,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
           out.release();
         }
       } else if (fetcher.hasNext()) {
-        BlockFetcher.FetchedBlock b = fetcher.next();
+        FetchedBlock b = fetcher.next();
         currentSource = sources.get(b.id());
         raw = b.stream();
       } else {

@@ -9,8 +9,6 @@ import dev.slipstream.spark.SlipstreamShuffleManager;
 import dev.slipstream.spark.gpu.GpuExecutor;
 import dev.slipstream.spark.gpu.SlipstreamGpuShuffle;
 import dev.slipstream.spark.gpu.SlipstreamGpuPlugin;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -203,7 +201,7 @@ public final class GpuShuffleJob {
       int fill = 4 * executors;
       sc.parallelize(IntStream.range(0, fill).boxed().toList(), fill).foreach(i -> {
         for (int m = 0; m < maps; m++) {
-          rows(seed, m, rows);
+          JobRows.rows(seed, m, rows);
         }
       });
       if (warmup > 0) {
@@ -354,21 +352,6 @@ public final class GpuShuffleJob {
         : String.format("%.2f GB/s = %d B / %.3f s beyond the upload-only job", bytes / seconds / 1e9, bytes, seconds);
   }
 
-  /** Generated rows, cached per executor JVM so that timed jobs measure the shuffle, not generation. */
-  record Rows(long[] keys, byte[] payload, byte[] packed) {}
-
-  private static final java.util.concurrent.ConcurrentHashMap<String, Rows> ROWS =
-      new java.util.concurrent.ConcurrentHashMap<>();
-
-  static Rows rows(long seed, int map, int rows) {
-    return ROWS.computeIfAbsent(seed + "/" + map + "/" + rows, k -> {
-      long[] keys = new long[rows];
-      byte[] payload = new byte[rows * LineitemGen.PAYLOAD_BYTES];
-      LineitemGen.generate(seed, map, rows, keys, payload);
-      return new Rows(keys, payload, pack(keys, payload, rows));
-    });
-  }
-
   private static Map<Integer, LineitemGen.Checksum> collect(JavaRDD<LineitemGen.Checksum> sums) {
     Map<Integer, LineitemGen.Checksum> m = new TreeMap<>();
     for (LineitemGen.Checksum c : sums.collect()) {
@@ -380,7 +363,7 @@ public final class GpuShuffleJob {
   /** Uploading the cached rows alone (and a row count), the baseline both paths are measured against. */
   private static long baseline(JavaRDD<Integer> mapIds, long seed, int rows) {
     return mapIds.map(m -> {
-      Rows r = rows(seed, m, rows);
+      JobRows.Rows r = JobRows.rows(seed, m, rows);
       GpuExecutor g = gpu();
       try (DeviceBuffer d = g.context().allocate(BatchLayout.packed(rows, LineitemGen.WIDTHS).bufferBytes())) {
         d.write(0, r.packed());
@@ -393,30 +376,10 @@ public final class GpuShuffleJob {
     return ((SlipstreamShuffleManager) SparkEnv.get().shuffleManager()).requireGpu();
   }
 
-  /** The packed layout (keys, then each column, 16-byte aligned sections) of generated rows. */
-  static byte[] pack(long[] keys, byte[] payload, int rows) {
-    BatchLayout l = BatchLayout.packed(rows, LineitemGen.WIDTHS);
-    ByteBuffer out = ByteBuffer.allocate((int) l.bufferBytes()).order(ByteOrder.LITTLE_ENDIAN);
-    ByteBuffer p = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
-    for (int i = 0; i < rows; i++) {
-      out.putLong(8 * i, keys[i]);
-    }
-    int colAt = 0;
-    for (int c = 0; c < LineitemGen.WIDTHS.length; c++) {
-      int w = LineitemGen.WIDTHS[c];
-      int base = (int) l.offset(c);
-      for (int i = 0; i < rows; i++) {
-        out.put(base + w * i, payload, i * LineitemGen.PAYLOAD_BYTES + colAt, w);
-      }
-      colAt += w;
-    }
-    return out.array();
-  }
-
   /** Each map task's rows as one device batch on its executor's GPU. */
   private static JavaRDD<DeviceBatch> batches(JavaRDD<Integer> mapIds, long seed, int rows) {
     return mapIds.map(m -> {
-      Rows r = rows(seed, m, rows);
+      JobRows.Rows r = JobRows.rows(seed, m, rows);
       GpuContext ctx = gpu().context();
       BatchLayout l = BatchLayout.packed(rows, LineitemGen.WIDTHS);
       DeviceBuffer d = ctx.allocate(l.bufferBytes());
@@ -442,47 +405,21 @@ public final class GpuShuffleJob {
   static LineitemGen.Checksum checksum(GpuContext ctx, DeviceBatch b, int p, int parts) {
     byte[] raw = new byte[(int) b.layout().bufferBytes()];
     ctx.copyToHost(b.address(), raw, 0, raw.length);
-    return checksum(raw, b.layout(), p, parts);
-  }
-
-  /** The checksum of a packed batch's rows ({@code raw} laid out as {@code layout}). */
-  static LineitemGen.Checksum checksum(byte[] raw, BatchLayout layout, int p, int parts) {
-    int n = (int) layout.rows();
-    ByteBuffer in = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN);
-    ByteBuffer row = ByteBuffer.allocate(LineitemGen.PAYLOAD_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-    long sum = 0;
-    long xor = 0;
-    for (int i = 0; i < n; i++) {
-      long key = in.getLong((int) layout.keyOffset() + 8 * i);
-      if (PartitionKernel.partitionOf(key, parts) != p) {
-        throw new IllegalStateException("key " + key + " in partition " + p + ", expected partition "
-            + PartitionKernel.partitionOf(key, parts));
-      }
-      int at = 0;
-      for (int c = 0; c < LineitemGen.WIDTHS.length; c++) {
-        int w = LineitemGen.WIDTHS[c];
-        row.put(at, raw, (int) layout.offset(c) + w * i, w);
-        at += w;
-      }
-      long h = LineitemGen.rowHash(key, row, 0);
-      sum += h;
-      xor ^= h;
-    }
-    return new LineitemGen.Checksum(p, n, sum, xor);
+    return JobRows.checksum(raw, b.layout(), p, parts);
   }
 
   /** The same rows as host records (key, 36 payload bytes) through Slipstream's host path. */
   private static JavaRDD<LineitemGen.Checksum> hostPath(JavaRDD<Integer> mapIds, long seed, int rows, int parts) {
     return hostRecords(mapIds, seed, rows).partitionBy(new KeyPartitioner(parts)).mapPartitions(it -> {
       int p = TaskContext.getPartitionId();
-      return List.of(hostChecksum(it, p)).iterator();
+      return List.of(JobRows.hostChecksum(it, p)).iterator();
     });
   }
 
   /** The generated rows as host records (key, 36 payload bytes). */
   private static JavaPairRDD<Long, byte[]> hostRecords(JavaRDD<Integer> mapIds, long seed, int rows) {
     return mapIds.flatMapToPair(m -> {
-      Rows cached = rows(seed, m, rows);
+      JobRows.Rows cached = JobRows.rows(seed, m, rows);
       long[] keys = cached.keys();
       byte[] payload = cached.payload();
       return new Iterator<Tuple2<Long, byte[]>>() {
@@ -501,21 +438,6 @@ public final class GpuShuffleJob {
         }
       };
     });
-  }
-
-  /** The checksum of host records (key, 36 payload bytes). */
-  static LineitemGen.Checksum hostChecksum(Iterator<Tuple2<Long, byte[]>> it, int p) {
-    long n = 0;
-    long sum = 0;
-    long xor = 0;
-    while (it.hasNext()) {
-      Tuple2<Long, byte[]> r = it.next();
-      long h = LineitemGen.rowHash(r._1(), ByteBuffer.wrap(r._2()).order(ByteOrder.LITTLE_ENDIAN), 0);
-      n++;
-      sum += h;
-      xor ^= h;
-    }
-    return new LineitemGen.Checksum(p, n, sum, xor);
   }
 
   /** The GPU partition function on the host, so both paths put each row in the same partition. */

@@ -23,18 +23,18 @@ class GpuShuffleJobChecksumTest {
     long[] keys = new long[rows];
     byte[] payload = new byte[rows * LineitemGen.PAYLOAD_BYTES];
     LineitemGen.generate(7, 3, rows, keys, payload);
-    byte[] packed = GpuShuffleJob.pack(keys, payload, rows);
+    byte[] packed = JobRows.pack(keys, payload, rows);
     BatchLayout l = BatchLayout.packed(rows, LineitemGen.WIDTHS);
-    var device = GpuShuffleJob.checksum(packed, l, 0, 1);
+    var device = JobRows.checksum(packed, l, 0, 1);
     List<Tuple2<Long, byte[]>> records = new ArrayList<>();
     for (int i = 0; i < rows; i++) {
       records.add(new Tuple2<>(keys[i], java.util.Arrays.copyOfRange(payload, i * 36, i * 36 + 36)));
     }
     Collections.shuffle(records, new java.util.Random(1));
-    assertEquals(device, GpuShuffleJob.hostChecksum(records.iterator(), 0));
+    assertEquals(device, JobRows.hostChecksum(records.iterator(), 0));
     records.get(5)._2()[35] ^= 1;
-    assertNotEquals(device, GpuShuffleJob.hostChecksum(records.iterator(), 0));
-    var e = assertThrows(IllegalStateException.class, () -> GpuShuffleJob.checksum(packed, l, 1, 2));
+    assertNotEquals(device, JobRows.hostChecksum(records.iterator(), 0));
+    var e = assertThrows(IllegalStateException.class, () -> JobRows.checksum(packed, l, 1, 2));
     assertEquals(true, e.getMessage().startsWith("key "), e.getMessage());
   }
 }

@@ -31,7 +31,7 @@ import java.util.concurrent.TimeUnit;
  * block returned by {@code next} is valid until the next call to {@code next} or {@code close},
  * which close its stream. Every wait has the fetch deadline.
  */
-public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, AutoCloseable {
+public final class BlockFetcher implements Iterator<FetchedBlock>, AutoCloseable {
 
   /** A block to fetch and its size from the map status (for a batch block, its partitions' sizes added up). */
   public record RemoteBlock(BlockId id, long size) {
@@ -45,35 +45,6 @@ public final class BlockFetcher implements Iterator<BlockFetcher.FetchedBlock>, 
 
   /** The blocks one holder has for this task. */
   public record HolderPlan(String holderId, EndpointDescriptor endpoint, List<RemoteBlock> blocks) {}
-
-  /** A fetched block; its stream is valid until the next {@code next()} or {@code close()}. */
-  public interface FetchedBlock {
-    BlockId id();
-
-    String holderId();
-
-    /** The size the map status gave, or the real one where it was known when the block was handed out. */
-    long size();
-
-    /**
-     * The block's real length in bytes, as its holder reported it: for a block streamed in chunks,
-     * known once its first chunk has landed (fetched now, with the fetch deadline, if not yet).
-     */
-    default long exactSize() throws IOException {
-      return size();
-    }
-
-    InputStream stream();
-
-    /**
-     * The whole block as a read-only view of the landing region when it landed in one request
-     * (checked against its checksum when checksums are on), else null. Valid as long as the block's
-     * stream; reading it consumes nothing: close the stream to release the space.
-     */
-    default java.nio.ByteBuffer landedView() {
-      return null;
-    }
-  }
 
   private static final int MAX_BLOCKS_PER_REQUEST = 1024;
 

@@ -13,7 +13,7 @@ import java.util.concurrent.TimeoutException;
  * A block, or the rest of one, fetched chunk by chunk while it is read; the holder's length
  * reports tell where it ends.
  */
-final class StreamedBlock extends InputStream implements BlockFetcher.FetchedBlock {
+final class StreamedBlock extends InputStream implements FetchedBlock {
   private final BlockFetcher fetcher;
   private final BlockFetcher.HolderPlan holder;
   private final BlockFetcher.RemoteBlock block;

@@ -173,7 +173,7 @@ class BatchBlockTest {
   private byte[] fetchOne(BlockId id, long size, Counts counts) throws IOException {
     try (BlockFetcher f = reader.newFetcher(1, List.of(new BlockFetcher.HolderPlan("holder", holder.localEndpoint(),
         List.of(new BlockFetcher.RemoteBlock(id, size)))), counts)) {
-      BlockFetcher.FetchedBlock b = f.next();
+      FetchedBlock b = f.next();
       assertEquals(id, b.id());
       ByteArrayOutputStream o = new ByteArrayOutputStream();
       try (InputStream in = b.stream()) {

@@ -88,7 +88,7 @@ class ForgedTableTest {
     try (BlockFetcher f = reader.newFetcher(3, List.of(new BlockFetcher.HolderPlan("rogue", rogue.localEndpoint(),
         List.of(new BlockFetcher.RemoteBlock(new BlockId(3, 1L, 0), size)))), FetchMetrics.NONE)) {
       Exception e = assertThrows(Exception.class, () -> {
-        BlockFetcher.FetchedBlock b = f.next();
+        FetchedBlock b = f.next();
         b.stream().transferTo(java.io.OutputStream.nullOutputStream());
       });
       if (e instanceof BlockFetcher.FetchFailure ff) {

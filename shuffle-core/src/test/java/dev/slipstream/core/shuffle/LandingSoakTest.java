@@ -174,7 +174,7 @@ class LandingSoakTest {
     int got = 0;
     try (BlockFetcher f = reader.newFetcher(shuffle, plan, FetchMetrics.NONE)) {
       while (f.hasNext()) {
-        BlockFetcher.FetchedBlock b = f.next();
+        FetchedBlock b = f.next();
         byte[] bytes = LateWriteTest.readAll(b.stream());
         if (!java.util.Arrays.equals(expected.get(b.id()), bytes)) {
           return 2;

@@ -86,7 +86,7 @@ class LateWriteTest {
       sleepUntil(t0, 21 * T / 10);
       try (BlockFetcher f = reader.newFetcher(2, List.of(new BlockFetcher.HolderPlan("holder", holder.localEndpoint(),
           List.of(new BlockFetcher.RemoteBlock(new BlockId(2, 7L, 0), SIZE)))), FetchMetrics.NONE)) {
-        BlockFetcher.FetchedBlock b = f.next();
+        FetchedBlock b = f.next();
         assertEquals(new BlockId(2, 7L, 0), b.id());
         byte[] got = readAt == 0 ? readAll(b.stream()) : null;
         sleepUntil(t0, readAt);

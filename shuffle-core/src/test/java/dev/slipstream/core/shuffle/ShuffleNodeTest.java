@@ -79,7 +79,7 @@ class ShuffleNodeTest {
     try (BlockFetcher f = reader.newFetcher(shuffleId, List.of(
         new BlockFetcher.HolderPlan("holder", holder.localEndpoint(), blocks)), FetchMetrics.NONE)) {
       while (f.hasNext()) {
-        BlockFetcher.FetchedBlock b = f.next();
+        FetchedBlock b = f.next();
         got.put(b.id(), readAll(b.stream()));
       }
     }
@@ -139,7 +139,7 @@ class ShuffleNodeTest {
       try (BlockFetcher f = r.newFetcher(5, List.of(new BlockFetcher.HolderPlan("dirty-holder", h.localEndpoint(),
           blocks)), FetchMetrics.NONE)) {
         while (f.hasNext()) {
-          BlockFetcher.FetchedBlock b = f.next();
+          FetchedBlock b = f.next();
           got.put(b.id(), readAll(b.stream()));
         }
       }

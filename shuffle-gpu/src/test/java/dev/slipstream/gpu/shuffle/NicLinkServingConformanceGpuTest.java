@@ -11,7 +11,6 @@ import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 
-import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.gpu.GpuProbe;
@@ -21,7 +20,7 @@ import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.nic.NicLanding;
 import dev.slipstream.gpu.nic.NicLinks;
 import dev.slipstream.gpu.nic.NicOffer;
-import dev.slipstream.testkit.RigNodes;
+import dev.slipstream.testkit.NodeRig;
 import dev.slipstream.testkit.ServingConformanceSuite;
 import dev.slipstream.testkit.ServingRig;
 import java.util.ArrayList;
@@ -81,9 +80,8 @@ class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
     assertArrayEquals(out.bytes()[1], second.read(req.entries().get(1).landingOffset(), out.bytes()[1].length));
   }
 
-  static final class LinkRig implements ServingRig {
+  static final class LinkRig extends NodeRig {
     private static final int LANDING_ID = 1;
-    private final RigNodes nodes;
     private final NativeNic holderNic = NativeNic.open(NativeNic.SOFTWARE, 1, 0, 0, NativeNic.Doorbell.AUTO);
     private final NativeNic readerNic = NativeNic.open(NativeNic.SOFTWARE, 1, 0, 0, NativeNic.Doorbell.AUTO);
     private final PushServingConformanceGpuTest.GpuOutputs outputs =
@@ -102,7 +100,7 @@ class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
     private long next;
 
     LinkRig() throws Exception {
-      nodes = new RigNodes("loopback");
+      super("loopback");
       nicLanding = new NicLanding(LANDING_ID,
           readerNic.register(landing.region().devicePointer(), landing.region().length(), LANDING_ID),
           landing.region().length());
@@ -185,16 +183,6 @@ class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
     @Override
     public MemoryKind kind() {
       return MemoryKind.DEVICE;
-    }
-
-    @Override
-    public ShuffleNode holder() {
-      return nodes.holder();
-    }
-
-    @Override
-    public ShuffleNode reader() {
-      return nodes.reader();
     }
 
     @Override

@@ -2,7 +2,6 @@ package dev.slipstream.gpu.shuffle;
 
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.gpu.Backend;
@@ -11,7 +10,7 @@ import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.RemoteRegion;
-import dev.slipstream.testkit.RigNodes;
+import dev.slipstream.testkit.NodeRig;
 import dev.slipstream.testkit.ServingConformanceSuite;
 import dev.slipstream.testkit.ServingRig;
 import java.util.Optional;
@@ -76,8 +75,7 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
   }
 
   /** The holder's push lanes over queues of one backend, into the reader's landing region. */
-  static final class DeviceRig implements ServingRig {
-    private final RigNodes nodes = new RigNodes("loopback");
+  static final class DeviceRig extends NodeRig {
     private final GpuOutputs outputs = new GpuOutputs();
     private final PushKernel kernel = PushKernel.load(outputs.ctx);
     private final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
@@ -86,6 +84,7 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
     private long next;
 
     DeviceRig(Backend backend) throws Exception {
+      super("loopback");
       server = new PushScheduler(outputs.ctx, kernel, outputs.store, d -> view, 1 << 20, 4,
           PushScheduler.Lanes.of(backend));
       GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", landing.export());
@@ -97,16 +96,6 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
     @Override
     public MemoryKind kind() {
       return MemoryKind.DEVICE;
-    }
-
-    @Override
-    public ShuffleNode holder() {
-      return nodes.holder();
-    }
-
-    @Override
-    public ShuffleNode reader() {
-      return nodes.reader();
     }
 
     @Override

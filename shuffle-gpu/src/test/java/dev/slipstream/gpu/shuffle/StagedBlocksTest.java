@@ -10,6 +10,7 @@ import dev.slipstream.core.config.ConfigSource;
 import dev.slipstream.core.config.CoreConfig;
 import dev.slipstream.core.shuffle.BlockFetchException;
 import dev.slipstream.core.shuffle.BlockFetcher;
+import dev.slipstream.core.shuffle.FetchedBlock;
 import dev.slipstream.core.shuffle.BlockId;
 import dev.slipstream.core.shuffle.ChecksumAlgorithm;
 import dev.slipstream.core.shuffle.FetchMetrics;
@@ -299,7 +300,7 @@ class StagedBlocksTest {
       try (BlockFetcher f = reader.newFetcher(2, List.of(new BlockFetcher.HolderPlan("holder", holder.localEndpoint(),
           want)), FetchMetrics.NONE)) {
         while (f.hasNext()) {
-          BlockFetcher.FetchedBlock b = f.next();
+          FetchedBlock b = f.next();
           byte[] block = maps.get(b.id().mapId())[b.id().partition()];
           assertEquals(StagedBlocks.servedLength(block.length), b.exactSize(), "block " + b.id());
           byte[] got = new byte[block.length];

@@ -7,6 +7,7 @@ import dev.slipstream.gpu.shuffle.DeviceBatch;
 import dev.slipstream.gpu.shuffle.StagedBlocks;
 import dev.slipstream.core.shuffle.BlockFetchException;
 import dev.slipstream.core.shuffle.BlockFetcher;
+import dev.slipstream.core.shuffle.FetchedBlock;
 import dev.slipstream.core.shuffle.BlockId;
 import dev.slipstream.core.shuffle.FetchMetrics;
 import dev.slipstream.spark.rpc.PeerInfo;
@@ -94,7 +95,7 @@ final class StagedFetch implements AutoCloseable {
   void drain(GpuExecutor gpu, int[] widths, ShuffleReadMetricsReporter metrics, List<DeviceBatch> out)
       throws Failure {
     while (fetcher.hasNext()) {
-      BlockFetcher.FetchedBlock b;
+      FetchedBlock b;
       try {
         b = fetcher.next();
       } catch (BlockFetcher.FetchFailure e) {
