@@ -4,7 +4,11 @@
 // the block table, and answers in the ring after a system-scope fence. A CTA that finds nothing
 // for idle_ns leaves, so an idle executor holds no SM; the host launches the kernel again when a
 // ring has work (slip_server_start).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <vector>
@@ -277,6 +281,10 @@ struct slip_server {
   uint64_t *clock_host = nullptr;  // mapped pinned
   uint64_t *d_clock = nullptr;
   std::vector<slip_serve_output> dir;  // the host's copy of every entry
+  std::vector<const uint8_t *> rings;  // per reader entry: its ring's host memory (null: off)
+  std::vector<uint32_t> ring_slots;
+  std::vector<uint64_t> parked_taken;  // per reader: tickets taken, read once the kernel left
+  bool taken_known = false;            // parked_taken is valid (the kernel is not resident)
 };
 
 namespace {
@@ -342,6 +350,9 @@ extern "C" slip_status slip_server_create(slip_ctx *ctx, uint32_t max_readers, u
   s->threads = threads;
   s->idle_ns = idle_ns;
   s->dir.assign(dir_slots, slip_serve_output{});
+  s->rings.assign(max_readers, nullptr);
+  s->ring_slots.assign(max_readers, 0);
+  s->parked_taken.assign(max_readers, 0);
   SLIP_CUDA_CHECK(cudaSetDevice(ctx->device));
   SLIP_CUDA_CHECK(cudaStreamCreateWithFlags(&s->kernel_stream, cudaStreamNonBlocking));
   SLIP_CUDA_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
@@ -395,6 +406,9 @@ extern "C" slip_status slip_server_set_reader(slip_server *s, uint32_t index, ui
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
     SLIP_CHECK(set_state(s, &s->d_readers[index].state, SLIP_SERVE_READER_OFF));
     SLIP_CHECK(publish_entry(s, &s->d_readers[index], &r, sizeof(r)));
+    s->rings[index] = (const uint8_t *)ring_host;
+    s->ring_slots[index] = h->nslots;
+    s->parked_taken[index] = 0;
   }
 done:
   return st;
@@ -409,6 +423,7 @@ extern "C" slip_status slip_server_clear_reader(slip_server *s, uint32_t index) 
       SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_clear_reader: reader %u, expected below %u", index, s->max_readers);
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
     SLIP_CHECK(set_state(s, &s->d_readers[index].state, SLIP_SERVE_READER_OFF));
+    s->rings[index] = nullptr;
   }
 done:
   return st;
@@ -478,13 +493,12 @@ extern "C" int slip_server_resident(const slip_server *s) {
   return s && *(volatile const uint32_t *)&s->ctl->live != 0;
 }
 
-extern "C" slip_status slip_server_start(slip_server *s, int *launched) {
+namespace {
+
+/* Launches the kernel (the caller holds s->mu and saw it not resident). */
+slip_status launch_locked(slip_server *s, int *launched) {
   slip_status st = SLIP_OK;
-  if (launched) *launched = 0;
-  if (!s) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_start: null server");
   {
-    std::lock_guard<std::mutex> g(s->mu);
-    if (slip_server_resident(s)) goto done;
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
     // The clock offset: %globaltimer read between two CLOCK_MONOTONIC reads.
     const uint64_t t0 = mono_ns();
@@ -507,9 +521,57 @@ extern "C" slip_status slip_server_start(slip_server *s, int *launched) {
     SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
     *(volatile uint32_t *)&s->ctl->stop = 0;
     *(volatile uint32_t *)&s->ctl->live = live;
+    s->taken_known = false;
     slip_serve_kernel<<<s->ctas, s->threads, 0, s->kernel_stream>>>(s->d_launch);
     SLIP_LAUNCH_CHECK();
     if (launched) *launched = 1;
+  }
+done:
+  return st;
+}
+
+}  // namespace
+
+extern "C" slip_status slip_server_start(slip_server *s, int *launched) {
+  slip_status st = SLIP_OK;
+  if (launched) *launched = 0;
+  if (!s) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_start: null server");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    if (!slip_server_resident(s)) SLIP_CHECK(launch_locked(s, launched));
+  }
+done:
+  return st;
+}
+
+extern "C" slip_status slip_server_wake(slip_server *s, int *launched) {
+  slip_status st = SLIP_OK;
+  if (launched) *launched = 0;
+  if (!s) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_wake: null server");
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    if (slip_server_resident(s)) goto done;
+    if (!s->taken_known) {
+      // The last CTA fenced its entries before it cleared ctl->live: the counters are final.
+      std::vector<slip_serve_reader> rs(s->max_readers);
+      SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
+      SLIP_CHECK(copy_now(s, rs.data(), s->d_readers, sizeof(slip_serve_reader) * s->max_readers,
+                          cudaMemcpyDeviceToHost));
+      for (uint32_t i = 0; i < s->max_readers; i++) s->parked_taken[i] = rs[i].taken;
+      s->taken_known = true;
+    }
+    for (uint32_t i = 0; i < s->max_readers; i++) {
+      const uint8_t *ring = s->rings[i];
+      if (!ring) continue;
+      const uint64_t t = s->parked_taken[i];
+      const slip_serve_request *q =
+          (const slip_serve_request *)(ring + SLIP_SERVE_RING_HEADER +
+                                       (t & (s->ring_slots[i] - 1)) * (uint64_t)SLIP_SERVE_SLOT_BYTES);
+      if (__atomic_load_n(&q->seq, __ATOMIC_ACQUIRE) == t + 1) {
+        SLIP_CHECK(launch_locked(s, launched));
+        break;
+      }
+    }
   }
 done:
   return st;
@@ -552,4 +614,69 @@ extern "C" void slip_server_destroy(slip_server *s) {
   if (s->kernel_stream) cudaStreamDestroy(s->kernel_stream);
   if (s->copy_stream) cudaStreamDestroy(s->copy_stream);
   delete s;
+}
+
+struct slip_serve_ring_map {
+  uint8_t *host = nullptr;
+  uint64_t bytes = 0;
+  uint64_t dev = 0;
+  bool registered = false;
+};
+
+extern "C" slip_status slip_serve_ring_attach(slip_ctx *ctx, const char *path, slip_serve_ring_map **out) {
+  slip_status st = SLIP_OK;
+  slip_serve_ring_map *m = nullptr;
+  int fd = -1;
+  struct stat sb{};
+  slip_serve_ring_header h{};
+  void *dev = nullptr;
+  if (!ctx || !path || !out) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_serve_ring_attach: null argument");
+  *out = nullptr;
+  fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_serve_ring_attach: cannot open %s: errno %d", path, errno);
+  if (fstat(fd, &sb) != 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_serve_ring_attach: cannot stat %s: errno %d", path, errno);
+  if ((uint64_t)sb.st_size < sizeof h)
+    SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "slip_serve_ring_attach: %s has %lld bytes, expected at least a %u-byte header",
+              path, (long long)sb.st_size, SLIP_SERVE_RING_HEADER);
+  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+    SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "slip_serve_ring_attach: cannot read the header of %s", path);
+  if (h.magic != SLIP_SERVE_RING_MAGIC || h.version != SLIP_SERVE_VERSION || h.slot_bytes != SLIP_SERVE_SLOT_BYTES)
+    SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR,
+              "slip_serve_ring_attach: %s has magic 0x%x version %u slot %u bytes, expected 0x%x, %u, %u", path, h.magic,
+              h.version, h.slot_bytes, SLIP_SERVE_RING_MAGIC, SLIP_SERVE_VERSION, SLIP_SERVE_SLOT_BYTES);
+  if (h.nslots == 0 || (h.nslots & (h.nslots - 1)) != 0 || h.nslots > SLIP_SERVE_MAX_SLOTS)
+    SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "slip_serve_ring_attach: %s has %u slots, expected a power of two up to %u", path,
+              h.nslots, SLIP_SERVE_MAX_SLOTS);
+  if ((uint64_t)sb.st_size != slip_serve_ring_bytes(h.nslots))
+    SLIP_FAIL(SLIP_ERR_BAD_DESCRIPTOR, "slip_serve_ring_attach: %s has %lld bytes, expected %llu for %u slots", path,
+              (long long)sb.st_size, (unsigned long long)slip_serve_ring_bytes(h.nslots), h.nslots);
+  m = new slip_serve_ring_map();
+  m->bytes = (uint64_t)sb.st_size;
+  {
+    void *mem = mmap(nullptr, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mem == MAP_FAILED) SLIP_FAIL(SLIP_ERR_NO_MEMORY, "slip_serve_ring_attach: cannot map %s: errno %d", path, errno);
+    m->host = (uint8_t *)mem;
+  }
+  SLIP_CUDA_CHECK(cudaSetDevice(ctx->device));
+  SLIP_CUDA_CHECK(cudaHostRegister(m->host, m->bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  m->registered = true;
+  SLIP_CUDA_CHECK(cudaHostGetDevicePointer(&dev, m->host, 0));
+  m->dev = (uint64_t)(uintptr_t)dev;
+  *out = m;
+  m = nullptr;
+done:
+  if (fd >= 0) close(fd);
+  if (m) slip_serve_ring_detach(m);
+  return st;
+}
+
+extern "C" void *slip_serve_ring_host(const slip_serve_ring_map *m) { return m ? m->host : nullptr; }
+
+extern "C" uint64_t slip_serve_ring_device(const slip_serve_ring_map *m) { return m ? m->dev : 0; }
+
+extern "C" void slip_serve_ring_detach(slip_serve_ring_map *m) {
+  if (!m) return;
+  if (m->registered) cudaHostUnregister(m->host);
+  if (m->host) munmap(m->host, m->bytes);
+  delete m;
 }

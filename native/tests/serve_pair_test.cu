@@ -30,10 +30,10 @@ struct Hello {
   cudaIpcMemHandle_t landing;
 };
 
-/* Maps the ring file at `path` (made, mode 0600, when `create`); exits the process on failure. */
-uint8_t *map_ring(const char *path, bool create, uint64_t bytes) {
-  int fd = create ? open(path, O_RDWR | O_CREAT | O_EXCL, 0600) : open(path, O_RDWR);
-  if (fd < 0 || (create && ftruncate(fd, (off_t)bytes) != 0)) {
+/* Makes the ring file at `path` (mode 0600) and maps it; exits the process on failure. */
+uint8_t *make_ring_file(const char *path, uint64_t bytes) {
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
     perror(path);
     exit(3);
   }
@@ -50,7 +50,7 @@ int reader(Pair &p, bool bench) {
   char path[96];
   snprintf(path, sizeof path, "/dev/shm/slipstream-serve-pair-%d", (int)getpid());
   const uint64_t bytes = slip_serve_ring_bytes(kSlots);
-  uint8_t *mem = map_ring(path, true, bytes);
+  uint8_t *mem = make_ring_file(path, bytes);
   Ring ring;
   ring.format(mem, 0, kSlots);  // the holder maps it; the reader needs no device address
   uint8_t *landing = nullptr;
@@ -134,11 +134,6 @@ int reader(Pair &p, bool bench) {
 int holder(Pair &p) {
   Hello h;
   T_SLIP(slip_oob_recv(p.fd, &h, sizeof h));
-  const uint64_t bytes = slip_serve_ring_bytes(kSlots);
-  uint8_t *mem = map_ring(h.path, false, bytes);
-  T_CUDA(cudaHostRegister(mem, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
-  void *ring_dev = nullptr;
-  T_CUDA(cudaHostGetDevicePointer(&ring_dev, mem, 0));
   void *landing = nullptr;
   T_CUDA(cudaIpcOpenMemHandle(&landing, h.landing, cudaIpcMemLazyEnablePeerAccess));
   uint8_t *out = nullptr;
@@ -155,10 +150,12 @@ int holder(Pair &p) {
   T_CUDA(cudaDeviceSynchronize());
   slip_ctx *ctx = nullptr;
   slip_server *server = nullptr;
+  slip_serve_ring_map *ring = nullptr;
   T_SLIP(slip_ctx_create(p.device, &ctx));
+  T_SLIP(slip_serve_ring_attach(ctx, h.path, &ring));
   T_SLIP(slip_server_create(ctx, 2, 64, 2, 256, 10000000000ull, &server));
-  T_SLIP(slip_server_set_reader(server, 0, (uint64_t)(uintptr_t)ring_dev, mem, (uint64_t)(uintptr_t)landing, kLanding,
-                                kKey));
+  T_SLIP(slip_server_set_reader(server, 0, slip_serve_ring_device(ring), slip_serve_ring_host(ring),
+                                (uint64_t)(uintptr_t)landing, kLanding, kKey));
   const uint64_t base = (uint64_t)(uintptr_t)out, d_offs = (uint64_t)(uintptr_t)d_offsets;
   T_SLIP(slip_server_put_output(server, 3, 42, base, d_offs, 0, kParts));
   T_SLIP(slip_server_put_output(server, 3, 43, base, d_offs + 8 * (kParts + 1), 0, 1));
@@ -174,8 +171,7 @@ int holder(Pair &p) {
   T_SLIP(slip_server_stop(server));
   slip_server_destroy(server);
   T_CUDA(cudaIpcCloseMemHandle(landing));
-  T_CUDA(cudaHostUnregister(mem));
-  munmap(mem, bytes);
+  slip_serve_ring_detach(ring);
   T_CUDA(cudaFree(d_offsets));
   T_CUDA(cudaFree(out));
   slip_ctx_destroy(ctx);

@@ -3,10 +3,14 @@
 // there), the GPU's kernel is the holder, serving map outputs from its directory into a landing
 // buffer. Checks: blocks and table land byte-exact; every failed check is answered with its code
 // and writes nothing; a revoked output is no longer served; the kernel leaves when idle and serves
-// again once started; two readers' rings are served together. `serve_test bench` measures the
+// again once a request wakes it; ring files are checked when attached; two readers' rings are
+// served together. `serve_test bench` measures the
 // time from a request's publish to its answer (the software cost of a request: small blocks).
 #include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -180,18 +184,69 @@ void revoked_output_is_not_served(Rig &r) {
   EXPECT(r.ring.wait(t2, &d) && d.status == SLIP_OK, "entered again: status %d", d.status);
 }
 
-void idle_kernel_leaves_and_serves_after_a_start(Rig &r, uint64_t idle_ns) {
+void idle_kernel_leaves_and_a_request_wakes_it(Rig &r, uint64_t idle_ns) {
   const uint64_t t0 = mono_ns();
   while (slip_server_resident(r.server) && mono_ns() - t0 < 20 * idle_ns + 1000000000ull) usleep(100);
   EXPECT(!slip_server_resident(r.server), "still resident %" PRIu64 " ns after its last request", mono_ns() - t0);
   slip_serve_request q = request(400, 7, 0);
   add_block(q, 10, 5, 4096, 128 * 1024);
-  const uint64_t t = r.ring.post(q);
   int launched = 0;
-  T_SLIP(slip_server_start(r.server, &launched));
-  EXPECT(launched == 1, "start after idle did not launch");
+  T_SLIP(slip_server_wake(r.server, &launched));
+  EXPECT(launched == 0, "woken with no request in any ring");
+  const uint64_t t = r.ring.post(q);
+  T_SLIP(slip_server_wake(r.server, &launched));
+  EXPECT(launched == 1, "a request after idle did not wake the kernel");
+  T_SLIP(slip_server_wake(r.server, &launched));
+  EXPECT(launched == 0, "woken twice");
   slip_serve_done d{};
   EXPECT(r.ring.wait(t, &d) && d.status == SLIP_OK, "after a start: status %d", d.status);
+}
+
+/* A file that is not a ring, or is not the size its header says, is refused when a holder attaches it. */
+void forged_ring_files_are_refused(Rig &r) {
+  char path[96];
+  snprintf(path, sizeof path, "/dev/shm/slipstream-serve-test-%d", (int)getpid());
+  slip_serve_ring_header h{};
+  h.magic = SLIP_SERVE_RING_MAGIC;
+  h.version = SLIP_SERVE_VERSION;
+  h.nslots = 16;
+  h.slot_bytes = SLIP_SERVE_SLOT_BYTES;
+  struct Case {
+    const char *name;
+    slip_serve_ring_header header;
+    uint64_t bytes;
+    slip_status want;
+  };
+  slip_serve_ring_header bad_magic = h, bad_slots = h;
+  bad_magic.magic ^= 1;
+  bad_slots.nslots = 24;
+  const Case cases[] = {
+      {"good", h, slip_serve_ring_bytes(16), SLIP_OK},
+      {"wrong magic", bad_magic, slip_serve_ring_bytes(16), SLIP_ERR_BAD_DESCRIPTOR},
+      {"24 slots", bad_slots, slip_serve_ring_bytes(24), SLIP_ERR_BAD_DESCRIPTOR},
+      {"short file", h, slip_serve_ring_bytes(16) - 32, SLIP_ERR_BAD_DESCRIPTOR},
+      {"header only", h, SLIP_SERVE_RING_HEADER / 2, SLIP_ERR_BAD_DESCRIPTOR},
+  };
+  for (const Case &c : cases) {
+    FILE *f = fopen(path, "wb");
+    EXPECT(f != nullptr, "cannot make %s", path);
+    if (!f) return;
+    std::vector<uint8_t> bytes(c.bytes, 0);
+    memcpy(bytes.data(), &c.header, std::min<size_t>(sizeof c.header, bytes.size()));
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    fclose(f);
+    slip_serve_ring_map *m = nullptr;
+    const slip_status st = slip_serve_ring_attach(r.ctx, path, &m);
+    EXPECT(st == c.want, "%s: status %d, expected %d (%s)", c.name, st, c.want, slip_last_error());
+    EXPECT((m != nullptr) == (c.want == SLIP_OK), "%s: handle %p", c.name, (void *)m);
+    EXPECT(!m || (slip_serve_ring_host(m) && slip_serve_ring_device(m)), "%s: no addresses", c.name);
+    slip_serve_ring_detach(m);
+  }
+  unlink(path);
+  EXPECT(slip_serve_ring_attach(r.ctx, path, nullptr) == SLIP_ERR_INVALID_ARG, "null out accepted");
+  slip_serve_ring_map *m = nullptr;
+  EXPECT(slip_serve_ring_attach(r.ctx, path, &m) == SLIP_ERR_INVALID_ARG && !m, "a missing file attached");
+  printf("serve: ring files checked when attached (%zu cases)\n", sizeof cases / sizeof cases[0]);
 }
 
 void two_readers_are_served_together(Rig &r) {
@@ -289,6 +344,7 @@ int main(int argc, char **argv) {
   EXPECT(slip_server_set_reader(r.server, 2, r.ring.dev, &bad, (uint64_t)(uintptr_t)r.d_landing, kLanding, kKey) ==
              SLIP_ERR_BAD_DESCRIPTOR,
          "a ring of 3 slots accepted");
+  forged_ring_files_are_refused(r);
   int launched = 0;
   T_SLIP(slip_server_start(r.server, &launched));
   EXPECT(launched == 1 && slip_server_resident(r.server), "not resident after start");
@@ -307,7 +363,7 @@ int main(int argc, char **argv) {
     served_blocks_land_exactly(r);
     failed_checks_write_nothing(r);
     revoked_output_is_not_served(r);
-    idle_kernel_leaves_and_serves_after_a_start(r, idle_ns);
+    idle_kernel_leaves_and_a_request_wakes_it(r, idle_ns);
     two_readers_are_served_together(r);
   }
   slip_serve_stats stats;

@@ -202,12 +202,28 @@ slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t
 slip_status slip_server_revoke_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t timeout_ns);
 /* Launches the kernel unless it is resident; *launched says whether it did. */
 slip_status slip_server_start(slip_server *s, int *launched);
+/* Launches the kernel if it is not resident and a live reader's ring holds a request it has not
+ * taken (read from the rings' host memory: no device access while parked). A holder thread calls
+ * it while the kernel is parked, so a request posted after the CTAs left is served. */
+slip_status slip_server_wake(slip_server *s, int *launched);
 /* Whether the kernel is resident now (its CTAs leave after idle_ns without a request). */
 int slip_server_resident(const slip_server *s);
 /* Asks the kernel to leave and waits for it. */
 slip_status slip_server_stop(slip_server *s);
 slip_status slip_server_stats(slip_server *s, slip_serve_stats *out);
 void slip_server_destroy(slip_server *s);
+
+/* A reader's ring file as its holder maps it: the file (made and formatted by the reader) mapped
+ * shared, registered with the holder's GPU (cudaHostRegister, mapped), its header and size
+ * checked. Threading: one owner. */
+typedef struct slip_serve_ring_map slip_serve_ring_map;
+/* SLIP_ERR_BAD_DESCRIPTOR, naming what was got and what was expected, for a file that is not a ring
+ * (magic, version, slot size or count) or whose size is not the ring's. */
+slip_status slip_serve_ring_attach(slip_ctx *ctx, const char *path, slip_serve_ring_map **out);
+void *slip_serve_ring_host(const slip_serve_ring_map *m);
+uint64_t slip_serve_ring_device(const slip_serve_ring_map *m);
+/* Unregisters and unmaps. Clear the reader entry and stop the server first. */
+void slip_serve_ring_detach(slip_serve_ring_map *m);
 
 #ifdef __cplusplus
 }

@@ -507,6 +507,93 @@ jint JNICALL queueSetCreateLink(JNIEnv *env, jclass, jlong ctx, jlong link, jint
   return st;
 }
 
+// ---- resident server (slipstream/serve.h) ----
+
+jint JNICALL serverCreate(JNIEnv *env, jclass, jlong ctx, jint readers, jint dirSlots, jint ctas, jint threads,
+                          jlong idleNs, jlongArray out) {
+  if (!check_array(env, out, 1, "serverCreate out")) return 0;
+  if (readers < 0 || dirSlots < 0 || ctas < 0 || threads < 0 || idleNs < 0) {
+    throw_iae(env, "serverCreate: %d readers, %d directory slots, %d CTAs, %d threads, idle %lld ns: expected none negative",
+              (int)readers, (int)dirSlots, (int)ctas, (int)threads, (long long)idleNs);
+    return 0;
+  }
+  slip_server *s = nullptr;
+  const slip_status st = slip_server_create(handle<slip_ctx>(ctx), (uint32_t)readers, (uint32_t)dirSlots,
+                                            (uint32_t)ctas, (uint32_t)threads, (uint64_t)idleNs, &s);
+  if (st == SLIP_OK) put_long(env, out, to_handle(s));
+  return st;
+}
+
+jint JNICALL serverSetReader(JNIEnv *, jclass, jlong s, jint index, jlong ring, jlong landing, jlong landingLen,
+                             jlong landingKey) {
+  slip_serve_ring_map *m = handle<slip_serve_ring_map>(ring);
+  return slip_server_set_reader(handle<slip_server>(s), (uint32_t)index, slip_serve_ring_device(m),
+                                slip_serve_ring_host(m), (uint64_t)landing, (uint64_t)landingLen,
+                                (uint64_t)landingKey);
+}
+
+jint JNICALL serverClearReader(JNIEnv *, jclass, jlong s, jint index) {
+  return slip_server_clear_reader(handle<slip_server>(s), (uint32_t)index);
+}
+
+jint JNICALL serverPutOutput(JNIEnv *, jclass, jlong s, jint shuffle, jlong map, jlong base, jlong offsets,
+                             jlong counts, jint nparts) {
+  return slip_server_put_output(handle<slip_server>(s), (uint32_t)shuffle, (uint64_t)map, (uint64_t)base,
+                                (uint64_t)offsets, (uint64_t)counts, (uint32_t)nparts);
+}
+
+jint JNICALL serverRevokeOutput(JNIEnv *, jclass, jlong s, jint shuffle, jlong map, jlong timeoutNs) {
+  return slip_server_revoke_output(handle<slip_server>(s), (uint32_t)shuffle, (uint64_t)map, (uint64_t)timeoutNs);
+}
+
+// Returns the status; launched[0] is 1 when the kernel was launched.
+jint JNICALL serverStart(JNIEnv *env, jclass, jlong s, jboolean onlyIfWork, jintArray launched) {
+  if (!check_array(env, launched, 1, "serverStart launched")) return 0;
+  int l = 0;
+  const slip_status st = onlyIfWork ? slip_server_wake(handle<slip_server>(s), &l)
+                                    : slip_server_start(handle<slip_server>(s), &l);
+  jint v = l;
+  env->SetIntArrayRegion(launched, 0, 1, &v);
+  return st;
+}
+
+jboolean JNICALL serverResident(JNIEnv *, jclass, jlong s) {
+  return slip_server_resident(handle<slip_server>(s)) ? JNI_TRUE : JNI_FALSE;
+}
+
+jint JNICALL serverStop(JNIEnv *, jclass, jlong s) { return slip_server_stop(handle<slip_server>(s)); }
+
+// out: served, failed, bytes, CTAs resident.
+jint JNICALL serverStats(JNIEnv *env, jclass, jlong s, jlongArray out) {
+  if (!check_array(env, out, 4, "serverStats out")) return 0;
+  slip_serve_stats stats{};
+  const slip_status st = slip_server_stats(handle<slip_server>(s), &stats);
+  if (st == SLIP_OK) {
+    const jlong v[4] = {(jlong)stats.served, (jlong)stats.failed, (jlong)stats.bytes, (jlong)stats.live};
+    env->SetLongArrayRegion(out, 0, 4, v);
+  }
+  return st;
+}
+
+void JNICALL serverDestroy(JNIEnv *, jclass, jlong s) { slip_server_destroy(handle<slip_server>(s)); }
+
+jint JNICALL ringAttach(JNIEnv *env, jclass, jlong ctx, jstring path, jlongArray out) {
+  if (!check_array(env, out, 1, "ringAttach out")) return 0;
+  if (path == nullptr) {
+    throw_iae(env, "ringAttach: null path, expected a ring file's path");
+    return 0;
+  }
+  const char *p = env->GetStringUTFChars(path, nullptr);
+  if (p == nullptr) return 0;  // OutOfMemoryError pending
+  slip_serve_ring_map *m = nullptr;
+  const slip_status st = slip_serve_ring_attach(handle<slip_ctx>(ctx), p, &m);
+  env->ReleaseStringUTFChars(path, p);
+  if (st == SLIP_OK) put_long(env, out, to_handle(m));
+  return st;
+}
+
+void JNICALL ringDetach(JNIEnv *, jclass, jlong m) { slip_serve_ring_detach(handle<slip_serve_ring_map>(m)); }
+
 #define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
 const JNINativeMethod kMethods[] = {
     M(lastError, "()Ljava/lang/String;"),
@@ -548,6 +635,18 @@ const JNINativeMethod kMethods[] = {
     M(queueSetStageLocals, "(JI[J[B[J)I"),
     M(partitionBounds, "([IJI[J)I"),
     M(partitionRun, "(IJJ[I[JIJJJJJJJ)I"),
+    M(serverCreate, "(JIIIIJ[J)I"),
+    M(serverSetReader, "(JIJJJJ)I"),
+    M(serverClearReader, "(JI)I"),
+    M(serverPutOutput, "(JIJJJJI)I"),
+    M(serverRevokeOutput, "(JIJJ)I"),
+    M(serverStart, "(JZ[I)I"),
+    M(serverResident, "(J)Z"),
+    M(serverStop, "(J)I"),
+    M(serverStats, "(J[J)I"),
+    M(serverDestroy, "(J)V"),
+    M(ringAttach, "(JLjava/lang/String;[J)I"),
+    M(ringDetach, "(J)V"),
 };
 #undef M
 

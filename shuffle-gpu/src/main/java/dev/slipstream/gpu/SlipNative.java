@@ -100,6 +100,33 @@ final class SlipNative {
   private static native int partitionRun(int device, long keys, long rows, int[] widths, long[] cols, int nparts,
       long out, long outCap, long offsets, long counts, long scratch, long scratchBytes, long timeoutMs);
 
+  private static native int serverCreate(long ctx, int readers, int dirSlots, int ctas, int threads, long idleNs,
+      long[] out);
+
+  private static native int serverSetReader(long server, int index, long ring, long landing, long landingLen,
+      long landingKey);
+
+  private static native int serverClearReader(long server, int index);
+
+  private static native int serverPutOutput(long server, int shuffle, long map, long base, long offsets, long counts,
+      int nparts);
+
+  private static native int serverRevokeOutput(long server, int shuffle, long map, long timeoutNs);
+
+  private static native int serverStart(long server, boolean onlyIfWork, int[] launched);
+
+  private static native boolean serverResident(long server);
+
+  private static native int serverStop(long server);
+
+  private static native int serverStats(long server, long[] out);
+
+  private static native void serverDestroy(long server);
+
+  private static native int ringAttach(long ctx, String path, long[] out);
+
+  private static native void ringDetach(long ring);
+
   /** Throws the library's error for a failing status, with what the call was doing. */
   private static void check(int code, String what) {
     if (code != 0) {
@@ -329,5 +356,72 @@ final class SlipNative {
       long outCap, long offsets, long counts, long scratch, long scratchBytes, long timeoutMs) {
     check(partitionRun(device, keys, rows, widths, cols, nparts, out, outCap, offsets, counts, scratch, scratchBytes,
         timeoutMs), "partition of " + rows + " rows into " + nparts + " partitions");
+  }
+
+  // ---- resident server (ResidentServer) ----
+
+  static long createServer(long ctx, int readers, int dirSlots, int ctas, int threads, long idleNanos) {
+    long[] out = new long[1];
+    check(serverCreate(ctx, readers, dirSlots, ctas, threads, idleNanos, out), "resident server of " + ctas + " x "
+        + threads + " threads");
+    return out[0];
+  }
+
+  static void setServerReader(long server, int index, long ring, long landing, long landingLen, long landingKey) {
+    check(serverSetReader(server, index, ring, landing, landingLen, landingKey), "reader entry " + index);
+  }
+
+  static void clearServerReader(long server, int index) {
+    check(serverClearReader(server, index), "reader entry " + index);
+  }
+
+  static void putServerOutput(long server, int shuffle, long map, long base, long offsets, long counts, int nparts) {
+    check(serverPutOutput(server, shuffle, map, base, offsets, counts, nparts), "directory entry of shuffle " + shuffle
+        + " map " + map);
+  }
+
+  /** The native status: 0, or SLIP_ERR_TIMEOUT while a push still reads the output (its memory must stay). */
+  static int revokeServerOutput(long server, int shuffle, long map, long timeoutNanos, String[] error) {
+    int st = serverRevokeOutput(server, shuffle, map, timeoutNanos);
+    if (st != 0) {
+      error[0] = lastError();
+    }
+    return st;
+  }
+
+  /** Launches the kernel unless resident (with {@code onlyIfWork}, only when a ring holds a request); whether it did. */
+  static boolean startServer(long server, boolean onlyIfWork) {
+    int[] launched = new int[1];
+    check(serverStart(server, onlyIfWork, launched), onlyIfWork ? "resident server wake" : "resident server start");
+    return launched[0] != 0;
+  }
+
+  static boolean serverIsResident(long server) {
+    return serverResident(server);
+  }
+
+  static void stopServer(long server) {
+    check(serverStop(server), "resident server stop");
+  }
+
+  /** [served, failed, bytes, CTAs resident]. */
+  static long[] serverStats(long server) {
+    long[] out = new long[4];
+    check(serverStats(server, out), "resident server statistics");
+    return out;
+  }
+
+  static void destroyServer(long server) {
+    serverDestroy(server);
+  }
+
+  static long attachRing(long ctx, String path) {
+    long[] out = new long[1];
+    check(ringAttach(ctx, path, out), "request ring " + path);
+    return out[0];
+  }
+
+  static void detachRing(long ring) {
+    ringDetach(ring);
   }
 }

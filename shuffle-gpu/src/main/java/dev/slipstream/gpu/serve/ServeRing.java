@@ -113,9 +113,7 @@ public final class ServeRing {
 
   /** Lays out a new ring of {@code slots} (a power of two, at most {@value #MAX_SLOTS}) over {@code memory}, zeroed. */
   public static ServeRing format(ByteBuffer memory, int slots, long pid) {
-    if (slots < 1 || slots > MAX_SLOTS || Integer.bitCount(slots) != 1) {
-      throw new IllegalArgumentException("ring of " + slots + " slots; expected a power of two up to " + MAX_SLOTS);
-    }
+    checkSlots(slots);
     if (!memory.isDirect() || memory.capacity() < bytes(slots)) {
       throw new IllegalArgumentException("ring of " + slots + " slots needs " + bytes(slots) + " bytes of direct memory, got "
           + (memory.isDirect() ? memory.capacity() + " bytes" : "a heap buffer"));
@@ -127,6 +125,12 @@ public final class ServeRing {
     m.putInt(H_MAGIC, RING_MAGIC).putShort(H_VERSION, (short) VERSION).putInt(H_NSLOTS, slots)
         .putInt(H_SLOT_BYTES, SLOT_BYTES).putLong(H_READER_PID, pid);
     return new ServeRing(memory, slots);
+  }
+
+  static void checkSlots(int slots) {
+    if (slots < 1 || slots > MAX_SLOTS || Integer.bitCount(slots) != 1) {
+      throw new IllegalArgumentException("ring of " + slots + " slots; expected a power of two up to " + MAX_SLOTS);
+    }
   }
 
   public int slots() {

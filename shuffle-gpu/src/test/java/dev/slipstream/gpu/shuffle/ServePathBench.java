@@ -38,13 +38,18 @@ import java.util.concurrent.CompletableFuture;
  * Also the landed bytes per second over the timed requests' wall time. Every landed block is
  * compared with the store's bytes in the first and last timed request (byte-exact or it throws).
  *
+ * <p>{@code --path resident} measures the resident server instead ({@link ResidentPath}): the
+ * request is posted into a request ring and the holder's kernel, already on the GPU, checks and
+ * pushes it and answers in the ring; no host thread of the holder is on the request's path.
+ *
  * <p>Run on the GPU machine through {@code dev/slipstream-gpu-java main
  * dev.slipstream.gpu.shuffle.ServePathBench --rows 4000000 --parts 4 --blocks 1 --iters 2000};
- * results and method in docs/benchmarks/2026-12-01-gpu-serve-path.md. Not a test: it asserts nothing about time.
+ * results and method in docs/benchmarks/2026-12-01-gpu-serve-path.md and
+ * docs/benchmarks/2026-12-02-gpu-resident-serve.md. Not a test: it asserts nothing about time.
  */
 public final class ServePathBench {
-  private static final int[] W = {8, 8};
-  private static final int SHUFFLE = 5;
+  static final int[] W = {8, 8};
+  static final int SHUFFLE = 5;
   private static final String[] PHASES = {"prepare", "codec", "check", "lane", "launch", "kernel", "land", "total"};
 
   private ServePathBench() {}
@@ -56,9 +61,18 @@ public final class ServePathBench {
     int iters = 2000;
     int warmup = 1000;
     int inflight = 1;
+    int ctas = 2;
+    String path = "scheduler";
     for (int i = 0; i < args.length; i += 2) {
       if (i + 1 >= args.length) {
         throw new IllegalArgumentException("option " + args[i] + " has no value");
+      }
+      if (args[i].equals("--path")) {
+        path = args[i + 1];
+        if (!path.equals("scheduler") && !path.equals("resident")) {
+          throw new IllegalArgumentException("--path " + path + ", expected scheduler or resident");
+        }
+        continue;
       }
       int v = Integer.parseInt(args[i + 1]);
       switch (args[i]) {
@@ -68,8 +82,9 @@ public final class ServePathBench {
         case "--iters" -> iters = v;
         case "--warmup" -> warmup = v;
         case "--inflight" -> inflight = v;
+        case "--ctas" -> ctas = v;
         default -> throw new IllegalArgumentException("unknown option " + args[i]
-            + ", expected --rows, --parts, --blocks, --iters, --warmup or --inflight");
+            + ", expected --path, --rows, --parts, --blocks, --iters, --warmup, --inflight or --ctas");
       }
     }
     if (blocks < 1 || blocks > parts || inflight < 1 || iters < 2 || rows < 1) {
@@ -77,7 +92,11 @@ public final class ServePathBench {
           + " --iters " + iters + " --rows " + rows + ": expected 1 <= blocks <= parts, inflight >= 1, iters >= 2,"
           + " rows >= 1");
     }
-    run(rows, parts, blocks, iters, warmup, inflight);
+    if (path.equals("resident")) {
+      ResidentPath.run(rows, parts, blocks, iters, warmup, inflight, ctas);
+    } else {
+      run(rows, parts, blocks, iters, warmup, inflight);
+    }
   }
 
   private record Outstanding(DeviceLanding.Fetch fetch, long[] marks, CompletableFuture<Long> answer, long start,
@@ -220,7 +239,7 @@ public final class ServePathBench {
   }
 
   /** {@code n} rows of random keys; payload columns derived from the key. */
-  private static DeviceBatch upload(GpuContext ctx, int n) {
+  static DeviceBatch upload(GpuContext ctx, int n) {
     BatchLayout l = BatchLayout.packed(n, W);
     ByteBuffer b = ByteBuffer.allocate(Math.toIntExact(l.bufferBytes())).order(ByteOrder.LITTLE_ENDIAN);
     SplittableRandom r = new SplittableRandom(7);

@@ -1,0 +1,204 @@
+package dev.slipstream.gpu;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * A holder GPU's resident server (native/include/slipstream/serve.h): a bounded kernel that takes
+ * write requests from the readers' request rings, checks them on the device against the reader
+ * entries and a device-resident directory of map outputs, pushes the blocks into the readers'
+ * landing regions and answers in the rings. The host only sets up: reader entries (a reader's
+ * ring file, made by the reader, is mapped and registered here), directory entries, and a wake
+ * thread that launches the kernel again when a request arrives after it parked.
+ *
+ * <p>Parking: the kernel's CTAs leave after {@code idle} without a request, so an idle executor
+ * holds no SM; the wake thread then looks at the rings' host memory every {@code wakePoll} and
+ * launches the kernel when one holds a request it has not taken.
+ *
+ * <p>Threading: thread-safe (the native server serialises its calls). Ownership: owns the native
+ * server and the ring mappings; {@link #close()} stops the kernel, then unmaps the rings. The
+ * caller keeps the landing regions and map outputs mapped until {@link #detachReader} or
+ * {@link #revokeOutput} returned (or until close).
+ */
+public final class ResidentServer implements AutoCloseable {
+  /** The server's shape: its readers, directory slots (a power of two), CTAs x threads, idle and wake times. */
+  public record Settings(int readers, int directorySlots, int ctas, int threads, Duration idle, Duration wakePoll) {
+    public Settings {
+      if (readers < 1 || directorySlots < 2 || Integer.bitCount(directorySlots) != 1 || ctas < 1 || threads < 32
+          || threads % 32 != 0 || idle.isNegative() || wakePoll.isNegative() || wakePoll.isZero()) {
+        throw new IllegalArgumentException("resident server of " + readers + " readers, " + directorySlots
+            + " directory slots, " + ctas + " x " + threads + " threads, idle " + idle + ", wake poll " + wakePoll
+            + ": expected at least 1 reader, a power of two of at least 2 slots, at least 1 CTA, a multiple of 32"
+            + " threads, and positive times");
+      }
+    }
+  }
+
+  /** What the kernel did since the server was made. */
+  public record Stats(long served, long failed, long bytes, int ctasResident) {}
+
+  private final GpuContext ctx;
+  private final Settings settings;
+  private final long[] rings;
+  private final Thread waker;
+  private long handle;
+  private volatile boolean closed;
+  private volatile RuntimeException wakeFailure;
+
+  private ResidentServer(GpuContext ctx, Settings settings, long handle) {
+    this.ctx = ctx;
+    this.settings = settings;
+    this.handle = handle;
+    this.rings = new long[settings.readers()];
+    this.waker = new Thread(this::wakeLoop, "slipstream-serve-wake-" + ctx.device());
+    this.waker.setDaemon(true);
+  }
+
+  /** Makes the server on {@code ctx}'s GPU; the kernel runs from the first {@link #start} on. */
+  public static ResidentServer create(GpuContext ctx, Settings settings) {
+    long h = SlipNative.createServer(ctx.handle(), settings.readers(), settings.directorySlots(), settings.ctas(),
+        settings.threads(), settings.idle().toNanos());
+    ResidentServer s = new ResidentServer(ctx, settings, h);
+    s.waker.start();
+    return s;
+  }
+
+  public Settings settings() {
+    return settings;
+  }
+
+  /**
+   * Reader entry {@code index}: maps the reader's ring file (its header and size checked), and
+   * serves requests from it into {@code landingLength} bytes at device address {@code landing},
+   * for requests naming {@code landingKey}. An entry already set is replaced (its ring unmapped
+   * once the kernel left it).
+   */
+  public synchronized void attachReader(int index, Path ringFile, long landing, long landingLength, long landingKey) {
+    checkIndex(index);
+    long ring = SlipNative.attachRing(ctx.handle(), ringFile.toString());
+    try {
+      if (rings[index] != 0) {
+        detachReader(index);
+      }
+      SlipNative.setServerReader(handle(), index, ring, landing, landingLength, landingKey);
+    } catch (RuntimeException e) {
+      SlipNative.detachRing(ring);
+      throw e;
+    }
+    rings[index] = ring;
+  }
+
+  /**
+   * Takes no more requests from reader {@code index}; returns once the kernel can write neither its
+   * ring nor its landing region (the kernel is stopped for it and launched again by the next request).
+   */
+  public synchronized void detachReader(int index) {
+    checkIndex(index);
+    if (rings[index] == 0) {
+      return;
+    }
+    SlipNative.clearServerReader(handle(), index);
+    SlipNative.stopServer(handle());
+    SlipNative.detachRing(rings[index]);
+    rings[index] = 0;
+  }
+
+  /** Enters map output {@code mapId} of {@code shuffleId}: {@code nparts} blocks at base + offsets[p] (device addresses). */
+  public void putOutput(int shuffleId, long mapId, long base, long offsets, long counts, int nparts) {
+    SlipNative.putServerOutput(handle(), shuffleId, mapId, base, offsets, counts, nparts);
+  }
+
+  /**
+   * Removes a map output: no push starts from it after the call, and the call returns once none
+   * reads it, so its memory may be freed or moved. A push still reading it after {@code timeout}
+   * (a slow landing) is waited for by stopping the kernel (the next request launches it again).
+   */
+  public void revokeOutput(int shuffleId, long mapId, Duration timeout) {
+    String[] error = new String[1];
+    int st = SlipNative.revokeServerOutput(handle(), shuffleId, mapId, timeout.toNanos(), error);
+    if (st == SlipStatus.SLIP_ERR_TIMEOUT.code()) {
+      SlipNative.stopServer(handle());
+    } else if (st != 0) {
+      throw new GpuException(SlipStatus.of(st), "directory entry of shuffle " + shuffleId + " map " + mapId + ": "
+          + error[0]);
+    }
+  }
+
+  /** Launches the kernel unless it is resident; whether it did. */
+  public boolean start() {
+    return SlipNative.startServer(handle(), false);
+  }
+
+  /** Whether the kernel is resident now. */
+  public boolean resident() {
+    return SlipNative.serverIsResident(handle());
+  }
+
+  /** Why the wake thread stopped, or null while it runs. */
+  public RuntimeException wakeFailure() {
+    return wakeFailure;
+  }
+
+  public Stats stats() {
+    long[] s = SlipNative.serverStats(handle());
+    return new Stats(s[0], s[1], s[2], (int) s[3]);
+  }
+
+  private void wakeLoop() {
+    long pollNanos = settings.wakePoll().toNanos();
+    try {
+      while (!closed) {
+        long h = handle;
+        if (h != 0 && !SlipNative.serverIsResident(h)) {
+          SlipNative.startServer(h, true);
+        }
+        LockSupport.parkNanos(pollNanos);
+      }
+    } catch (RuntimeException e) {
+      if (!closed) {
+        wakeFailure = e;
+      }
+    }
+  }
+
+  private long handle() {
+    long h = handle;
+    if (h == 0) {
+      throw new IllegalStateException("resident server of device " + ctx.device() + " is closed");
+    }
+    return h;
+  }
+
+  private void checkIndex(int index) {
+    if (index < 0 || index >= rings.length) {
+      throw new IllegalArgumentException("reader entry " + index + ", expected 0.." + (rings.length - 1));
+    }
+  }
+
+  /** Stops the kernel (requests being served finish), unmaps the rings and frees the server. */
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    waker.interrupt();
+    try {
+      waker.join(TimeUnit.SECONDS.toMillis(10));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    long h = handle;
+    handle = 0;
+    SlipNative.stopServer(h);
+    SlipNative.destroyServer(h);
+    for (int i = 0; i < rings.length; i++) {
+      if (rings[i] != 0) {
+        SlipNative.detachRing(rings[i]);
+        rings[i] = 0;
+      }
+    }
+  }
+}

@@ -1,0 +1,181 @@
+package dev.slipstream.gpu.shuffle;
+
+import dev.slipstream.gpu.DeviceBuffer;
+import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.ResidentServer;
+import dev.slipstream.gpu.serve.ServeRing;
+import dev.slipstream.gpu.serve.ServeRingFile;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Deque;
+import java.util.List;
+
+/**
+ * {@link ServePathBench}'s resident mode: one JVM on one GPU is reader and holder. The map output
+ * is partitioned on the device into the store as in the scheduler mode, entered in a resident
+ * server's directory; the reader posts requests through a {@link ServeRing} in a shared-memory
+ * file that the server maps into the GPU, and waits for each answer in the ring (host memory: no
+ * device copy per poll). Per request it prints the median, 90th and 99th percentile of
+ * {@code post} (writing and publishing the request) and {@code total} (start of the post to the
+ * answer seen), and the landed bytes per second over the timed requests' wall time. The first and
+ * last timed requests' blocks are compared with the store's bytes.
+ */
+final class ResidentPath {
+  private static final long KEY = 0x51_1b57_ea3dL;
+
+  private ResidentPath() {}
+
+  static void run(int rows, int parts, int blocks, int iters, int warmup, int inflight, int ctas) throws Exception {
+    BatchLayout whole = BatchLayout.packed(rows, ServePathBench.W);
+    long mapBytes = whole.bufferBytes();
+    Path dir = Files.createTempDirectory(Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm")
+        : Path.of(System.getProperty("java.io.tmpdir")), "slipstream-serve-bench");
+    try (GpuContext ctx = GpuContext.open(0);
+        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 2 * mapBytes + (64 << 20),
+            0)) {
+      try (DeviceBatch b = ServePathBench.upload(ctx, rows)) {
+        DeviceMapOutputWriter.write(ctx, store, ServePathBench.SHUFFLE, 1, List.of(b), parts, ServePathBench.W, 60_000);
+      }
+      try (DeviceMapOutputStore.Pinned p = store.pin(ServePathBench.SHUFFLE, 1)) {
+        // The directory's blocks: partition q is [offsets[q], offsets[q + 1]) of the store's block.
+        // (sections are in partition order; a section's padding goes with it).
+        long[] offsets = new long[parts + 1];
+        for (int q = 0; q < parts; q++) {
+          offsets[q] = p.offset(q);
+        }
+        offsets[parts] = p.offset(parts - 1) + p.bytes(parts - 1);
+        long room = 0;
+        for (int q = 0; q < parts; q++) {
+          if (offsets[q + 1] < offsets[q] + p.bytes(q)) {
+            throw new IllegalStateException("partition " + q + " at " + offsets[q] + " (" + p.bytes(q)
+                + " bytes) overlaps the next at " + offsets[q + 1]);
+          }
+          room = Math.max(room, align16(offsets[q + 1] - offsets[q]));
+        }
+        long tableBytes = align16(16 + 16L * blocks);
+        long perRequest = tableBytes + blocks * room;
+        int slots = Integer.highestOneBit(Math.max(2, inflight) * 2 - 1) * 2;
+        long landingBytes = perRequest * slots;
+        ByteBuffer offs = ByteBuffer.allocate(8 * (parts + 1)).order(ByteOrder.LITTLE_ENDIAN);
+        Arrays.stream(offsets).forEach(offs::putLong);
+        ResidentServer.Settings settings = new ResidentServer.Settings(1, 64, ctas, 256, Duration.ofSeconds(10),
+            Duration.ofMillis(1));
+        try (DeviceBuffer dOffsets = ctx.allocate(offs.capacity());
+            DeviceBuffer landing = ctx.allocate(landingBytes);
+            ServeRingFile file = ServeRingFile.create(dir.resolve("ring"), slots);
+            ResidentServer server = ResidentServer.create(ctx, settings)) {
+          dOffsets.write(0, offs.array());
+          server.attachReader(0, file.path(), landing.address(), landingBytes, KEY);
+          server.putOutput(ServePathBench.SHUFFLE, 1, p.block().address(), dOffsets.address(), 0, parts);
+          server.start();
+          System.out.printf("serve path (resident): 1 GPU, map of %d rows (%d bytes) in %d partitions, %d block(s) of"
+              + " up to %d bytes per request, %d in flight, %d CTAs x 256 threads, %d untimed then %d timed requests%n",
+              rows, mapBytes, parts, blocks, room, inflight, ctas, warmup, iters);
+          Rig rig = new Rig(file.ring(), landing, p, offsets, room, tableBytes, perRequest, slots, parts, blocks);
+          rig.measure(warmup, inflight, null);
+          long[][] t = new long[2][iters];
+          long t0 = System.nanoTime();
+          long bytes = rig.measure(iters, inflight, t);
+          long wall = System.nanoTime() - t0;
+          String[] names = {"post", "total"};
+          for (int i = 0; i < names.length; i++) {
+            long[] v = t[i];
+            Arrays.sort(v);
+            System.out.printf("  %-8s us: median %8.1f  p90 %8.1f  p99 %8.1f%n", names[i], v[v.length / 2] / 1e3,
+                v[(int) (v.length * 0.9)] / 1e3, v[(int) (v.length * 0.99)] / 1e3);
+          }
+          ResidentServer.Stats st = server.stats();
+          System.out.printf("  landed %d bytes in %.1f ms: %.2f GB/s; kernel served %d, refused %d%n", bytes,
+              wall / 1e6, bytes / (wall / 1e9) / 1e9, st.served(), st.failed());
+          if (st.failed() != 0) {
+            throw new IllegalStateException(st.failed() + " requests refused");
+          }
+        }
+      }
+    } finally {
+      try (var files = Files.list(dir)) {
+        files.forEach(f -> f.toFile().delete());
+      }
+      Files.deleteIfExists(dir);
+    }
+  }
+
+  private static long align16(long v) {
+    return (v + 15) & ~15L;
+  }
+
+  private record Posted(long ticket, long start, int first, int slot) {}
+
+  private record Rig(ServeRing ring, DeviceBuffer landing, DeviceMapOutputStore.Pinned output, long[] offsets,
+      long room, long tableBytes, long perRequest, int slots, int parts, int blocks) {
+
+    /** Serves {@code n} requests, at most {@code inflight} outstanding; fills {@code t} (post, total) if not null. */
+    long measure(int n, int inflight, long[][] t) {
+      Deque<Posted> out = new ArrayDeque<>();
+      long landed = 0;
+      int sent = 0;
+      int done = 0;
+      int next = 0;
+      while (done < n) {
+        if (sent < n && out.size() < inflight) {
+          int first = next;
+          int slot = sent % slots;
+          long base = slot * perRequest;
+          List<ServeRing.Block> bs = new ArrayList<>(blocks);
+          for (int k = 0; k < blocks; k++) {
+            bs.add(new ServeRing.Block(1, (first + k) % parts, base + tableBytes + k * room, room));
+          }
+          next = (first + blocks) % parts;
+          long start = System.nanoTime();
+          long ticket = ring.post(new ServeRing.Request(sent, ServePathBench.SHUFFLE, KEY, base,
+              start + 30_000_000_000L, bs), 30_000_000_000L);
+          if (ticket < 0) {
+            throw new IllegalStateException("request " + sent + ": the ring is broken");
+          }
+          if (t != null) {
+            t[0][sent] = System.nanoTime() - start;
+          }
+          out.addLast(new Posted(ticket, start, first, slot));
+          sent++;
+          continue;
+        }
+        Posted o = out.pollFirst();
+        ServeRing.Answer a = ring.await(o.ticket(), 30_000_000_000L);
+        long seen = System.nanoTime();
+        if (a == null || !a.ok()) {
+          throw new IllegalStateException("request " + done + ": " + (a == null ? "no answer within 30 s"
+              : "status " + a.status() + " at block " + a.block() + ", value " + a.value()));
+        }
+        if (t != null) {
+          t[1][done] = seen - o.start();
+          if (done == 0 || done == n - 1) {
+            check(o);
+          }
+        }
+        landed += a.bytes();
+        done++;
+      }
+      return landed;
+    }
+
+    /** Each landed block equals the store's bytes of its partition. */
+    private void check(Posted o) {
+      for (int k = 0; k < blocks; k++) {
+        int q = (o.first() + k) % parts;
+        int len = Math.toIntExact(output.bytes(q));
+        byte[] want = new byte[len];
+        output.block().read(output.offset(q), want, 0, len);
+        byte[] got = landing.read(o.slot() * perRequest + tableBytes + k * room, len);
+        if (!Arrays.equals(want, got)) {
+          throw new IllegalStateException("partition " + q + ": landed bytes differ from the store's");
+        }
+      }
+    }
+  }
+}
