@@ -131,6 +131,79 @@ __device__ void cta_copy(char *dst, const char *src, uint64_t len) {
   for (uint64_t i = done + threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
 }
 
+/* A request's copy shared among CTAs: its blocks, and a word that hands out chunks,
+ * gen (16 bits) | nchunks (24) | next (24), taken with CAS so a chunk always belongs to the
+ * generation it was counted in. The CTA that armed it waits until `done` reaches nchunks. */
+struct Job {
+  unsigned long long word;
+  unsigned int done;
+  unsigned int nblocks;
+  const char *src[SLIP_SERVE_MAX_BLOCKS];
+  char *dst[SLIP_SERVE_MAX_BLOCKS];
+  uint64_t len[SLIP_SERVE_MAX_BLOCKS];
+  uint32_t first_chunk[SLIP_SERVE_MAX_BLOCKS + 1];
+};
+
+constexpr unsigned long long kChunkField = (1ull << 24) - 1;
+
+__device__ __forceinline__ uint32_t word_next(unsigned long long w) { return (uint32_t)(w & kChunkField); }
+__device__ __forceinline__ uint32_t word_chunks(unsigned long long w) { return (uint32_t)((w >> 24) & kChunkField); }
+
+/* Thread 0: takes the next chunk of `job`; true with *chunk set. */
+__device__ bool take_chunk(Job *job, uint32_t *chunk) {
+  unsigned long long w = *(volatile unsigned long long *)&job->word;
+  while (word_next(w) < word_chunks(w)) {
+    const unsigned long long seen = atomicCAS(&job->word, w, w + 1);
+    if (seen == w) {
+      __threadfence();  // the job as armed before this word: read after the take
+      *chunk = word_next(w);
+      return true;
+    }
+    w = seen;
+  }
+  return false;
+}
+
+/* The whole CTA copies chunk c of `job` (thread 0 took it), then counts it done (after a system
+ * fence, so the CTA that answers sees its bytes before its answer is released). */
+__device__ void copy_chunk(Job *job, uint32_t c, uint64_t chunk_bytes) {
+  __shared__ const char *src;
+  __shared__ char *dst;
+  __shared__ uint64_t len;
+  if (threadIdx.x == 0) {
+    // Read through L2: the job was written by another SM after this one may have cached it.
+    volatile Job *j = job;
+    uint32_t b = 0;
+    const uint32_t nb = j->nblocks;
+    while (b + 1 < nb && j->first_chunk[b + 1] <= c) b++;
+    const uint64_t off = (uint64_t)(c - j->first_chunk[b]) * chunk_bytes;
+    const uint64_t blen = j->len[b];
+    src = j->src[b] + off;
+    dst = j->dst[b] + off;
+    len = blen - off < chunk_bytes ? blen - off : chunk_bytes;
+  }
+  __syncthreads();
+  cta_copy(dst, src, len);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    fence_sys();
+    atomicAdd(&job->done, 1u);
+  }
+}
+
+/* Thread 0: a chunk of another CTA's job, if one has any left; true with *which and *chunk set. */
+__device__ bool find_help(const slip_serve_launch &a, uint32_t *which, uint32_t *chunk) {
+  Job *jobs = (Job *)a.jobs;
+  for (uint32_t k = 1; k < gridDim.x; k++) {
+    const uint32_t j = (blockIdx.x + k) % gridDim.x;
+    if (take_chunk(&jobs[j], chunk)) {
+      *which = j;
+      return true;
+    }
+  }
+  return false;
+}
+
 __device__ uint64_t monotonic_now(const slip_serve_launch &a) {
   return (uint64_t)((int64_t)globaltimer_ns() - a.clock_offset_ns);
 }
@@ -181,8 +254,45 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   }
   __syncthreads();
   char *landing = (char *)(uintptr_t)rd.landing;
-  if (first.status == SLIP_OK) {
+  if (first.status == SLIP_OK && gridDim.x > 1 && total > a.chunk_bytes) {
+    // Shared: arm this CTA's job, copy chunks with whoever helps, wait for the last one.
+    Job *job = &((Job *)a.jobs)[blockIdx.x];
+    __shared__ uint32_t chunks, c;
+    __shared__ bool got;
+    if (threadIdx.x == 0) {
+      uint32_t n = 0;
+      for (uint32_t i = 0; i < nb; i++) {
+        job->src[i] = srcs[i];
+        job->dst[i] = landing + q.blocks[i].dst_offset;
+        job->len[i] = lens[i];
+        job->first_chunk[i] = n;
+        n += (uint32_t)((lens[i] + a.chunk_bytes - 1) / a.chunk_bytes);
+      }
+      job->first_chunk[nb] = n;
+      job->nblocks = nb;
+      job->done = 0;
+      chunks = n;
+      __threadfence();  // the job before the word that hands it out
+      const unsigned long long gen = (*(volatile unsigned long long *)&job->word >> 48) + 1;
+      atomicExch(&job->word, (gen & 0xffffull) << 48 | (unsigned long long)n << 24);
+    }
+    __syncthreads();
+    for (;;) {
+      if (threadIdx.x == 0) got = take_chunk(job, &c);
+      __syncthreads();
+      if (!got) break;
+      copy_chunk(job, c, a.chunk_bytes);
+    }
+    if (threadIdx.x == 0) {
+      slip::sync::Backoff wait;
+      while (*(volatile unsigned int *)&job->done != chunks) wait.pause();
+      __threadfence();
+    }
+    __syncthreads();
+  } else if (first.status == SLIP_OK) {
     for (uint32_t i = 0; i < nb; i++) cta_copy(landing + q.blocks[i].dst_offset, srcs[i], lens[i]);
+  }
+  if (first.status == SLIP_OK) {
     if (threadIdx.x <= nb) {
       uint64_t *tb = (uint64_t *)(landing + q.table_offset);
       if (threadIdx.x == 0) {
@@ -219,17 +329,23 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
 
 extern "C" __global__ void slip_serve_kernel(const slip_serve_launch *__restrict__ la) {
   const slip_serve_launch a = *la;
-  __shared__ int action;  // 0 wait, 1 serve, 2 leave
+  __shared__ int action;  // 0 wait, 1 serve, 2 leave, 3 help another CTA's copy
   __shared__ uint32_t which;
   __shared__ uint64_t ticket;
+  __shared__ uint32_t chunk;
   uint64_t idle_since = globaltimer_ns();
   uint32_t next = blockIdx.x % (a.nreaders ? a.nreaders : 1);
   slip::sync::Backoff backoff;
   for (;;) {
     if (threadIdx.x == 0) {
       action = 0;
+      uint32_t j = 0, c = 0;
       if (ld_acquire_sys(&a.ctl->stop) != 0) {
         action = 2;
+      } else if (find_help(a, &j, &c)) {
+        action = 3;
+        which = j;
+        chunk = c;
       } else {
         for (uint32_t k = 0; k < a.nreaders && action == 0; k++) {
           const uint32_t ri = (next + k) % a.nreaders;
@@ -249,6 +365,10 @@ extern "C" __global__ void slip_serve_kernel(const slip_serve_launch *__restrict
     if (act == 2) break;
     if (act == 1) {
       serve_one(a, &a.readers[which], ticket);
+      idle_since = globaltimer_ns();
+      backoff = slip::sync::Backoff();
+    } else if (act == 3) {
+      copy_chunk(&((Job *)a.jobs)[which], chunk, a.chunk_bytes);
       idle_since = globaltimer_ns();
       backoff = slip::sync::Backoff();
     } else if (threadIdx.x == 0) {
@@ -276,6 +396,7 @@ struct slip_server {
   slip_serve_output *d_dir = nullptr;
   slip_serve_stats *d_stats = nullptr;
   slip_serve_launch *d_launch = nullptr;
+  void *d_jobs = nullptr;
   slip_serve_ctl *ctl = nullptr;  // mapped pinned
   slip_serve_ctl *d_ctl = nullptr;
   uint64_t *clock_host = nullptr;  // mapped pinned
@@ -288,6 +409,10 @@ struct slip_server {
 };
 
 namespace {
+
+/* Chunk of a shared copy: big enough that a chunk's handing out is a small part of its copy
+ * (256 threads x 16 B x 32 iterations), small enough that a 1 MiB request spreads over 8 CTAs. */
+constexpr uint64_t kChunkBytes = 128 * 1024;
 
 uint64_t mono_ns() {
   timespec ts;
@@ -363,6 +488,8 @@ extern "C" slip_status slip_server_create(slip_ctx *ctx, uint32_t max_readers, u
   SLIP_CUDA_CHECK(cudaMalloc(&s->d_stats, sizeof(slip_serve_stats)));
   SLIP_CUDA_CHECK(cudaMemset(s->d_stats, 0, sizeof(slip_serve_stats)));
   SLIP_CUDA_CHECK(cudaMalloc(&s->d_launch, sizeof(slip_serve_launch)));
+  SLIP_CUDA_CHECK(cudaMalloc(&s->d_jobs, sizeof(Job) * ctas));
+  SLIP_CUDA_CHECK(cudaMemset(s->d_jobs, 0, sizeof(Job) * ctas));
   SLIP_CUDA_CHECK(cudaHostAlloc(&s->ctl, sizeof(slip_serve_ctl), cudaHostAllocMapped));
   memset(s->ctl, 0, sizeof(slip_serve_ctl));
   SLIP_CUDA_CHECK(cudaHostGetDevicePointer((void **)&s->d_ctl, s->ctl, 0));
@@ -514,6 +641,8 @@ slip_status launch_locked(slip_server *s, int *launched) {
     la.nreaders = s->max_readers;
     la.dir_slots = s->dir_slots;
     la.idle_ns = s->idle_ns;
+    la.jobs = s->d_jobs;
+    la.chunk_bytes = kChunkBytes;
     la.clock_offset_ns = (int64_t)*(volatile uint64_t *)s->clock_host - (int64_t)(t0 / 2 + t1 / 2);
     const uint32_t live = s->ctas;
     SLIP_CUDA_CHECK(cudaMemcpyAsync(s->d_launch, &la, sizeof(la), cudaMemcpyHostToDevice, s->copy_stream));
@@ -609,6 +738,7 @@ extern "C" void slip_server_destroy(slip_server *s) {
   cudaFree(s->d_dir);
   cudaFree(s->d_stats);
   cudaFree(s->d_launch);
+  cudaFree(s->d_jobs);
   if (s->ctl) cudaFreeHost(s->ctl);
   if (s->clock_host) cudaFreeHost(s->clock_host);
   if (s->kernel_stream) cudaStreamDestroy(s->kernel_stream);

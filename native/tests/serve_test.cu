@@ -8,6 +8,7 @@
 // time from a request's publish to its answer (the software cost of a request: small blocks).
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -311,7 +312,22 @@ void bench(Rig &r, uint64_t bytes, int n) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const bool do_bench = argc > 1 && strcmp(argv[1], "bench") == 0;
+  // serve_test [bench] [--ctas N] [--threads N]: the server's CTAs (2 unless given; a request over
+  // 128 KiB is copied by all of them) and threads per CTA (256).
+  bool do_bench = false;
+  uint32_t ctas = 2, threads = 256;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "bench") == 0) {
+      do_bench = true;
+    } else if (strcmp(argv[i], "--ctas") == 0 && i + 1 < argc) {
+      ctas = (uint32_t)strtoul(argv[++i], nullptr, 10);
+    } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = (uint32_t)strtoul(argv[++i], nullptr, 10);
+    } else {
+      fprintf(stderr, "serve_test: unknown argument %s, expected bench, --ctas N or --threads N\n", argv[i]);
+      return 2;
+    }
+  }
   int ngpus = 0;
   if (slip_cuda_probe(&ngpus) != SLIP_OK || ngpus == 0) {
     printf("SKIP: %s\n", slip_last_error());
@@ -320,7 +336,8 @@ int main(int argc, char **argv) {
   Rig r;
   T_SLIP(slip_ctx_create(0, &r.ctx));
   const uint64_t idle_ns = do_bench ? 10000000000ull : 20000000ull;
-  T_SLIP(slip_server_create(r.ctx, 4, 64, 2, 256, idle_ns, &r.server));
+  T_SLIP(slip_server_create(r.ctx, 4, 64, ctas, threads, idle_ns, &r.server));
+  printf("serve: %u CTAs x %u threads\n", ctas, threads);
   T_CUDA(cudaMalloc(&r.d_landing, kLanding));
   std::vector<uint64_t> sizes0, sizes1;
   for (uint32_t p = 0; p < kParts; p++) sizes0.push_back(p == 7 ? 16 : (uint64_t)(p + 1) * 16 * 1000);

@@ -22,6 +22,10 @@
  *   SLIP_SERVE_RING_HEADER      nslots x slip_serve_request (SLIP_SERVE_SLOT_BYTES each)
  *   ... + nslots x SLOT_BYTES   nslots x slip_serve_done
  *
+ * Copies. A request of at most chunk_bytes (slip_server_create's choice) is copied by the CTA that
+ * took it. A larger one is cut into chunks of chunk_bytes that every CTA free of its own request
+ * helps to copy; the CTA that took it writes the table and the answer once every chunk is in.
+ *
  * Checks on the device, before anything is written (the host path's WriteRequest.check and the
  * block writer's checks, with the same status codes): the request's magic, block count and the
  * reader's landing key; the block table's range; every block's map output is in the directory and
@@ -153,6 +157,8 @@ typedef struct slip_serve_launch {
   uint32_t dir_slots;      /* power of two; open addressing on slip_serve_hash */
   uint64_t idle_ns;        /* a CTA that found no request for this long leaves */
   int64_t clock_offset_ns; /* %globaltimer minus CLOCK_MONOTONIC, measured at launch */
+  void *jobs;              /* one shared copy job per CTA (device memory, serve.cu's own layout) */
+  uint64_t chunk_bytes;    /* a request over this many block bytes is copied by every free CTA, in chunks of it */
 } slip_serve_launch;
 
 #if defined(__CUDACC__)
