@@ -138,6 +138,7 @@ struct Job {
   unsigned long long word;
   unsigned int done;
   unsigned int nblocks;
+  uint64_t chunk_bytes;  /* this request's chunk: at least slip_serve_launch.chunk_bytes */
   const char *src[SLIP_SERVE_MAX_BLOCKS];
   char *dst[SLIP_SERVE_MAX_BLOCKS];
   uint64_t len[SLIP_SERVE_MAX_BLOCKS];
@@ -166,7 +167,7 @@ __device__ bool take_chunk(Job *job, uint32_t *chunk) {
 
 /* The whole CTA copies chunk c of `job` (thread 0 took it), then counts it done (after a system
  * fence, so the CTA that answers sees its bytes before its answer is released). */
-__device__ void copy_chunk(Job *job, uint32_t c, uint64_t chunk_bytes) {
+__device__ void copy_chunk(Job *job, uint32_t c) {
   __shared__ const char *src;
   __shared__ char *dst;
   __shared__ uint64_t len;
@@ -176,6 +177,7 @@ __device__ void copy_chunk(Job *job, uint32_t c, uint64_t chunk_bytes) {
     uint32_t b = 0;
     const uint32_t nb = j->nblocks;
     while (b + 1 < nb && j->first_chunk[b + 1] <= c) b++;
+    const uint64_t chunk_bytes = j->chunk_bytes;
     const uint64_t off = (uint64_t)(c - j->first_chunk[b]) * chunk_bytes;
     const uint64_t blen = j->len[b];
     src = j->src[b] + off;
@@ -260,13 +262,18 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
     __shared__ uint32_t chunks, c;
     __shared__ bool got;
     if (threadIdx.x == 0) {
+      // About four chunks per CTA, none under the launch's chunk: a chunk's handing out (a CAS,
+      // the job's words, a system fence) stays small beside its copy.
+      uint64_t cb = (total / (4ull * gridDim.x) + 15) & ~15ull;
+      if (cb < a.chunk_bytes) cb = a.chunk_bytes;
+      job->chunk_bytes = cb;
       uint32_t n = 0;
       for (uint32_t i = 0; i < nb; i++) {
         job->src[i] = srcs[i];
         job->dst[i] = landing + q.blocks[i].dst_offset;
         job->len[i] = lens[i];
         job->first_chunk[i] = n;
-        n += (uint32_t)((lens[i] + a.chunk_bytes - 1) / a.chunk_bytes);
+        n += (uint32_t)((lens[i] + cb - 1) / cb);
       }
       job->first_chunk[nb] = n;
       job->nblocks = nb;
@@ -281,7 +288,7 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
       if (threadIdx.x == 0) got = take_chunk(job, &c);
       __syncthreads();
       if (!got) break;
-      copy_chunk(job, c, a.chunk_bytes);
+      copy_chunk(job, c);
     }
     if (threadIdx.x == 0) {
       slip::sync::Backoff wait;
@@ -368,7 +375,18 @@ extern "C" __global__ void slip_serve_kernel(const slip_serve_launch *__restrict
       idle_since = globaltimer_ns();
       backoff = slip::sync::Backoff();
     } else if (act == 3) {
-      copy_chunk(&((Job *)a.jobs)[which], chunk, a.chunk_bytes);
+      // Stays with the job while it has chunks (no ring or stop read between them).
+      Job *job = &((Job *)a.jobs)[which];
+      __shared__ bool more;
+      uint32_t c = chunk;
+      for (;;) {
+        copy_chunk(job, c);
+        if (threadIdx.x == 0) more = take_chunk(job, &chunk);
+        __syncthreads();
+        if (!more) break;
+        c = chunk;
+        __syncthreads();  // every thread has read the chunk before thread 0 takes the next
+      }
       idle_since = globaltimer_ns();
       backoff = slip::sync::Backoff();
     } else if (threadIdx.x == 0) {
@@ -410,8 +428,8 @@ struct slip_server {
 
 namespace {
 
-/* Chunk of a shared copy: big enough that a chunk's handing out is a small part of its copy
- * (256 threads x 16 B x 32 iterations), small enough that a 1 MiB request spreads over 8 CTAs. */
+/* Smallest chunk of a shared copy: a 1 MiB request spreads over 8 CTAs; a larger one gets larger
+ * chunks (about four per CTA). */
 constexpr uint64_t kChunkBytes = 128 * 1024;
 
 uint64_t mono_ns() {
