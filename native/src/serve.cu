@@ -5,6 +5,7 @@
 // for idle_ns leaves, so an idle executor holds no SM; the host launches the kernel again when a
 // ring has work (slip_server_start).
 #include <fcntl.h>
+#include <stddef.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -65,7 +66,8 @@ __device__ slip_serve_output *pin_output(const slip_serve_launch &a, uint32_t sh
     if (state != SLIP_SERVE_LIVE || ld_u64(&e->map_id) != map || ld_u32(&e->shuffle_id) != shuffle) continue;
     atomicAdd(&e->pins, 1u);
     __threadfence();
-    if (ld_u32(&e->state) != SLIP_SERVE_LIVE) {  // revoked between the two reads: let go
+    // Revoked between the reads, or revoked and the slot entered again for another output: let go.
+    if (ld_u32(&e->state) != SLIP_SERVE_LIVE || ld_u64(&e->map_id) != map || ld_u32(&e->shuffle_id) != shuffle) {
       atomicSub(&e->pins, 1u);
       return nullptr;
     }
@@ -420,6 +422,7 @@ struct slip_server {
   uint64_t *clock_host = nullptr;  // mapped pinned
   uint64_t *d_clock = nullptr;
   std::vector<slip_serve_output> dir;  // the host's copy of every entry
+  std::vector<uint8_t> reusable;       // per slot: a tombstone no push reads any more (revoke returned)
   std::vector<const uint8_t *> rings;  // per reader entry: its ring's host memory (null: off)
   std::vector<uint32_t> ring_slots;
   std::vector<uint64_t> parked_taken;  // per reader: tickets taken, read once the kernel left
@@ -493,6 +496,7 @@ extern "C" slip_status slip_server_create(slip_ctx *ctx, uint32_t max_readers, u
   s->threads = threads;
   s->idle_ns = idle_ns;
   s->dir.assign(dir_slots, slip_serve_output{});
+  s->reusable.assign(dir_slots, 0);
   s->rings.assign(max_readers, nullptr);
   s->ring_slots.assign(max_readers, 0);
   s->parked_taken.assign(max_readers, 0);
@@ -584,10 +588,11 @@ extern "C" slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_i
     if (find_live(s, shuffle_id, map_id) >= 0)
       SLIP_FAIL(SLIP_ERR_STATE, "slip_server_put_output: shuffle %u map %llu is already in the directory", shuffle_id,
                 (unsigned long long)map_id);
+    // The first free slot or reusable tombstone on the key's probe sequence.
     const uint32_t mask = s->dir_slots - 1;
     uint32_t i = slip_serve_hash(shuffle_id, map_id, s->dir_slots);
     uint32_t probe = 0;
-    for (; probe < s->dir_slots && s->dir[i].state != SLIP_SERVE_FREE; probe++) i = (i + 1) & mask;
+    for (; probe < s->dir_slots && s->dir[i].state != SLIP_SERVE_FREE && !s->reusable[i]; probe++) i = (i + 1) & mask;
     if (probe == s->dir_slots)
       SLIP_FAIL(SLIP_ERR_NO_MEMORY, "slip_server_put_output: no free slot among the directory's %u", s->dir_slots);
     slip_serve_output e{};
@@ -600,8 +605,11 @@ extern "C" slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_i
     e.nparts = nparts;
     e.pins = 0;
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
-    SLIP_CHECK(publish_entry(s, &s->d_dir[i], &e, sizeof(e)));
+    // Up to the pins, which only the kernel changes (a push that looked at the old entry may still
+    // let go of its pin), then the state.
+    SLIP_CHECK(publish_entry(s, &s->d_dir[i], &e, offsetof(slip_serve_output, pins)));
     s->dir[i] = e;
+    s->reusable[i] = 0;
   }
 done:
   return st;
@@ -624,7 +632,10 @@ extern "C" slip_status slip_server_revoke_output(slip_server *s, uint32_t shuffl
     for (;;) {
       uint32_t pins = 0;
       SLIP_CHECK(copy_now(s, &pins, &s->d_dir[i].pins, 4, cudaMemcpyDeviceToHost));
-      if (pins == 0) break;
+      if (pins == 0) {
+        s->reusable[i] = 1;
+        break;
+      }
       if (mono_ns() - t0 > timeout_ns)
         SLIP_FAIL(SLIP_ERR_TIMEOUT, "slip_server_revoke_output: shuffle %u map %llu still read by %u pushes after %llu ns",
                   shuffle_id, (unsigned long long)map_id, pins, (unsigned long long)timeout_ns);

@@ -185,6 +185,31 @@ void revoked_output_is_not_served(Rig &r) {
   EXPECT(r.ring.wait(t2, &d) && d.status == SLIP_OK, "entered again: status %d", d.status);
 }
 
+/* Revoked slots are taken again: far more outputs than the directory has slots come and go, and
+ * the last one entered is served its own bytes (not another output's from the same slot). */
+void directory_slots_are_taken_again(Rig &r) {
+  for (uint64_t k = 0; k < 300; k++) {
+    const Output &o = (k & 1) ? r.out1 : r.out0;
+    T_SLIP(slip_server_put_output(r.server, 50, 1000 + k, (uint64_t)(uintptr_t)o.d_bytes,
+                                  (uint64_t)(uintptr_t)o.d_offsets, (uint64_t)(uintptr_t)o.d_counts, kParts));
+    if (k % 50 == 0 || k == 299) {
+      r.reset_landing();
+      slip_serve_request q = request(500 + k, 50, 0);
+      add_block(q, 1000 + k, 1, 4096, 1 << 20);
+      const uint64_t t = r.ring.post(q);
+      slip_serve_done d{};
+      EXPECT(r.ring.wait(t, &d) && d.status == SLIP_OK, "output %" PRIu64 ": status %d", k, d.status);
+      r.read_landing();
+      const uint64_t len = o.offsets[2] - o.offsets[1];
+      EXPECT(d.bytes == len && memcmp(r.landing.data() + 4096, o.host.data() + o.offsets[1], len) == 0,
+             "output %" PRIu64 ": %" PRIu64 " bytes served, expected its own %" PRIu64, k, d.bytes, len);
+    }
+    if (k < 299) T_SLIP(slip_server_revoke_output(r.server, 50, 1000 + k, 1000000000ull));
+  }
+  T_SLIP(slip_server_revoke_output(r.server, 50, 1299, 1000000000ull));
+  printf("serve: 300 outputs entered and revoked in a directory of 64 slots\n");
+}
+
 void idle_kernel_leaves_and_a_request_wakes_it(Rig &r, uint64_t idle_ns) {
   const uint64_t t0 = mono_ns();
   while (slip_server_resident(r.server) && mono_ns() - t0 < 20 * idle_ns + 1000000000ull) usleep(100);
@@ -380,6 +405,7 @@ int main(int argc, char **argv) {
     served_blocks_land_exactly(r);
     failed_checks_write_nothing(r);
     revoked_output_is_not_served(r);
+    directory_slots_are_taken_again(r);
     idle_kernel_leaves_and_a_request_wakes_it(r, idle_ns);
     two_readers_are_served_together(r);
   }

@@ -204,7 +204,7 @@ slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t
                                    uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts);
 /* Removes a map output: no push starts from it after the call, and the call returns once none
  * reads it (SLIP_ERR_TIMEOUT after timeout_ns, the output still pinned: do not free it). The slot
- * stays a tombstone until the directory is rebuilt. */
+ * stays a tombstone for lookups; once no push reads it, a later put may take it again. */
 slip_status slip_server_revoke_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t timeout_ns);
 /* Launches the kernel unless it is resident; *launched says whether it did. */
 slip_status slip_server_start(slip_server *s, int *launched);

@@ -29,6 +29,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   private long spills;
   private long restores;
   private boolean closed;
+  /** Who follows the outputs in device memory (null: nobody). */
+  private DeviceResidency residency;
 
   record Key(int shuffleId, long mapAttemptId) {}
 
@@ -42,6 +44,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     byte[] host;
     int pins;
     boolean removed;
+    /** The residency was told this output arrived and not yet that it leaves. */
+    boolean followed;
     /** Per-partition checksums a reader of the host transport was served (StagedBlocks); null until the first. */
     long[] checksums;
     boolean[] summed;
@@ -144,6 +148,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     byte[] copy = new byte[(int) n];
     o.device.read(0, copy, 0, (int) n);
     o.host = copy;
+    leaving(o);
     release(o.device);
     o.device = null;
     spills++;
@@ -185,7 +190,41 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     if (old != null) {
       drop(old);
     }
-    outputs.put(k, new Output(k, widths.clone(), offsets.clone(), counts.clone(), block));
+    Output o = new Output(k, widths.clone(), offsets.clone(), counts.clone(), block);
+    outputs.put(k, o);
+    arrived(o);
+  }
+
+  /**
+   * Has {@code r} follow the outputs in device memory from now on ({@link DeviceResidency#arrived}
+   * for each output there now), or nobody ({@code null}; the one before is told each output leaves).
+   */
+  public synchronized void follow(DeviceResidency r) {
+    ensureOpen();
+    if (residency != null) {
+      for (Output o : outputs.values()) {
+        leaving(o);
+      }
+    }
+    residency = r;
+    for (Output o : outputs.values()) {
+      arrived(o);
+    }
+  }
+
+  private void arrived(Output o) {
+    if (residency != null && o.device != null && !o.removed && !o.followed) {
+      residency.arrived(o.key.shuffleId(), o.key.mapAttemptId(), o.device.address(), o.offsets.clone(),
+          o.counts.clone());
+      o.followed = true;
+    }
+  }
+
+  private void leaving(Output o) {
+    if (o.followed) {
+      o.followed = false;
+      residency.leaving(o.key.shuffleId(), o.key.mapAttemptId());
+    }
   }
 
   /** A committed output pinned on the device for a push; close it when the push is done. */
@@ -281,6 +320,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       host.release(o.host.length);
       o.host = null;
       restores++;
+      arrived(o);
     }
     o.pins++;
     return new Pinned(o);
@@ -302,6 +342,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     if (o == null) {
       return false;
     }
+    leaving(o); // no longer served from the device, even while a push still reads it
     o.removed = true;
     if (o.pins == 0) {
       drop(o);
@@ -320,6 +361,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       return false;
     });
     for (Output o : gone) {
+      leaving(o);
       o.removed = true;
       if (o.pins == 0) {
         drop(o);
@@ -330,6 +372,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   private void drop(Output o) {
     if (o.device != null) {
+      leaving(o);
       release(o.device);
       o.device = null;
     }

@@ -129,4 +129,60 @@ class DeviceMapOutputStoreTest {
     java.util.Arrays.fill(b, v);
     return b;
   }
+
+  /** What a {@link DeviceResidency} was told, one line each. */
+  private static final class Told implements DeviceResidency {
+    final java.util.List<String> lines = new java.util.ArrayList<>();
+
+    @Override
+    public void arrived(int shuffleId, long mapAttemptId, long address, long[] offsets, long[] counts) {
+      lines.add("arrived " + shuffleId + "/" + mapAttemptId + " " + java.util.Arrays.toString(offsets) + " "
+          + java.util.Arrays.toString(counts));
+    }
+
+    @Override
+    public void leaving(int shuffleId, long mapAttemptId) {
+      lines.add("leaving " + shuffleId + "/" + mapAttemptId);
+    }
+
+    java.util.List<String> take() {
+      java.util.List<String> l = java.util.List.copyOf(lines);
+      lines.clear();
+      return l;
+    }
+  }
+
+  @Test
+  void aResidencyFollowsEveryOutputIntoAndOutOfDeviceMemory() {
+    DeviceMapOutputStore s = new DeviceMapOutputStore(new HostOutputSpace(), 128, 1024);
+    Told told = new Told();
+    put(s, 1, 10, 2, 2, (byte) 1);
+    s.follow(told);
+    assertEquals(java.util.List.of("arrived 1/10 [0, 32, 64] [2, 2]"), told.take(), "outputs there already");
+    put(s, 1, 11, 2, 2, (byte) 2);
+    assertEquals(java.util.List.of("arrived 1/11 [0, 32, 64] [2, 2]"), told.take(), "a commit");
+    put(s, 1, 12, 2, 2, (byte) 3);
+    assertEquals(java.util.List.of("leaving 1/10", "arrived 1/12 [0, 32, 64] [2, 2]"), told.take(),
+        "a spill leaves before the new output arrives");
+    try (DeviceMapOutputStore.Pinned p = s.pin(1, 10)) {
+      assertEquals(java.util.List.of("leaving 1/11", "arrived 1/10 [0, 32, 64] [2, 2]"), told.take(),
+          "bringing a spilled output back spills the oldest and arrives again");
+      assertTrue(s.removeMapOutput(1, 10));
+      assertEquals(java.util.List.of("leaving 1/10"), told.take(), "a removed output leaves while still pinned");
+    }
+    assertEquals(java.util.List.of(), told.take(), "its deferred free says nothing more");
+    put(s, 1, 12, 2, 2, (byte) 4);
+    assertEquals(java.util.List.of("leaving 1/12", "arrived 1/12 [0, 32, 64] [2, 2]"), told.take(),
+        "a committed attempt replaces the one before");
+    assertEquals(2, s.removeShuffle(1), "outputs 11 (spilled) and 12");
+    assertEquals(java.util.List.of("leaving 1/12"), told.take(), "only what was in device memory leaves");
+    put(s, 2, 20, 2, 2, (byte) 5);
+    told.take();
+    s.follow(null);
+    assertEquals(java.util.List.of("leaving 2/20"), told.take(), "nobody follows any more");
+    put(s, 2, 21, 2, 2, (byte) 6);
+    assertEquals(java.util.List.of(), told.take());
+    s.close();
+  }
+
 }
