@@ -17,9 +17,9 @@ import org.slf4j.LoggerFactory;
  * Keeps a resident server's directory in step with a {@link DeviceMapOutputStore}: every output
  * in device memory is entered (its partition offsets and row counts copied into a device table
  * the kernel reads), and revoked before its memory is freed or spilled. An output the directory
- * cannot take (its table is full) is left out with one log line: readers then get
- * {@code SLIP_ERR_BAD_REGION} for it from the kernel and fetch it the host-driven way, which
- * also brings a spilled output back.
+ * cannot take (its table or the server's directory is full) is left out with one log line: the
+ * kernel refuses requests for it with {@code SLIP_ERR_BAD_REGION}, as for a spilled output, while
+ * the host-driven path ({@link PushWriter}) still serves both, bringing a spilled output back.
  *
  * <p>Threading: called under the store's lock; thread-safe on its own. Ownership: owns the
  * offsets table; {@link #close()} frees it (follow the store with nobody first).
@@ -52,7 +52,7 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
       if (!fullLogged) {
         fullLogged = true;
         LOG.warn("resident server directory: no room for the offsets of shuffle {} map {} ({} bytes; {} of {} in use);"
-            + " outputs beyond it are fetched the host-driven way", shuffleId, mapAttemptId, bytes, ranges.used(),
+            + " outputs beyond it are served the host-driven way only", shuffleId, mapAttemptId, bytes, ranges.used(),
             ranges.capacity());
       }
       return;
@@ -72,8 +72,8 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
       ranges.give(at, ranges.rounded(bytes));
       if (!fullLogged) {
         fullLogged = true;
-        LOG.warn("resident server directory: shuffle {} map {} not entered ({}); such outputs are fetched the"
-            + " host-driven way", shuffleId, mapAttemptId, e.getMessage());
+        LOG.warn("resident server directory: shuffle {} map {} not entered ({}); such outputs are served the"
+            + " host-driven way only", shuffleId, mapAttemptId, e.getMessage());
       }
       return;
     }
