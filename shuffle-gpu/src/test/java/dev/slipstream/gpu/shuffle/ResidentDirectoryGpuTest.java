@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.slipstream.core.shuffle.BlockTable;
 import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuProbe;
@@ -14,6 +15,8 @@ import dev.slipstream.gpu.ResidentServer;
 import dev.slipstream.gpu.SlipStatus;
 import dev.slipstream.gpu.serve.ServeRing;
 import dev.slipstream.gpu.serve.ServeRingFile;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -77,6 +80,10 @@ class ResidentDirectoryGpuTest {
       ServeRing.Answer a = fetch(ring, 2, 1);
       assertTrue(a.ok(), "status " + a.status());
       assertArrayEquals(Arrays.copyOfRange(second, (int) PART, (int) (2 * PART)), landing.read(4096, (int) PART));
+      ByteBuffer table = ByteBuffer.wrap(landing.read(0, 32)).order(ByteOrder.LITTLE_ENDIAN);
+      BlockTable.checkHeader(table, 21, 1);
+      assertEquals(PART, BlockTable.record(table, 0).bytes());
+      assertEquals(ROWS, BlockTable.record(table, 0).rows(), "the store's row count, through the directory");
 
       // A third output spills the first (the budget holds two): refused, nothing written.
       byte[] third = commit(store, 3, 3);
