@@ -91,6 +91,9 @@ __device__ Verdict check_block(const slip_serve_launch &a, const slip_serve_read
   if (b.dst_offset > r.landing_len || b.capacity > r.landing_len - b.dst_offset) return {SLIP_ERR_OUT_OF_RANGE, i, b.dst_offset};
   if (b.dst_offset < table_end && q.table_offset < b.dst_offset + b.capacity && b.capacity > 0)
     return {SLIP_ERR_INVALID_ARG, i, b.dst_offset};  // overlaps the table
+  if ((q.flags & SLIP_SERVE_SIGNAL) && b.capacity > 0 && b.dst_offset < q.signal_offset + 8 &&
+      q.signal_offset < b.dst_offset + b.capacity)
+    return {SLIP_ERR_INVALID_ARG, i, b.dst_offset};  // overlaps the signal
   for (uint32_t j = 0; j < q.nblocks; j++) {
     const slip_serve_block &o = q.blocks[j];
     if (j != i && b.capacity > 0 && o.capacity > 0 && b.dst_offset < o.dst_offset + o.capacity &&
@@ -233,7 +236,14 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   __syncthreads();
   const slip_serve_reader rd = *r;
   if (threadIdx.x == 0) {
-    if (q.magic != SLIP_SERVE_REQ_MAGIC || q.flags != 0) first = {SLIP_ERR_BAD_DESCRIPTOR, 0, q.magic};
+    const uint64_t table_end_ = q.table_offset + SLIP_SERVE_TABLE_HEADER + (uint64_t)q.nblocks * SLIP_SERVE_TABLE_RECORD;
+    if (q.magic != SLIP_SERVE_REQ_MAGIC) first = {SLIP_ERR_BAD_DESCRIPTOR, 0, q.magic};
+    else if ((q.flags & 0xffu & ~SLIP_SERVE_SIGNAL) != 0 || (!(q.flags & SLIP_SERVE_SIGNAL) && q.flags != 0))
+      first = {SLIP_ERR_BAD_DESCRIPTOR, 0, q.flags};
+    else if ((q.flags & SLIP_SERVE_SIGNAL) &&
+             ((q.signal_offset & 7u) != 0 || q.signal_offset > rd.landing_len || rd.landing_len - q.signal_offset < 8 ||
+              (q.signal_offset < table_end_ && q.table_offset < q.signal_offset + 8)))
+      first = {SLIP_ERR_OUT_OF_RANGE, q.nblocks, q.signal_offset};
     else if (q.nblocks == 0 || q.nblocks > SLIP_SERVE_MAX_BLOCKS) first = {SLIP_ERR_BAD_DESCRIPTOR, 0, q.nblocks};
     else if (q.landing_key != rd.landing_key) first = {SLIP_ERR_BAD_KEY, 0, q.landing_key};
     else if ((q.table_offset & 15u) != 0) first = {SLIP_ERR_INVALID_ARG, q.nblocks, q.table_offset};
@@ -312,6 +322,13 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
         tb[2 + 2 * i] = lens[i];
         tb[3 + 2 * i] = rowss[i] << 32;  // checksum 0 (low word), rows (high word)
       }
+    }
+    __syncthreads();  // the blocks and the table before the signal
+    if (threadIdx.x == 0 && (q.flags & SLIP_SERVE_SIGNAL)) {
+      fence_sys();  // a reader may poll the signal from another process, with copies
+      const uint64_t table_bytes = SLIP_SERVE_TABLE_HEADER + (uint64_t)nb * SLIP_SERVE_TABLE_RECORD;
+      const uint64_t pieces = q.flags >> 8;
+      *(volatile uint64_t *)(landing + q.signal_offset) = pieces << 40 | (total + table_bytes);
     }
   }
   __syncthreads();
@@ -838,4 +855,9 @@ extern "C" void slip_serve_ring_detach(slip_serve_ring_map *m) {
   if (m->registered) cudaHostUnregister(m->host);
   if (m->host) munmap(m->host, m->bytes);
   delete m;
+}
+
+extern "C" void slip_serve_ring_ack(slip_serve_ring_map *m) {
+  if (!m) return;
+  __atomic_store_n(&((slip_serve_ring_header *)m->host)->holder_pid, (uint64_t)getpid(), __ATOMIC_RELEASE);
 }

@@ -153,6 +153,16 @@ void failed_checks_write_nothing(Rig &r) {
   q = base(); q.blocks[0].partition = kParts; cases.push_back({"partition out of range", SLIP_ERR_OUT_OF_RANGE, q});
   q = base(); q.blocks[0].capacity = 16; cases.push_back({"block larger than its capacity", SLIP_ERR_OUT_OF_RANGE, q});
   q = base(); q.deadline_ns = mono_ns() - 1000; cases.push_back({"past its deadline", SLIP_ERR_TIMEOUT, q});
+  q = base(); q.flags = 2; cases.push_back({"unknown flag", SLIP_ERR_BAD_DESCRIPTOR, q});
+  q = base(); q.flags = 5u << 8; cases.push_back({"signal pieces without the flag", SLIP_ERR_BAD_DESCRIPTOR, q});
+  q = base(); q.flags = SLIP_SERVE_SIGNAL | 2u << 8; q.signal_offset = 4;
+  cases.push_back({"misaligned signal", SLIP_ERR_OUT_OF_RANGE, q});
+  q = base(); q.flags = SLIP_SERVE_SIGNAL | 2u << 8; q.signal_offset = 24;
+  cases.push_back({"signal over the table", SLIP_ERR_OUT_OF_RANGE, q});
+  q = base(); q.flags = SLIP_SERVE_SIGNAL | 2u << 8; q.signal_offset = kLanding - 4;
+  cases.push_back({"signal past the landing", SLIP_ERR_OUT_OF_RANGE, q});
+  q = base(); q.flags = SLIP_SERVE_SIGNAL | 2u << 8; q.signal_offset = 8192;
+  cases.push_back({"signal over a block", SLIP_ERR_INVALID_ARG, q});
   // A good block before a bad one: nothing of the request is written.
   q = base(); add_block(q, 10, 4, 1 << 20, 16); cases.push_back({"second block too large", SLIP_ERR_OUT_OF_RANGE, q});
   for (const Case &c : cases) {
@@ -165,6 +175,24 @@ void failed_checks_write_nothing(Rig &r) {
     EXPECT(r.untouched(), "%s: the landing buffer was written", c.name);
   }
   printf("serve: %zu refused requests answered with their check's code, nothing written\n", cases.size());
+}
+
+/* With SLIP_SERVE_SIGNAL the signal word follows the table: its pieces above block and table bytes. */
+void signal_word_is_written_when_asked(Rig &r) {
+  r.reset_landing();
+  slip_serve_request q = request(150, 7, 0);
+  add_block(q, 10, 2, 4096, 64 * 1024);
+  q.flags = SLIP_SERVE_SIGNAL | 9u << 8;
+  q.signal_offset = 2048;
+  const uint64_t t = r.ring.post(q);
+  slip_serve_done d{};
+  EXPECT(r.ring.wait(t, &d) && d.status == SLIP_OK, "status %d", d.status);
+  r.read_landing();
+  uint64_t sig = 0;
+  memcpy(&sig, r.landing.data() + 2048, 8);
+  const uint64_t want = 9ull << 40 | (d.bytes + SLIP_SERVE_TABLE_HEADER + SLIP_SERVE_TABLE_RECORD);
+  EXPECT(sig == want, "signal 0x%" PRIx64 ", expected 0x%" PRIx64, sig, want);
+  EXPECT(r.landing[2048 + 8] == kUntouched, "a byte past the signal was written");
 }
 
 void revoked_output_is_not_served(Rig &r) {
@@ -404,6 +432,7 @@ int main(int argc, char **argv) {
   } else {
     served_blocks_land_exactly(r);
     failed_checks_write_nothing(r);
+    signal_word_is_written_when_asked(r);
     revoked_output_is_not_served(r);
     directory_slots_are_taken_again(r);
     idle_kernel_leaves_and_a_request_wakes_it(r, idle_ns);

@@ -52,6 +52,10 @@ extern "C" {
 #define SLIP_SERVE_SLOT_BYTES 1024u
 #define SLIP_SERVE_MAX_BLOCKS 30u /* (SLOT_BYTES - 64) / 32 */
 #define SLIP_SERVE_MAX_SLOTS 4096u
+/* A request flag: also write the host path's signal word (slipstream LandingSignal: the piece
+ * count of flags bits 8..31 above the block and table bytes) at signal_offset, after the table and
+ * before the answer, for readers that watch the signal. */
+#define SLIP_SERVE_SIGNAL 1u
 /* The block table a push writes: the host path's BlockTable (16-byte header: request id, record
  * count, magic; then 16 bytes per block: bytes, checksum (0 on the device), rows). */
 #define SLIP_SERVE_TABLE_MAGIC 0x54424C53u
@@ -65,7 +69,8 @@ typedef struct slip_serve_ring_header {
   uint32_t nslots;     /* power of two, at most SLIP_SERVE_MAX_SLOTS */
   uint32_t slot_bytes; /* SLIP_SERVE_SLOT_BYTES */
   uint64_t reader_pid; /* the process that made the ring */
-  uint64_t reserved[13];
+  uint64_t holder_pid; /* written by the holder once it serves the ring (0 until then) */
+  uint64_t reserved[12];
 } slip_serve_ring_header;
 
 typedef struct slip_serve_block {
@@ -82,12 +87,12 @@ typedef struct slip_serve_request {
   uint32_t magic;        /* SLIP_SERVE_REQ_MAGIC */
   uint32_t nblocks;      /* 1..SLIP_SERVE_MAX_BLOCKS */
   uint32_t shuffle_id;
-  uint32_t flags;        /* 0 */
+  uint32_t flags;        /* SLIP_SERVE_SIGNAL or 0; with it, bits 8..31 the signal's piece count */
   uint64_t landing_key;  /* the reader's landing registration, as in the holder's reader entry */
   uint64_t table_offset; /* 16-byte aligned; the table is 16 + 16 x nblocks bytes */
   uint64_t deadline_ns;  /* CLOCK_MONOTONIC time after which the request must not start (reader
                           * and holder share a machine and so that clock) */
-  uint64_t reserved;
+  uint64_t signal_offset; /* with SLIP_SERVE_SIGNAL: 8-byte aligned, disjoint from the table and blocks */
   slip_serve_block blocks[SLIP_SERVE_MAX_BLOCKS];
 } slip_serve_request;
 
@@ -230,6 +235,9 @@ void *slip_serve_ring_host(const slip_serve_ring_map *m);
 uint64_t slip_serve_ring_device(const slip_serve_ring_map *m);
 /* Unregisters and unmaps. Clear the reader entry and stop the server first. */
 void slip_serve_ring_detach(slip_serve_ring_map *m);
+/* Tells the reader the ring is served: this process's id into the header's holder_pid (call it
+ * once the reader entry is set). */
+void slip_serve_ring_ack(slip_serve_ring_map *m);
 
 #ifdef __cplusplus
 }

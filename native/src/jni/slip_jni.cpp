@@ -122,12 +122,13 @@ const slip_layout_field kLaunchLayout[] = {
     SLIP_S(slip_serve_ring_header),
     SLIP_F(slip_serve_ring_header, magic), SLIP_F(slip_serve_ring_header, version),
     SLIP_F(slip_serve_ring_header, nslots), SLIP_F(slip_serve_ring_header, slot_bytes),
-    SLIP_F(slip_serve_ring_header, reader_pid),
+    SLIP_F(slip_serve_ring_header, reader_pid), SLIP_F(slip_serve_ring_header, holder_pid),
     SLIP_S(slip_serve_request),
     SLIP_F(slip_serve_request, seq), SLIP_F(slip_serve_request, request_id), SLIP_F(slip_serve_request, magic),
     SLIP_F(slip_serve_request, nblocks), SLIP_F(slip_serve_request, shuffle_id), SLIP_F(slip_serve_request, flags),
     SLIP_F(slip_serve_request, landing_key), SLIP_F(slip_serve_request, table_offset),
-    SLIP_F(slip_serve_request, deadline_ns), SLIP_F(slip_serve_request, blocks),
+    SLIP_F(slip_serve_request, deadline_ns), SLIP_F(slip_serve_request, signal_offset),
+    SLIP_F(slip_serve_request, blocks),
     SLIP_S(slip_serve_block),
     SLIP_F(slip_serve_block, map_id), SLIP_F(slip_serve_block, partition), SLIP_F(slip_serve_block, dst_offset),
     SLIP_F(slip_serve_block, capacity),
@@ -594,6 +595,8 @@ jint JNICALL ringAttach(JNIEnv *env, jclass, jlong ctx, jstring path, jlongArray
 
 void JNICALL ringDetach(JNIEnv *, jclass, jlong m) { slip_serve_ring_detach(handle<slip_serve_ring_map>(m)); }
 
+void JNICALL ringAck(JNIEnv *, jclass, jlong m) { slip_serve_ring_ack(handle<slip_serve_ring_map>(m)); }
+
 #define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
 const JNINativeMethod kMethods[] = {
     M(lastError, "()Ljava/lang/String;"),
@@ -647,6 +650,7 @@ const JNINativeMethod kMethods[] = {
     M(serverDestroy, "(J)V"),
     M(ringAttach, "(JLjava/lang/String;[J)I"),
     M(ringDetach, "(J)V"),
+    M(ringAck, "(J)V"),
 };
 #undef M
 

@@ -83,6 +83,7 @@ public final class ResidentServer implements AutoCloseable {
         detachReader(index);
       }
       SlipNative.setServerReader(handle(), index, ring, landing, landingLength, landingKey);
+      SlipNative.ackRing(ring); // the reader may post from now on
     } catch (RuntimeException e) {
       SlipNative.detachRing(ring);
       throw e;

@@ -127,6 +127,8 @@ final class SlipNative {
 
   private static native void ringDetach(long ring);
 
+  private static native void ringAck(long ring);
+
   /** Throws the library's error for a failing status, with what the call was doing. */
   private static void check(int code, String what) {
     if (code != 0) {
@@ -423,5 +425,9 @@ final class SlipNative {
 
   static void detachRing(long ring) {
     ringDetach(ring);
+  }
+
+  static void ackRing(long ring) {
+    ringAck(ring);
   }
 }

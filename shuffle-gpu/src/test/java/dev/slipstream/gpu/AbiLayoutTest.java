@@ -79,7 +79,8 @@ class AbiLayoutTest {
     assertEquals(dev.slipstream.gpu.serve.ServeRing.HEADER_BYTES, field("slip_serve_ring_header", "-")[1]);
     assertEquals(dev.slipstream.gpu.serve.ServeRing.SLOT_BYTES, field("slip_serve_request", "-")[1]);
     assertEquals(dev.slipstream.gpu.serve.ServeRing.ANSWER_BYTES, field("slip_serve_done", "-")[1]);
-    Map<String, Integer> header = Map.of("magic", 0, "version", 4, "nslots", 8, "slot_bytes", 12, "reader_pid", 16);
+    Map<String, Integer> header = Map.of("magic", 0, "version", 4, "nslots", 8, "slot_bytes", 12, "reader_pid", 16,
+        "holder_pid", 24);
     Map<String, Integer> request = Map.of("seq", 0, "request_id", 8, "magic", 16, "nblocks", 20, "shuffle_id", 24,
         "flags", 28, "landing_key", 32, "table_offset", 40, "deadline_ns", 48, "blocks", 64);
     Map<String, Integer> block = Map.of("map_id", 0, "partition", 8, "dst_offset", 16, "capacity", 24);
@@ -89,6 +90,7 @@ class AbiLayoutTest {
     block.forEach((f, at) -> assertEquals(at, field("slip_serve_block", f)[0], "slip_serve_block." + f));
     done.forEach((f, at) -> assertEquals(at, field("slip_serve_done", f)[0], "slip_serve_done." + f));
     assertEquals(32, field("slip_serve_block", "-")[1]);
+    assertEquals(56, field("slip_serve_request", "signal_offset")[0], "slip_serve_request.signal_offset");
   }
 
   @Test

@@ -76,9 +76,11 @@ class ResidentServerGpuTest {
       dOffsets.write(0, offs.array());
       landing.fill(UNTOUCHED);
       try (ResidentServer server = ResidentServer.create(ctx, settings)) {
-        server.attachReader(0, file.path(), landing.address(), LANDING, KEY);
-        server.putOutput(SHUFFLE, MAP, out.address(), dOffsets.address(), 0, SIZES.length);
         ServeRing ring = file.ring();
+        assertFalse(ring.holderAttached(), "no holder serves the ring yet");
+        server.attachReader(0, file.path(), landing.address(), LANDING, KEY);
+        assertTrue(ring.holderAttached(), "the holder said it serves the ring");
+        server.putOutput(SHUFFLE, MAP, out.address(), dOffsets.address(), 0, SIZES.length);
 
         // Two blocks and the table, with no start from the host: the wake thread launches the kernel.
         ServeRing.Request two = new ServeRing.Request(900, SHUFFLE, KEY, 0, deadline(),
@@ -95,6 +97,24 @@ class ResidentServerGpuTest {
         assertEquals(65536, BlockTable.record(table, 0).bytes());
         assertEquals(1 << 20, BlockTable.record(table, 1).bytes());
         assertEquals(0, BlockTable.record(table, 1).rows(), "no row counts in the directory");
+
+        // With a signal word: the host path's signal (pieces above block and table bytes) after the table.
+        landing.fill(UNTOUCHED);
+        long signalAt = 4096 + 4096;
+        ServeRing.Answer signalled = serve(ring, new ServeRing.Request(905, SHUFFLE, KEY, 0, deadline(),
+            List.of(new ServeRing.Block(MAP, 0, 4096, 4096)), signalAt, 7));
+        assertTrue(signalled.ok(), "status " + signalled.status());
+        long signal = ByteBuffer.wrap(landing.read(signalAt, 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        assertEquals(dev.slipstream.core.shuffle.LandingSignal.of(7, 4096 + BlockTable.bytes(1)), signal);
+        // A signal over the table, or over a block: refused, nothing written.
+        landing.fill(UNTOUCHED);
+        ServeRing.Answer overTable = serve(ring, new ServeRing.Request(906, SHUFFLE, KEY, 0, deadline(),
+            List.of(new ServeRing.Block(MAP, 0, 4096, 4096)), 16, 2));
+        assertEquals(SlipStatus.SLIP_ERR_OUT_OF_RANGE.code(), overTable.status());
+        ServeRing.Answer overBlock = serve(ring, new ServeRing.Request(907, SHUFFLE, KEY, 0, deadline(),
+            List.of(new ServeRing.Block(MAP, 0, 4096, 4096)), 4096 + 64, 2));
+        assertEquals(SlipStatus.SLIP_ERR_INVALID_ARG.code(), overBlock.status());
+        assertUntouched(landing);
 
         // A forged key: refused with its code, nothing written.
         landing.fill(UNTOUCHED);
@@ -131,9 +151,9 @@ class ResidentServerGpuTest {
         assertArrayEquals(Arrays.copyOfRange(output, (int) offsets[2], (int) offsets[3]), landing.read(4096, 16));
 
         ResidentServer.Stats stats = server.stats();
-        assertEquals(2, stats.served());
-        assertEquals(3, stats.failed());
-        assertEquals(65536 + (1 << 20) + 16, stats.bytes());
+        assertEquals(3, stats.served());
+        assertEquals(5, stats.failed());
+        assertEquals(65536 + (1 << 20) + 4096 + 16, stats.bytes());
         assertEquals(null, server.wakeFailure());
         server.detachReader(0);
       }

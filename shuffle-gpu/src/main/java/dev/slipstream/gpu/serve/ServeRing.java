@@ -42,6 +42,7 @@ public final class ServeRing {
   static final int H_NSLOTS = 8;
   static final int H_SLOT_BYTES = 12;
   static final int H_READER_PID = 16;
+  static final int H_HOLDER_PID = 24;
   // slip_serve_request
   static final int R_SEQ = 0;
   static final int R_REQUEST_ID = 8;
@@ -52,6 +53,9 @@ public final class ServeRing {
   static final int R_LANDING_KEY = 32;
   static final int R_TABLE_OFFSET = 40;
   static final int R_DEADLINE = 48;
+  static final int R_SIGNAL_OFFSET = 56;
+  /** The request flag that asks for the signal word too (SLIP_SERVE_SIGNAL); the piece count sits above bit 8. */
+  static final int FLAG_SIGNAL = 1;
   static final int R_BLOCKS = 64;
   // slip_serve_block
   static final int B_BYTES = 32;
@@ -71,15 +75,29 @@ public final class ServeRing {
   /** One block of a request: a map output's partition, where it lands and how much room it has. */
   public record Block(long mapId, int partition, long landingOffset, long capacity) {}
 
-  /** A write request as the ring carries it. */
+  /**
+   * A write request as the ring carries it. With {@code signalPieces} > 0 the kernel also writes
+   * the host path's signal word ({@code LandingSignal}: those pieces above the block and table
+   * bytes) at {@code signalOffset} before it answers; 0: no signal.
+   */
   public record Request(long requestId, int shuffleId, long landingKey, long tableOffset, long deadlineNanos,
-                        List<Block> blocks) {
+                        List<Block> blocks, long signalOffset, long signalPieces) {
     public Request {
       blocks = List.copyOf(blocks);
       if (blocks.isEmpty() || blocks.size() > MAX_BLOCKS) {
         throw new IllegalArgumentException("a ring request carries 1 to " + MAX_BLOCKS + " blocks, got "
             + blocks.size());
       }
+      if (signalPieces < 0 || signalPieces >= 1 << 24) {
+        throw new IllegalArgumentException("a ring request's signal counts 0 to " + ((1 << 24) - 1) + " pieces, got "
+            + signalPieces);
+      }
+    }
+
+    /** A request without a signal word. */
+    public Request(long requestId, int shuffleId, long landingKey, long tableOffset, long deadlineNanos,
+        List<Block> blocks) {
+      this(requestId, shuffleId, landingKey, tableOffset, deadlineNanos, blocks, 0, 0);
     }
   }
 
@@ -164,9 +182,11 @@ public final class ServeRing {
     }
     int at = slotAt(t);
     memory.putLong(at + R_REQUEST_ID, r.requestId()).putInt(at + R_MAGIC, REQUEST_MAGIC)
-        .putInt(at + R_NBLOCKS, r.blocks().size()).putInt(at + R_SHUFFLE, r.shuffleId()).putInt(at + R_FLAGS, 0)
+        .putInt(at + R_NBLOCKS, r.blocks().size()).putInt(at + R_SHUFFLE, r.shuffleId())
+        .putInt(at + R_FLAGS, r.signalPieces() > 0 ? (int) (r.signalPieces() << 8) | FLAG_SIGNAL : 0)
         .putLong(at + R_LANDING_KEY, r.landingKey()).putLong(at + R_TABLE_OFFSET, r.tableOffset())
-        .putLong(at + R_DEADLINE, r.deadlineNanos());
+        .putLong(at + R_DEADLINE, r.deadlineNanos()).putLong(at + R_SIGNAL_OFFSET, r.signalPieces() > 0
+            ? r.signalOffset() : 0);
     for (int i = 0; i < r.blocks().size(); i++) {
       Block b = r.blocks().get(i);
       int bt = at + R_BLOCKS + i * B_BYTES;
@@ -175,6 +195,11 @@ public final class ServeRing {
     }
     LONG.setRelease(memory, at + R_SEQ, t + 1);
     return t;
+  }
+
+  /** Whether the holder serves this ring: it wrote its process id into the header once its reader entry was set. */
+  public boolean holderAttached() {
+    return (long) LONG.getAcquire(memory, H_HOLDER_PID) != 0;
   }
 
   /** Whether a post found the ring stopped (see {@link #post}). */
