@@ -253,7 +253,11 @@ public final class GpuShuffleJob {
       driver.collectMetrics().forEach((id, m) -> System.out.println("executor " + id + " served: "
           + m.getOrDefault("gpu.requestsServed", 0L) + " device write requests, " + m.getOrDefault("gpu.nicRequests", 0L)
           + " of them over NIC links (" + m.getOrDefault("gpu.nicLinks", 0L) + " links connected, "
-          + m.getOrDefault("gpu.nicLanes", 0L) + " push lanes over them)"));
+          + m.getOrDefault("gpu.nicLanes", 0L) + " push lanes over them); resident server: "
+          + m.getOrDefault("gpu.residentServed", 0L) + " served, " + m.getOrDefault("gpu.residentRefused", 0L)
+          + " refused, " + m.getOrDefault("gpu.residentBytes", 0L) + " bytes; as a reader: "
+          + m.getOrDefault("gpu.residentPosted", 0L) + " posted, " + m.getOrDefault("gpu.residentFallbacks", 0L)
+          + " sent again the host-driven way"));
       if (loseExecutor) {
         loseExecutorDuringReduce(sc, mapIds, seed, rows, parts, ids.get(ids.size() - 1), host);
       }

@@ -145,6 +145,33 @@ public final class ServeRing {
     return new ServeRing(memory, slots);
   }
 
+  /**
+   * The ring another process formatted over {@code memory} (its header checked: magic, version,
+   * slot size, a power-of-two slot count, and the memory's size), for this process to post into;
+   * tickets start at 0, so one process only posts into a ring, once.
+   */
+  public static ServeRing open(ByteBuffer memory) {
+    ByteBuffer m = memory.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    if (!memory.isDirect() || m.capacity() < HEADER_BYTES) {
+      throw new IllegalArgumentException("request ring of " + m.capacity() + " bytes"
+          + (memory.isDirect() ? "" : " on the heap") + ", expected direct memory of at least a " + HEADER_BYTES
+          + "-byte header");
+    }
+    int magic = m.getInt(H_MAGIC);
+    int version = m.getShort(H_VERSION);
+    int slots = m.getInt(H_NSLOTS);
+    int slotBytes = m.getInt(H_SLOT_BYTES);
+    if (magic != RING_MAGIC || version != VERSION || slotBytes != SLOT_BYTES || slots < 1 || slots > MAX_SLOTS
+        || Integer.bitCount(slots) != 1 || m.capacity() != bytes(slots)) {
+      throw new IllegalArgumentException("request ring header: magic 0x" + Integer.toHexString(magic) + " version "
+          + version + ", " + slots + " slots of " + slotBytes + " bytes in " + m.capacity() + " bytes; expected magic 0x"
+          + Integer.toHexString(RING_MAGIC) + " version " + VERSION + ", a power of two up to " + MAX_SLOTS
+          + " slots of " + SLOT_BYTES + " bytes, and " + HEADER_BYTES + " + slots x " + (SLOT_BYTES + ANSWER_BYTES)
+          + " bytes");
+    }
+    return new ServeRing(memory, slots);
+  }
+
   static void checkSlots(int slots) {
     if (slots < 1 || slots > MAX_SLOTS || Integer.bitCount(slots) != 1) {
       throw new IllegalArgumentException("ring of " + slots + " slots; expected a power of two up to " + MAX_SLOTS);

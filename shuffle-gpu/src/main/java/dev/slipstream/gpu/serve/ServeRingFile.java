@@ -9,20 +9,24 @@ import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 
 /**
- * A reader's request ring towards one holder, in a shared-memory file: the reader makes the file
- * (mode 0600, so only processes of the same user can map it), maps it and formats it; the holder
- * maps the same file into its GPU ({@code dev.slipstream.gpu.ResidentServer#attachReader}).
+ * A request ring between one reader and one holder, in a shared-memory file: one process makes
+ * the file (mode 0600, so only processes of the same user can map it) and formats it
+ * ({@link #create}), the other maps it ({@link #open}); the holder maps it into its GPU too
+ * ({@code dev.slipstream.gpu.ResidentServer#attachReader}). Only the reader posts into it.
  *
- * <p>Threading: the ring is thread-safe ({@link ServeRing}). Ownership: owns the file;
- * {@link #close()} deletes it (the mapping goes with the buffer).
+ * <p>Threading: the ring is thread-safe ({@link ServeRing}). Ownership: the maker owns the file;
+ * its {@link #close()} deletes it (a mapping goes with its buffer).
  */
 public final class ServeRingFile implements AutoCloseable {
   private final Path path;
   private final ServeRing ring;
+  /** Whether this process made the file (and deletes it on close). */
+  private final boolean made;
 
-  private ServeRingFile(Path path, ServeRing ring) {
+  private ServeRingFile(Path path, ServeRing ring, boolean made) {
     this.path = path;
     this.ring = ring;
+    this.made = made;
   }
 
   /** Makes {@code path} (it must not exist) as a ring of {@code slots} slots, formatted with this process's id. */
@@ -34,10 +38,26 @@ public final class ServeRingFile implements AutoCloseable {
     try (ch) {
       ch.write(java.nio.ByteBuffer.allocate(1), bytes - 1); // the file's full size, so every page maps
       MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, bytes);
-      return new ServeRingFile(path, ServeRing.format(m, slots, ProcessHandle.current().pid()));
+      return new ServeRingFile(path, ServeRing.format(m, slots, ProcessHandle.current().pid()), true);
     } catch (IOException | RuntimeException e) {
       Files.deleteIfExists(path); // made above: CREATE_NEW failed otherwise
       throw e;
+    }
+  }
+
+  /**
+   * Maps the ring file another process made at {@code path} for this process to post into
+   * ({@link ServeRing#open} checks it). {@link #close()} then leaves the file to its maker.
+   */
+  public static ServeRingFile open(Path path) throws IOException {
+    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+      long bytes = ch.size();
+      if (bytes > ServeRing.bytes(ServeRing.MAX_SLOTS)) {
+        throw new IllegalArgumentException("request ring " + path + " has " + bytes + " bytes, expected at most "
+            + ServeRing.bytes(ServeRing.MAX_SLOTS));
+      }
+      MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, bytes);
+      return new ServeRingFile(path, ServeRing.open(m), false);
     }
   }
 
@@ -51,6 +71,8 @@ public final class ServeRingFile implements AutoCloseable {
 
   @Override
   public void close() throws IOException {
-    Files.deleteIfExists(path);
+    if (made) {
+      Files.deleteIfExists(path);
+    }
   }
 }

@@ -62,6 +62,8 @@ public final class ExecutorGpu implements AutoCloseable {
   private final ExecutorService serveThreads;
   /** Producers of the request rings of holders on this machine, by path (empty: that ring could not be opened). */
   private final Map<String, Optional<RequestRing.Producer>> rings = new ConcurrentHashMap<>();
+  /** Requests into holders' resident rings (spark.slipstream.gpu.serve.resident); null when off. */
+  private volatile ResidentRequests resident;
 
   /**
    * @param pluginAssigns whether Slipstream's GPU plugin runs on this executor (it then calls
@@ -106,9 +108,13 @@ public final class ExecutorGpu implements AutoCloseable {
     }
     String id = executor.executorId();
     try {
+      String app = residentApplication();
       GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
           .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory(),
-          executor.node()::nextRequestId, executor.node().config().fetchTimeout().toMillis(), executor::relay);
+          executor.node()::nextRequestId, executor.node().config().fetchTimeout().toMillis(), executor::relay, app);
+      if (app != null) {
+        resident = new ResidentRequests(id, app, conf.requestRingDir());
+      }
       gpu = g;
       // Readers without a direct device path to this GPU fetch its map outputs over the staging path.
       executor.node().serveAlso(StagedBlocks.source(g.store(), executor.node().config().checksum()));
@@ -133,6 +139,23 @@ public final class ExecutorGpu implements AutoCloseable {
       throw new IllegalStateException(noGpu + " (" + GpuConf.MODE.key() + "=require)");
     }
     LOG.info("{}; host path only", noGpu);
+  }
+
+  /**
+   * The application whose executors of this machine share resident serving, or null when
+   * spark.slipstream.gpu.serve.resident is off or cannot be used (under spark.authenticate: the
+   * rings would bypass the transport's authentication; logged).
+   */
+  private String residentApplication() {
+    if (!conf.serveResident()) {
+      return null;
+    }
+    if (executor.authenticated()) {
+      LOG.info("{} is on but not used: with spark.authenticate requests go over the authenticated transport only",
+          GpuConf.SERVE_RESIDENT.key());
+      return null;
+    }
+    return executor.node().identity().applicationId();
   }
 
   /**
@@ -225,7 +248,18 @@ public final class ExecutorGpu implements AutoCloseable {
       return CompletableFuture.failedFuture(new IllegalStateException("executor " + holder
           + " is not in Slipstream's peer table"));
     }
-    return executor.node().writeExchange().send(p.get().endpoint(), request, ringOf(p.get()), answerWithin);
+    java.util.function.Supplier<CompletableFuture<WriteResult>> viaTransport =
+        () -> executor.node().writeExchange().send(p.get().endpoint(), request, ringOf(p.get()), answerWithin);
+    ResidentRequests rr = resident;
+    GpuExecutor g = gpu;
+    if (rr != null && g != null && p.get().gpu().map(h -> h.hostId().equals(g.endpoint().hostId())).orElse(false)) {
+      Optional<CompletableFuture<WriteResult>> posted = rr.trySend(holder, request,
+          g.landing().export().descriptor(), answerWithin, viaTransport);
+      if (posted.isPresent()) {
+        return posted.get();
+      }
+    }
+    return viaTransport.get();
   }
 
   /**
@@ -292,6 +326,10 @@ public final class ExecutorGpu implements AutoCloseable {
       g.peerLost(p.executorId(), p.gpu().get());
     }
     p.gpu().ifPresent(e -> rings.remove(e.requestRing()));
+    ResidentRequests rr = resident;
+    if (rr != null) {
+      rr.holderLost(p.executorId());
+    }
   }
 
   /** Adds the GPU's counters ({@code gpu.*}) to {@code m} when the GPU is open. */
@@ -312,6 +350,16 @@ public final class ExecutorGpu implements AutoCloseable {
       m.put("gpu.landingReleasedByBound", g.landing().releasedByBound());
       m.put("gpu.requestsServed", g.server().requestsServed());
       m.put("gpu.bytesServed", g.server().bytesServed());
+      g.residentStats().ifPresent(st -> {
+        m.put("gpu.residentServed", st.served());
+        m.put("gpu.residentRefused", st.failed());
+        m.put("gpu.residentBytes", st.bytes());
+      });
+    }
+    ResidentRequests rr = resident;
+    if (rr != null) {
+      m.put("gpu.residentPosted", rr.posted());
+      m.put("gpu.residentFallbacks", rr.fallbacks());
     }
   }
 
@@ -319,6 +367,11 @@ public final class ExecutorGpu implements AutoCloseable {
   @Override
   public void close() {
     serveThreads.shutdownNow();
+    ResidentRequests rr = resident;
+    resident = null;
+    if (rr != null) {
+      rr.close();
+    }
     GpuExecutor g = gpu;
     gpu = null;
     if (g != null) {

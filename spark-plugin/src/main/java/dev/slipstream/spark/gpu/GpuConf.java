@@ -63,6 +63,24 @@ public final class GpuConf {
       "spark.slipstream.gpu.requestRing.poll", "50ms",
       "How long the request ring's holder thread polls back to back after a request before it polls with pauses"
           + " (up to 100 us apart); at most 1s.");
+  public static final ConfigEntry<Boolean> SERVE_RESIDENT = ConfigEntry.bool("spark.slipstream.gpu.serve.resident",
+      "false",
+      "Whether this executor's GPU also runs a resident serving kernel for readers of the same machine: it makes"
+          + " a request ring (a shared-memory file in spark.slipstream.gpu.requestRing.dir, mode 0600) for each such"
+          + " reader, and the kernel takes their device write requests from it, checks them on the device, pushes"
+          + " the blocks and answers in the ring, with no CPU thread on a request's path. Readers use a holder's"
+          + " ring once the holder serves it; requests of more than 30 blocks, for outputs spilled to host memory,"
+          + " over NIC links, or under spark.authenticate (the ring bypasses the transport's authentication) go the"
+          + " host-driven way.");
+  public static final ConfigEntry<Integer> SERVE_RESIDENT_CTAS = ConfigEntry.integer(
+      "spark.slipstream.gpu.serve.resident.ctas", "4", 1, 64,
+      "CUDA blocks (of 256 threads) the resident serving kernel holds while it has work; a request over 128 KiB is"
+          + " copied by all of them that are free. More serve large requests faster and small ones slower (every"
+          + " idle block polls the rings).");
+  public static final ConfigEntry<java.time.Duration> SERVE_RESIDENT_IDLE = ConfigEntry.duration(
+      "spark.slipstream.gpu.serve.resident.idle", "20ms",
+      "How long the resident serving kernel waits for a request before it leaves the GPU (it is launched again by"
+          + " the next request, about 10 to 20 us later); at most 1s.");
   public static final ConfigEntry<Long> REQUEST_MIN_BYTES = ConfigEntry.size("spark.slipstream.gpu.request.minBytes",
       "4m",
       "A reduce task splits the blocks it reads from one holder into up to spark.slipstream.gpu.serve.inFlight device"
@@ -130,6 +148,9 @@ public final class GpuConf {
   private final java.time.Duration serveSpin;
   private final boolean requestRing;
   private final String requestRingDir;
+  private final boolean serveResident;
+  private final int serveResidentCtas;
+  private final java.time.Duration serveResidentIdle;
   private final java.time.Duration requestRingPoll;
   private final long requestMinBytes;
   private final int pushBlocks;
@@ -162,6 +183,9 @@ public final class GpuConf {
           + "', expected an absolute path");
     }
     this.requestRingPoll = upToASecond(REQUEST_RING_POLL, source);
+    this.serveResident = SERVE_RESIDENT.get(source);
+    this.serveResidentCtas = SERVE_RESIDENT_CTAS.get(source);
+    this.serveResidentIdle = upToASecond(SERVE_RESIDENT_IDLE, source);
     this.requestMinBytes = atLeast(REQUEST_MIN_BYTES, REQUEST_MIN_BYTES.get(source), 1);
     this.pushBlocks = PUSH_BLOCKS.get(source);
     this.pushThreads = PUSH_THREADS.get(source);
@@ -222,6 +246,9 @@ public final class GpuConf {
   public boolean requestRing() { return requestRing; }
   public String requestRingDir() { return requestRingDir; }
   public java.time.Duration requestRingPoll() { return requestRingPoll; }
+  public boolean serveResident() { return serveResident; }
+  public int serveResidentCtas() { return serveResidentCtas; }
+  public java.time.Duration serveResidentIdle() { return serveResidentIdle; }
   public long requestMinBytes() { return requestMinBytes; }
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }

@@ -78,11 +78,13 @@ public final class GpuExecutor implements AutoCloseable {
   private final NativeNic nic;
   private final NicLinks nicLinks;
   private final java.util.concurrent.atomic.AtomicLong nicLanes = new java.util.concurrent.atomic.AtomicLong();
+  /** The resident server for readers of this machine (spark.slipstream.gpu.serve.resident); null when off. */
+  private final ResidentServing resident;
   private volatile boolean closed;
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
       MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs,
-      java.util.function.Consumer<NicOffer> relay) {
+      java.util.function.Consumer<NicOffer> relay, String residentApp) {
     this.executorId = executorId;
     this.ctx = ctx;
     List<AutoCloseable> made = new ArrayList<>();
@@ -131,6 +133,8 @@ public final class GpuExecutor implements AutoCloseable {
       }
       this.writer = new PushWriter(server, new PeerLandings(executorId, endpoint, peers), this::importLanding,
           fetchTimeoutMs);
+      this.resident = residentApp == null ? null : new ResidentServing(executorId, residentApp, ctx, store, conf,
+          this::importLanding, java.time.Duration.ofMillis(fetchTimeoutMs));
     } catch (RuntimeException e) {
       for (int i = made.size() - 1; i >= 0; i--) {
         try {
@@ -203,6 +207,9 @@ public final class GpuExecutor implements AutoCloseable {
    * or, with the software NIC (which reaches this machine only), when both are on this machine.
    */
   public void peerJoined(String peerId, GpuEndpoint peer) {
+    if (resident != null && !closed && peer.hostId().equals(endpoint.hostId()) && !peerId.equals(executorId)) {
+      resident.readerJoined(peerId, peer);
+    }
     if (nicLinks != null && peer.gpunetio() && !closed
         && peer.hostId().equals(endpoint.hostId()) == nic.software()) {
       nicLinks.peerJoined(peerId);
@@ -236,6 +243,11 @@ public final class GpuExecutor implements AutoCloseable {
     return LaneTarget.overLink(lease, to, nic);
   }
 
+  /** What the resident server did since start, when it runs. */
+  public java.util.Optional<dev.slipstream.gpu.ResidentServer.Stats> residentStats() {
+    return resident == null || closed ? java.util.Optional.empty() : java.util.Optional.of(resident.stats());
+  }
+
   /** Push lanes made over NIC links since start (one per link slot in use). */
   public long nicLanes() {
     return nicLanes.get();
@@ -261,9 +273,13 @@ public final class GpuExecutor implements AutoCloseable {
    * gives the ids of its write requests (the shuffle node's sequence); a request it serves waits at
    * most {@code fetchTimeoutMs} for a lane and its push.
    */
+  /**
+   * Opens GPU {@code ordinal} for executor {@code executorId}; {@code residentApp}: the application
+   * whose readers of this machine the resident server serves, or null for none.
+   */
   public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf,
       PeerLandings.PeerTable peers, MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs,
-      java.util.function.Consumer<NicOffer> relay) {
+      java.util.function.Consumer<NicOffer> relay, String residentApp) {
     GpuProbe probe = GpuRuntime.probe();
     if (!probe.available()) {
       throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
@@ -275,7 +291,7 @@ public final class GpuExecutor implements AutoCloseable {
     GpuContext ctx = GpuContext.open(ordinal);
     try {
       GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds, fetchTimeoutMs,
-          relay);
+          relay, residentApp);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes,"
           + " pushes over {} queues", executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(),
           conf.mapOutputBytes(), g.backend);
@@ -340,6 +356,9 @@ public final class GpuExecutor implements AutoCloseable {
    * and its push lanes and imported landing region are forgotten.
    */
   public void peerLost(String executorId, GpuEndpoint peer) {
+    if (resident != null) {
+      resident.readerLost(executorId); // before its landing region is unmapped below
+    }
     if (nicLinks != null) {
       nicLinks.peerLost(executorId);
     }
@@ -379,6 +398,9 @@ public final class GpuExecutor implements AutoCloseable {
     }
     closed = true;
     RuntimeException first = null;
+    if (resident != null) {
+      resident.close(); // the kernel stops before the store, the landing regions and the context go
+    }
     server.close(); // the lanes' queue sets go before the regions they name
     if (nicLinks != null) {
       nicLinks.close();  // links before the NIC; the NIC before the landing region it registered

@@ -1,0 +1,227 @@
+package dev.slipstream.spark.gpu;
+
+import dev.slipstream.core.shuffle.ServeTimeline;
+import dev.slipstream.core.shuffle.ShuffleMessages;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
+import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.TransportError;
+import dev.slipstream.gpu.SlipStatus;
+import dev.slipstream.gpu.serve.ServeRing;
+import dev.slipstream.gpu.serve.ServeRingFile;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The reader's side of resident serving: a reduce task's device write request to a holder of this
+ * machine goes into the ring that holder made for this executor ({@link ResidentServing#ringPath})
+ * once the holder serves it, as a {@link ServeRing.Request} that also asks for the host path's
+ * signal word, so the task watches its landing as on the host-driven path. One thread of this
+ * executor reads the answers in the rings (host memory: no device copy per poll) and completes each
+ * request's answer. A request the kernel refuses because its output is not in device memory or not
+ * in the directory ({@code SLIP_ERR_BAD_REGION}: spilled, or not entered) is sent again the
+ * host-driven way (nothing was written for it); every other refusal is the holder's answer.
+ *
+ * <p>Threading: thread-safe. Ownership: maps the rings (their files are the holders');
+ * {@link #close()} stops the answer thread and fails what is still waiting.
+ */
+final class ResidentRequests implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(ResidentRequests.class);
+  /** How long a missing or unserved ring is not looked for again. */
+  private static final long RETRY_NANOS = 200_000_000L;
+
+  private final String executorId;
+  private final String applicationId;
+  private final String ringDir;
+  private final Map<String, Ring> rings = new ConcurrentHashMap<>();
+  private final ConcurrentLinkedQueue<Posted> posted = new ConcurrentLinkedQueue<>();
+  private final Thread answers;
+  private final java.util.concurrent.atomic.AtomicLong postedCount = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicLong fallbackCount = new java.util.concurrent.atomic.AtomicLong();
+  private volatile boolean closed;
+
+  /** A holder's ring as this reader sees it: mapped (null until the file exists), or looked for again after {@code retryAt}. */
+  private record Ring(ServeRingFile file, long retryAt) {}
+
+  private record Posted(String holder, ServeRing ring, long ticket, long requestId, long giveUpAt,
+      CompletableFuture<WriteResult> answer, Supplier<CompletableFuture<WriteResult>> fallback) {}
+
+  ResidentRequests(String executorId, String applicationId, String ringDir) {
+    this.executorId = executorId;
+    this.applicationId = applicationId;
+    this.ringDir = ringDir;
+    this.answers = new Thread(this::readAnswers, "slipstream-serve-answers");
+    this.answers.setDaemon(true);
+    this.answers.start();
+  }
+
+  /**
+   * Posts {@code req} into holder {@code holder}'s ring for this executor when the holder serves one
+   * and the request fits it (at most {@value ServeRing#MAX_BLOCKS} blocks, into {@code ownLanding});
+   * the returned answer completes as the holder's would. Empty: send it the host-driven way
+   * ({@code fallback}, which a refusal for an output not in device memory also takes).
+   */
+  Optional<CompletableFuture<WriteResult>> trySend(String holder, WriteRequest req, RegionDescriptor ownLanding,
+      Duration answerWithin, Supplier<CompletableFuture<WriteResult>> fallback) {
+    if (closed || req.entries().size() > ServeRing.MAX_BLOCKS || !req.landing().equals(ownLanding)) {
+      return Optional.empty();
+    }
+    ServeRing ring = ringOf(holder);
+    if (ring == null || ring.broken()) {
+      return Optional.empty();
+    }
+    List<ServeRing.Block> blocks = new ArrayList<>(req.entries().size());
+    for (ShuffleMessages.Entry e : req.entries()) {
+      blocks.add(new ServeRing.Block(e.mapId(), e.partition(), e.landingOffset(), e.capacity()));
+    }
+    long now = System.nanoTime();
+    ServeRing.Request r = new ServeRing.Request(req.requestId(), req.shuffleId(), ownLanding.key(), req.tableOffset(),
+        now + req.budgetMillis() * 1_000_000L, blocks, req.signalOffset(), req.expectedPieces());
+    long ticket = ring.post(r, 1_000_000_000L);
+    if (ticket < 0) {
+      LOG.warn("Slipstream executor {}: the resident ring of holder {} is broken (a request was never answered);"
+          + " its requests go the host-driven way", executorId, holder);
+      return Optional.empty();
+    }
+    postedCount.incrementAndGet();
+    CompletableFuture<WriteResult> answer = new CompletableFuture<>();
+    posted.add(new Posted(holder, ring, ticket, req.requestId(), now + answerWithin.toNanos(), answer, fallback));
+    LockSupport.unpark(answers);
+    return Optional.of(answer);
+  }
+
+  /** Requests posted into resident rings since start. */
+  long posted() {
+    return postedCount.get();
+  }
+
+  /** Of those, the ones sent again the host-driven way (their output was not in the holder's directory). */
+  long fallbacks() {
+    return fallbackCount.get();
+  }
+
+  private ServeRing ringOf(String holder) {
+    Ring r = rings.get(holder);
+    long now = System.nanoTime();
+    if (r != null && r.file() == null && now - r.retryAt() < 0) {
+      return null;
+    }
+    if (r == null || r.file() == null) {
+      Path path = ResidentServing.ringPath(ringDir, applicationId, holder, executorId);
+      ServeRingFile f = null;
+      if (Files.exists(path)) {
+        try {
+          f = ServeRingFile.open(path);
+        } catch (IOException | RuntimeException e) {
+          LOG.warn("Slipstream executor {}: cannot map the resident ring {} of holder {} ({})", executorId, path,
+              holder, e.toString());
+        }
+      }
+      r = new Ring(f, now + RETRY_NANOS);
+      rings.put(holder, r);
+      if (f == null) {
+        return null;
+      }
+    }
+    return r.file().ring().holderAttached() ? r.file().ring() : null;
+  }
+
+  /** Forgets a lost holder's ring; its requests still waiting fail (their landing ranges stay retained). */
+  void holderLost(String holder) {
+    rings.remove(holder);
+    for (Posted p : posted) {
+      if (p.holder().equals(holder) && posted.remove(p)) {
+        p.answer().completeExceptionally(new IllegalStateException("holder " + holder + " was lost before it answered"
+            + " device write request " + p.requestId()));
+      }
+    }
+  }
+
+  private void readAnswers() {
+    int idle = 0;
+    while (!closed) {
+      boolean any = false;
+      long now = System.nanoTime();
+      for (Posted p : posted) {
+        ServeRing.Answer a = p.ring().poll(p.ticket());
+        if (a != null) {
+          posted.remove(p);
+          any = true;
+          complete(p, a);
+        } else if (now - p.giveUpAt() > 0) {
+          posted.remove(p);
+          p.ring().await(p.ticket(), 0); // its slot comes free when the answer does
+          p.answer().completeExceptionally(new IllegalStateException("no answer from the resident server of holder "
+              + p.holder() + " to device write request " + p.requestId()));
+        }
+      }
+      if (any) {
+        idle = 0;
+      } else if (++idle > 2000) {
+        LockSupport.parkNanos(posted.isEmpty() ? 1_000_000L : 20_000L);
+      } else {
+        Thread.onSpinWait();
+      }
+    }
+  }
+
+  private void complete(Posted p, ServeRing.Answer a) {
+    if (a.ok()) {
+      p.answer().complete(new WriteResult(p.requestId(), null, a.bytes(), "", ServeTimeline.NONE));
+      return;
+    }
+    SlipStatus st = SlipStatus.of(a.status());
+    if (st == SlipStatus.SLIP_ERR_BAD_REGION) {
+      // Not in device memory or not in the directory: nothing was written; the holder-driven path serves it.
+      fallbackCount.incrementAndGet();
+      p.fallback().get().whenComplete((r, e) -> {
+        if (e != null) {
+          p.answer().completeExceptionally(e);
+        } else {
+          p.answer().complete(r);
+        }
+      });
+      return;
+    }
+    p.answer().complete(WriteResult.failed(p.requestId(), errorOf(st), "the resident server of executor "
+        + p.holder() + " refused it: " + st + " at block " + a.block() + " (value " + a.value() + ")"));
+  }
+
+  private static TransportError errorOf(SlipStatus st) {
+    return switch (st) {
+      case SLIP_ERR_BAD_KEY -> TransportError.BAD_KEY;
+      case SLIP_ERR_OUT_OF_RANGE -> TransportError.OUT_OF_RANGE;
+      case SLIP_ERR_TIMEOUT -> TransportError.TIMEOUT;
+      default -> TransportError.MALFORMED;
+    };
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    LockSupport.unpark(answers);
+    try {
+      answers.join(5_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    for (Posted p : posted) {
+      p.answer().completeExceptionally(new IllegalStateException("executor " + executorId + " is stopping"));
+    }
+    posted.clear();
+    rings.clear();
+  }
+}

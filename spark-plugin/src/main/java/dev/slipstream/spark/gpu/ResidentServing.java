@@ -1,0 +1,157 @@
+package dev.slipstream.spark.gpu;
+
+import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.RegionExport;
+import dev.slipstream.gpu.RemoteRegion;
+import dev.slipstream.gpu.ResidentServer;
+import dev.slipstream.gpu.serve.ServeRingFile;
+import dev.slipstream.gpu.shuffle.DeviceMapOutputStore;
+import dev.slipstream.gpu.shuffle.GpuEndpoint;
+import dev.slipstream.gpu.shuffle.ResidentDirectory;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The holder's side of resident serving ({@code spark.slipstream.gpu.serve.resident}): one
+ * {@link ResidentServer} on this executor's GPU whose directory follows the device map-output store,
+ * and one request ring for each reader of this machine with a GPU. The holder makes the reader's
+ * ring file ({@link #ringPath}), imports the reader's landing region (the one the peer table has
+ * for it), sets the reader entry and says so in the ring's header; the reader posts into the ring
+ * from then on ({@link ResidentRequests}). A lost reader's entry is cleared (the kernel stopped for
+ * it) before its landing region is unmapped.
+ *
+ * <p>Threading: thread-safe. Ownership: owns the server, its directory and the ring files;
+ * {@link #close()} stops following the store, then closes them.
+ */
+final class ResidentServing implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(ResidentServing.class);
+  static final int MAX_READERS = 64;
+  static final int RING_SLOTS = 64;
+  private static final int DIRECTORY_SLOTS = 1 << 14;
+  private static final long OFFSETS_TABLE_BYTES = 16L << 20;
+
+  private final String executorId;
+  private final String applicationId;
+  private final String ringDir;
+  private final DeviceMapOutputStore store;
+  private final ResidentServer server;
+  private final ResidentDirectory directory;
+  private final Function<RegionExport, RemoteRegion> importLanding;
+  /** Per reader served: its entry index and ring file. */
+  private final Map<String, Reader> readers = new HashMap<>();
+  private final boolean[] taken = new boolean[MAX_READERS];
+  private boolean closed;
+
+  private record Reader(int index, ServeRingFile ring) {}
+
+  ResidentServing(String executorId, String applicationId, GpuContext ctx, DeviceMapOutputStore store, GpuConf conf,
+      Function<RegionExport, RemoteRegion> importLanding, Duration revokeTimeout) {
+    this.executorId = executorId;
+    this.applicationId = applicationId;
+    this.ringDir = conf.requestRingDir();
+    this.store = store;
+    this.importLanding = importLanding;
+    this.server = ResidentServer.create(ctx, new ResidentServer.Settings(MAX_READERS, DIRECTORY_SLOTS,
+        conf.serveResidentCtas(), 256, conf.serveResidentIdle(), Duration.ofNanos(50_000)));
+    try {
+      this.directory = new ResidentDirectory(ctx, server, OFFSETS_TABLE_BYTES, revokeTimeout);
+      store.follow(directory);
+    } catch (RuntimeException e) {
+      server.close();
+      throw e;
+    }
+  }
+
+  /** The ring file holder {@code holder} makes for reader {@code reader} of application {@code app}. */
+  static Path ringPath(String dir, String app, String holder, String reader) {
+    return Path.of(dir, "slipstream-serve-" + safe(app) + "-" + safe(holder) + "-to-" + safe(reader));
+  }
+
+  private static String safe(String id) {
+    return id.replaceAll("[^A-Za-z0-9._-]", "_");
+  }
+
+  /** A reader of this machine with a GPU and a landing region: its ring, made and served. */
+  synchronized void readerJoined(String readerId, GpuEndpoint reader) {
+    if (closed || readers.containsKey(readerId) || reader.landing().isEmpty()) {
+      return;
+    }
+    int index = 0;
+    while (index < MAX_READERS && taken[index]) {
+      index++;
+    }
+    if (index == MAX_READERS) {
+      LOG.warn("Slipstream executor {}: the resident server serves {} readers already; reader {} reads the"
+          + " host-driven way", executorId, MAX_READERS, readerId);
+      return;
+    }
+    Path path = ringPath(ringDir, applicationId, executorId, readerId);
+    ServeRingFile ring = null;
+    try {
+      RegionExport landing = reader.landing().get();
+      RemoteRegion r = importLanding.apply(landing);
+      java.nio.file.Files.deleteIfExists(path); // left by an executor of the same id that is gone
+      ring = ServeRingFile.create(path, RING_SLOTS);
+      server.attachReader(index, path, r.devicePointer(), r.length(), landing.descriptor().key());
+      taken[index] = true;
+      readers.put(readerId, new Reader(index, ring));
+      LOG.info("Slipstream executor {} serves reader {} from its resident server (ring {})", executorId, readerId,
+          path);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("Slipstream executor {}: no resident serving for reader {} ({}); it reads the host-driven way",
+          executorId, readerId, e.toString());
+      closeQuietly(ring);
+    }
+  }
+
+  /** A reader left: no more requests from its ring; returns once the kernel writes nothing of it. */
+  synchronized void readerLost(String readerId) {
+    Reader r = readers.remove(readerId);
+    if (r != null) {
+      server.detachReader(r.index());
+      taken[r.index()] = false;
+      closeQuietly(r.ring());
+    }
+  }
+
+  /** Whether the ring of reader {@code readerId} is served (tests, metrics). */
+  synchronized boolean serves(String readerId) {
+    return readers.containsKey(readerId);
+  }
+
+  ResidentServer.Stats stats() {
+    return server.stats();
+  }
+
+  private static void closeQuietly(ServeRingFile f) {
+    if (f != null) {
+      try {
+        f.close();
+      } catch (IOException ignored) {
+        // a ring file left in the tmpfs is removed by the next executor of this id
+      }
+    }
+  }
+
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    try {
+      store.follow(null);
+    } finally {
+      server.close();
+      directory.close();
+      readers.values().forEach(r -> closeQuietly(r.ring()));
+      readers.clear();
+    }
+  }
+}
