@@ -9,6 +9,8 @@
 //                               several partition counts, payload widths and row counts; --variants
 //                               times every tile and chunk tuning instead of the default; --parts
 //                               and --shape narrow the sweep to one case (for ncu)
+//   slip_bench copy [--quick]   one GPU: what 1 to 32 CTAs copy with the resident serving kernel's
+//                               CTA copy (slipstream/device/copy.cuh), beside the copy engine
 // Every push run is verified afterwards: receiver-side signal totals and byte-exact data.
 // Lines starting with "csv," are machine-readable: kind,backend,direction,block_bytes,bytes,ms,GBps,verified
 #include <inttypes.h>
@@ -19,6 +21,7 @@
 
 #include "../tests/pair_common.cuh"
 #include "push_plan.cuh"
+#include "slipstream/device/copy.cuh"
 #include "slipstream/softnic.h"
 #include "slipstream/kernels.h"
 #include "slipstream/partition_tuning.h"
@@ -326,6 +329,74 @@ struct PartShape {
   uint32_t widths[4];
 };
 
+// slip_bench copy: what a few CTAs copy inside one GPU with slipstream/device/copy.cuh, the resident
+// serving kernel's copy. Each CTA copies a contiguous slice; rows for 1 MiB and 16 MiB, 1..32 CTAs,
+// 256 and 1024 threads, 4 and 8 loads in flight per thread; beside them the copy engine
+// (cudaMemcpyAsync) on the same bytes. Median of 20 timed runs (cudaEvent) after 3 untimed.
+template <int UNROLL>
+__global__ void cta_slices_copy(char *dst, const char *src, uint64_t slice) {
+  slip::copy::cta_copy<UNROLL>(dst + blockIdx.x * slice, src + blockIdx.x * slice, slice);
+}
+
+int run_copy(bool quick) {
+  int n = 0;
+  if (slip_cuda_probe(&n) != SLIP_OK) {
+    printf("SKIP: %s\n", slip_last_error());
+    return 77;
+  }
+  T_CUDA(cudaSetDevice(0));
+  cudaEvent_t e0, e1;
+  T_CUDA(cudaEventCreate(&e0));
+  T_CUDA(cudaEventCreate(&e1));
+  const uint64_t most = 16ull << 20;
+  char *src, *dst;
+  T_CUDA(cudaMalloc(&src, most));
+  T_CUDA(cudaMalloc(&dst, most));
+  T_CUDA(cudaMemset(src, 0x5a, most));
+  const int reps = quick ? 5 : 20;
+  auto median_us = [&](auto launch) {
+    std::vector<float> ms;
+    for (int r = 0; r < reps + 3; r++) {
+      T_CUDA(cudaEventRecord(e0));
+      launch();
+      T_CUDA(cudaEventRecord(e1));
+      T_CUDA(cudaEventSynchronize(e1));
+      float t = 0;
+      T_CUDA(cudaEventElapsedTime(&t, e0, e1));
+      if (r >= 3) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1000.0;
+  };
+  printf("copy: one GPU, CTA copies of slipstream/device/copy.cuh; csv,copy,how,unroll,threads,ctas,bytes,us,GBps\n");
+  const uint64_t sizes[] = {1ull << 20, most};
+  for (uint64_t bytes : sizes) {
+    const double ce = median_us([&] { T_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+    printf("csv,copy,engine,0,0,0,%" PRIu64 ",%.2f,%.1f\n", bytes, ce, bytes / ce / 1e3);
+    for (int unroll : {4, 8}) {
+      for (uint32_t threads : {256u, 1024u}) {
+        for (uint32_t ctas : {1u, 2u, 4u, 8u, 16u, 32u}) {
+          const uint64_t slice = bytes / ctas;
+          const double us = median_us([&] {
+            if (unroll == 4) cta_slices_copy<4><<<ctas, threads>>>(dst, src, slice);
+            else cta_slices_copy<8><<<ctas, threads>>>(dst, src, slice);
+            T_LAUNCH();
+          });
+          printf("csv,copy,ctas,%d,%u,%u,%" PRIu64 ",%.2f,%.1f\n", unroll, threads, ctas, bytes, us, bytes / us / 1e3);
+        }
+      }
+    }
+  }
+  // The bytes of the last run are the source's.
+  std::vector<char> got(most);
+  T_CUDA(cudaMemcpy(got.data(), dst, most, cudaMemcpyDeviceToHost));
+  const bool same = std::all_of(got.begin(), got.end(), [](char c) { return c == 0x5a; });
+  printf("copy: the last copy's bytes %s\n", same ? "equal the source's" : "DIFFER from the source's");
+  T_CUDA(cudaFree(src));
+  T_CUDA(cudaFree(dst));
+  return same ? 0 : 1;
+}
+
 // only_parts / only_shape (0 / null: all) narrow the sweep, for profiling one case.
 int run_partition(bool quick, bool variants, uint32_t only_parts, const char *only_shape) {
   int n = 0;
@@ -459,7 +530,8 @@ int run_partition(bool quick, bool variants, uint32_t only_parts, const char *on
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s pair [--quick] | partition [--quick] [--variants] [--parts N] [--shape w0|w12|w23|w32]\n",
+    fprintf(stderr, "usage: %s pair [--quick] | gpunetio [--quick] | copy [--quick] | partition [--quick] [--variants]"
+            " [--parts N] [--shape w0|w12|w23|w32]\n",
             argv[0]);
     return 2;
   }
@@ -473,6 +545,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];
   }
   if (!strcmp(argv[1], "partition")) return run_partition(quick, variants, only_parts, only_shape);
+  if (!strcmp(argv[1], "copy")) return run_copy(quick);
   Bench b;
   b.quick = quick;
   b.gpunetio_only = !strcmp(argv[1], "gpunetio");

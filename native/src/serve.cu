@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "cuda_objects.h"
+#include "slipstream/device/copy.cuh"
 #include "slipstream/device/sync.cuh"
 #include "slipstream/serve.h"
 
@@ -28,7 +29,7 @@ using slip::sync::st_release_sys;
 
 static_assert(sizeof(slip_serve_ring_header) == SLIP_SERVE_RING_HEADER, "ring header");
 static_assert(sizeof(slip_serve_request) == SLIP_SERVE_SLOT_BYTES, "request slot");
-static_assert(sizeof(slip_serve_done) == 32, "answer");
+static_assert(sizeof(slip_serve_done) == 64, "answer");
 static_assert(sizeof(slip_serve_output) == 64, "directory entry");
 static_assert(sizeof(slip_serve_reader) == 64, "reader entry");
 
@@ -114,26 +115,9 @@ __device__ Verdict check_block(const slip_serve_launch &a, const slip_serve_read
   return {SLIP_OK, i, 0};
 }
 
-/* CTA copy with 16-byte accesses where both ends allow it. */
-__device__ void cta_copy(char *dst, const char *src, uint64_t len) {
-  uint64_t done = 0;
-  if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0) {
-    const uint64_t n16 = len / 16;
-    const int4 *s = (const int4 *)src;
-    int4 *d = (int4 *)dst;
-    uint64_t i = threadIdx.x;
-    const uint64_t n = blockDim.x;
-    for (; i + 3 * n < n16; i += 4 * n) {
-      int4 x = s[i], y = s[i + n], z = s[i + 2 * n], w = s[i + 3 * n];
-      d[i] = x;
-      d[i + n] = y;
-      d[i + 2 * n] = z;
-      d[i + 3 * n] = w;
-    }
-    for (; i < n16; i += n) d[i] = s[i];
-    done = n16 * 16;
-  }
-  for (uint64_t i = done + threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+/* The CTA copy of every request and chunk (slipstream/device/copy.cuh). */
+__device__ __forceinline__ void cta_copy(char *dst, const char *src, uint64_t len) {
+  slip::copy::cta_copy<4>(dst, src, len);
 }
 
 /* A request's copy shared among CTAs: its blocks, and a word that hands out chunks,
@@ -151,6 +135,30 @@ struct Job {
 };
 
 constexpr unsigned long long kChunkField = (1ull << 24) - 1;
+
+/* The CTAs' own words (device memory, before the jobs; zeroed at each launch). One idle CTA at a
+ * time holds the poller token and reads the rings and the host's stop word (host memory, over
+ * PCIe); the others watch device memory only (the jobs, and `stop`, which the poller copies from
+ * the host), so the rings' traffic does not grow with the CTAs. The token is a hint: tickets are
+ * still taken with a CAS on the reader entry. */
+struct CtaWords {
+  unsigned int poller;          /* 0: free; else the holder's CTA index + 1 */
+  unsigned int stop;            /* 1 once the poller saw slip_serve_ctl.stop */
+  unsigned long long last_work; /* %globaltimer when a request was last taken: CTAs leave when the
+                                 * server, not only they, found nothing for idle_ns */
+};
+constexpr size_t kCtaWordsBytes = 128;
+static_assert(sizeof(CtaWords) <= kCtaWordsBytes, "CTA words");
+
+__device__ __forceinline__ CtaWords *cta_words(const slip_serve_launch &a) { return (CtaWords *)a.jobs; }
+/* How long neither this CTA (since `since`) nor the server took work. */
+__device__ __forceinline__ uint64_t idle_for(CtaWords *w, uint64_t since) {
+  const uint64_t last = *(volatile unsigned long long *)&w->last_work;
+  return globaltimer_ns() - (last > since ? last : since);
+}
+__device__ __forceinline__ Job *jobs_of(const slip_serve_launch &a) {
+  return (Job *)((char *)a.jobs + kCtaWordsBytes);
+}
 
 __device__ __forceinline__ uint32_t word_next(unsigned long long w) { return (uint32_t)(w & kChunkField); }
 __device__ __forceinline__ uint32_t word_chunks(unsigned long long w) { return (uint32_t)((w >> 24) & kChunkField); }
@@ -200,7 +208,7 @@ __device__ void copy_chunk(Job *job, uint32_t c) {
 
 /* Thread 0: a chunk of another CTA's job, if one has any left; true with *which and *chunk set. */
 __device__ bool find_help(const slip_serve_launch &a, uint32_t *which, uint32_t *chunk) {
-  Job *jobs = (Job *)a.jobs;
+  Job *jobs = jobs_of(a);
   for (uint32_t k = 1; k < gridDim.x; k++) {
     const uint32_t j = (blockIdx.x + k) % gridDim.x;
     if (take_chunk(&jobs[j], chunk)) {
@@ -224,6 +232,7 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   __shared__ uint64_t rowss[SLIP_SERVE_MAX_BLOCKS];
   __shared__ Verdict first;
   __shared__ uint64_t total;
+  __shared__ uint64_t taken_at, copy_at, copied_at;
   // The request (published before its seq, which the leader read with acquire): volatile loads,
   // so no line cached before the publish is used.
   const int4 *in = (const int4 *)slot_of(*r, t);
@@ -232,6 +241,9 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   if (threadIdx.x == 0) {
     first = {SLIP_OK, 0, 0};
     total = 0;
+    taken_at = monotonic_now(a);
+    copy_at = 0;
+    copied_at = 0;
   }
   __syncthreads();
   const slip_serve_reader rd = *r;
@@ -268,9 +280,10 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   }
   __syncthreads();
   char *landing = (char *)(uintptr_t)rd.landing;
+  if (threadIdx.x == 0 && first.status == SLIP_OK) copy_at = monotonic_now(a);
   if (first.status == SLIP_OK && gridDim.x > 1 && total > a.chunk_bytes) {
     // Shared: arm this CTA's job, copy chunks with whoever helps, wait for the last one.
-    Job *job = &((Job *)a.jobs)[blockIdx.x];
+    Job *job = &jobs_of(a)[blockIdx.x];
     __shared__ uint32_t chunks, c;
     __shared__ bool got;
     if (threadIdx.x == 0) {
@@ -324,6 +337,7 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
       }
     }
     __syncthreads();  // the blocks and the table before the signal
+    if (threadIdx.x == 0) copied_at = monotonic_now(a);
     if (threadIdx.x == 0 && (q.flags & SLIP_SERVE_SIGNAL)) {
       fence_sys();  // a reader may poll the signal from another process, with copies
       const uint64_t table_bytes = SLIP_SERVE_TABLE_HEADER + (uint64_t)nb * SLIP_SERVE_TABLE_RECORD;
@@ -340,6 +354,10 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
     d->block = first.status == SLIP_OK ? nb : first.block;
     d->bytes = first.status == SLIP_OK ? total : 0;
     d->value = first.value;
+    d->taken_ns = taken_at;
+    d->copy_ns = copy_at;
+    d->copied_ns = copied_at;
+    d->answered_ns = monotonic_now(a);
     st_release_sys(&d->seq, t + 1);
     if (first.status == SLIP_OK) {
       atomicAdd((unsigned long long *)&a.stats->served, 1ull);
@@ -362,17 +380,25 @@ extern "C" __global__ void slip_serve_kernel(const slip_serve_launch *__restrict
   uint64_t idle_since = globaltimer_ns();
   uint32_t next = blockIdx.x % (a.nreaders ? a.nreaders : 1);
   slip::sync::Backoff backoff;
+  CtaWords *words = cta_words(a);
+  const unsigned int me = blockIdx.x + 1;
   for (;;) {
     if (threadIdx.x == 0) {
       action = 0;
       uint32_t j = 0, c = 0;
-      if (ld_acquire_sys(&a.ctl->stop) != 0) {
+      if (*(volatile unsigned int *)&words->stop != 0) {
         action = 2;
       } else if (find_help(a, &j, &c)) {
         action = 3;
         which = j;
         chunk = c;
-      } else {
+        if (*(volatile unsigned int *)&words->poller == me) atomicExch(&words->poller, 0u);  // another polls
+      } else if (*(volatile unsigned int *)&words->poller == me || atomicCAS(&words->poller, 0u, me) == 0u) {
+        // The poller: the host's stop word, then the rings.
+        if (ld_acquire_sys(&a.ctl->stop) != 0) {
+          atomicExch(&words->stop, 1u);
+          action = 2;
+        }
         for (uint32_t k = 0; k < a.nreaders && action == 0; k++) {
           const uint32_t ri = (next + k) % a.nreaders;
           uint64_t tk;
@@ -381,9 +407,14 @@ extern "C" __global__ void slip_serve_kernel(const slip_serve_launch *__restrict
             which = ri;
             ticket = tk;
             next = (ri + 1) % a.nreaders;
+            atomicMax(&words->last_work, (unsigned long long)globaltimer_ns());
           }
         }
-        if (action == 0 && globaltimer_ns() - idle_since > a.idle_ns) action = 2;
+        if (action == 0 && idle_for(words, idle_since) > a.idle_ns) action = 2;
+        // Serving or leaving: another idle CTA polls meanwhile.
+        if (action != 0) atomicExch(&words->poller, 0u);
+      } else if (idle_for(words, idle_since) > a.idle_ns) {
+        action = 2;
       }
     }
     __syncthreads();
@@ -395,7 +426,7 @@ extern "C" __global__ void slip_serve_kernel(const slip_serve_launch *__restrict
       backoff = slip::sync::Backoff();
     } else if (act == 3) {
       // Stays with the job while it has chunks (no ring or stop read between them).
-      Job *job = &((Job *)a.jobs)[which];
+      Job *job = &jobs_of(a)[which];
       __shared__ bool more;
       uint32_t c = chunk;
       for (;;) {
@@ -527,8 +558,8 @@ extern "C" slip_status slip_server_create(slip_ctx *ctx, uint32_t max_readers, u
   SLIP_CUDA_CHECK(cudaMalloc(&s->d_stats, sizeof(slip_serve_stats)));
   SLIP_CUDA_CHECK(cudaMemset(s->d_stats, 0, sizeof(slip_serve_stats)));
   SLIP_CUDA_CHECK(cudaMalloc(&s->d_launch, sizeof(slip_serve_launch)));
-  SLIP_CUDA_CHECK(cudaMalloc(&s->d_jobs, sizeof(Job) * ctas));
-  SLIP_CUDA_CHECK(cudaMemset(s->d_jobs, 0, sizeof(Job) * ctas));
+  SLIP_CUDA_CHECK(cudaMalloc(&s->d_jobs, kCtaWordsBytes + sizeof(Job) * ctas));
+  SLIP_CUDA_CHECK(cudaMemset(s->d_jobs, 0, kCtaWordsBytes + sizeof(Job) * ctas));
   SLIP_CUDA_CHECK(cudaHostAlloc(&s->ctl, sizeof(slip_serve_ctl), cudaHostAllocMapped));
   memset(s->ctl, 0, sizeof(slip_serve_ctl));
   SLIP_CUDA_CHECK(cudaHostGetDevicePointer((void **)&s->d_ctl, s->ctl, 0));
@@ -693,6 +724,7 @@ slip_status launch_locked(slip_server *s, int *launched) {
     const uint32_t live = s->ctas;
     SLIP_CUDA_CHECK(cudaMemcpyAsync(s->d_launch, &la, sizeof(la), cudaMemcpyHostToDevice, s->copy_stream));
     SLIP_CUDA_CHECK(cudaMemcpyAsync(&s->d_stats->live, &live, 4, cudaMemcpyHostToDevice, s->copy_stream));
+    SLIP_CUDA_CHECK(cudaMemsetAsync(s->d_jobs, 0, kCtaWordsBytes, s->copy_stream));  // no poller, no stop
     SLIP_CUDA_CHECK(cudaStreamSynchronize(s->copy_stream));
     *(volatile uint32_t *)&s->ctl->stop = 0;
     *(volatile uint32_t *)&s->ctl->live = live;

@@ -26,6 +26,12 @@
  * took it. A larger one is cut into chunks of chunk_bytes that every CTA free of its own request
  * helps to copy; the CTA that took it writes the table and the answer once every chunk is in.
  *
+ * Polling. One idle CTA at a time holds a poller token and reads the rings and the host's stop word
+ * (host memory); it hands the token on when it takes a request or helps a copy. The other idle CTAs
+ * read only device memory (the copy jobs, a stop flag the poller copies there), so PCIe traffic
+ * does not grow with the CTA count. CTAs leave once the server as a whole took no request for
+ * idle_ns.
+ *
  * Checks on the device, before anything is written (the host path's WriteRequest.check and the
  * block writer's checks, with the same status codes): the request's magic, block count and the
  * reader's landing key; the block table's range; every block's map output is in the directory and
@@ -47,7 +53,7 @@ extern "C" {
 
 #define SLIP_SERVE_RING_MAGIC 0x47535253u /* "SRSG" */
 #define SLIP_SERVE_REQ_MAGIC 0x51525653u  /* "SVRQ" */
-#define SLIP_SERVE_VERSION 1u
+#define SLIP_SERVE_VERSION 2u
 #define SLIP_SERVE_RING_HEADER 128u
 #define SLIP_SERVE_SLOT_BYTES 1024u
 #define SLIP_SERVE_MAX_BLOCKS 30u /* (SLOT_BYTES - 64) / 32 */
@@ -102,6 +108,14 @@ typedef struct slip_serve_done {
   uint32_t block;    /* the block that failed a check (its index), or nblocks */
   uint64_t bytes;    /* block bytes pushed (the table excluded) */
   uint64_t value;    /* the failing value: an offset, a length, a partition or a key */
+  /* When the kernel served it, CLOCK_MONOTONIC nanoseconds on the holder's host (the kernel's
+   * %globaltimer less the offset measured at its launch, so good to a few microseconds against a
+   * reader's clock; differences between these three are the device's own): the request taken, its
+   * checks done and its copy begun, the copy (and the table) finished. 0 where not reached. */
+  uint64_t taken_ns;
+  uint64_t copy_ns;
+  uint64_t copied_ns;
+  uint64_t answered_ns; /* just before seq is written */
 } slip_serve_done;
 
 /* A map output in the directory (device memory). Host writes whole entries of FREE slots and the

@@ -134,7 +134,8 @@ const slip_layout_field kLaunchLayout[] = {
     SLIP_F(slip_serve_block, capacity),
     SLIP_S(slip_serve_done),
     SLIP_F(slip_serve_done, seq), SLIP_F(slip_serve_done, status), SLIP_F(slip_serve_done, block),
-    SLIP_F(slip_serve_done, bytes), SLIP_F(slip_serve_done, value),
+    SLIP_F(slip_serve_done, bytes), SLIP_F(slip_serve_done, value), SLIP_F(slip_serve_done, taken_ns),
+    SLIP_F(slip_serve_done, copy_ns), SLIP_F(slip_serve_done, copied_ns), SLIP_F(slip_serve_done, answered_ns),
 };
 #undef SLIP_F
 #undef SLIP_S

@@ -84,7 +84,8 @@ class AbiLayoutTest {
     Map<String, Integer> request = Map.of("seq", 0, "request_id", 8, "magic", 16, "nblocks", 20, "shuffle_id", 24,
         "flags", 28, "landing_key", 32, "table_offset", 40, "deadline_ns", 48, "blocks", 64);
     Map<String, Integer> block = Map.of("map_id", 0, "partition", 8, "dst_offset", 16, "capacity", 24);
-    Map<String, Integer> done = Map.of("seq", 0, "status", 8, "block", 12, "bytes", 16, "value", 24);
+    Map<String, Integer> done = Map.of("seq", 0, "status", 8, "block", 12, "bytes", 16, "value", 24, "taken_ns", 32,
+        "copy_ns", 40, "copied_ns", 48, "answered_ns", 56);
     header.forEach((f, at) -> assertEquals(at, field("slip_serve_ring_header", f)[0], "slip_serve_ring_header." + f));
     request.forEach((f, at) -> assertEquals(at, field("slip_serve_request", f)[0], "slip_serve_request." + f));
     block.forEach((f, at) -> assertEquals(at, field("slip_serve_block", f)[0], "slip_serve_block." + f));

@@ -85,9 +85,17 @@ class ResidentServerGpuTest {
         // Two blocks and the table, with no start from the host: the wake thread launches the kernel.
         ServeRing.Request two = new ServeRing.Request(900, SHUFFLE, KEY, 0, deadline(),
             List.of(new ServeRing.Block(MAP, 1, 4096, 65536), new ServeRing.Block(MAP, 3, 4096 + 65536, 1 << 20)));
+        long posted = System.nanoTime();
         ServeRing.Answer a = serve(ring, two);
+        long seen = System.nanoTime();
         assertTrue(a.ok(), "status " + a.status() + " value " + a.value());
         assertEquals(65536 + (1 << 20), a.bytes());
+        // The kernel's instants: in order, and (within the launch clock offset's error) between the
+        // post and the answer seen on this host's clock.
+        assertTrue(a.takenNanos() != 0 && a.takenNanos() <= a.copyNanos() && a.copyNanos() <= a.copiedNanos()
+            && a.copiedNanos() <= a.answeredNanos(), "instants out of order: " + a);
+        assertTrue(a.takenNanos() > posted - 100_000 && a.answeredNanos() < seen + 100_000,
+            "instants " + a + " outside the post at " + posted + " and the answer seen at " + seen);
         assertArrayEquals(Arrays.copyOfRange(output, (int) offsets[1], (int) offsets[2]), landing.read(4096, 65536));
         assertArrayEquals(Arrays.copyOfRange(output, (int) offsets[3], (int) offsets[4]),
             landing.read(4096 + 65536, 1 << 20));

@@ -35,7 +35,8 @@ class DataPathReportTest {
     assertEquals("  aggregate: remote 3000.0 MB, local 0.0 MB; over the union span 15.000 ms: 200.00 GB/s;"
         + " over the sum of spans 15.000 ms: 200.00 GB/s", lines.get(3));
     assertEquals("  requests: 1 requests, mean us per request: prepare 10, to holder 20, queued 5, check 30, lane 40,"
-        + " launch 15, kernel 1000, land 60; total 1180", lines.get(4));
+        + " launch 15, kernel 1000, land 60; total 1180; software (sent to landed, less the kernel phase) median"
+        + " 170.0 us, p90 170.0, of 1", lines.get(4));
   }
 
   @Test

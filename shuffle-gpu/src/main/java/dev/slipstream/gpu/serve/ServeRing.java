@@ -29,10 +29,10 @@ import java.util.concurrent.locks.LockSupport;
 public final class ServeRing {
   public static final int RING_MAGIC = 0x47535253;
   public static final int REQUEST_MAGIC = 0x51525653;
-  public static final int VERSION = 1;
+  public static final int VERSION = 2;
   public static final int HEADER_BYTES = 128;
   public static final int SLOT_BYTES = 1024;
-  public static final int ANSWER_BYTES = 32;
+  public static final int ANSWER_BYTES = 64;
   public static final int MAX_BLOCKS = 30;
   public static final int MAX_SLOTS = 4096;
 
@@ -69,6 +69,10 @@ public final class ServeRing {
   static final int A_BLOCK = 12;
   static final int A_BYTES = 16;
   static final int A_VALUE = 24;
+  static final int A_TAKEN = 32;
+  static final int A_COPY = 40;
+  static final int A_COPIED = 48;
+  static final int A_ANSWERED = 56;
 
   private static final VarHandle LONG = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
 
@@ -101,8 +105,16 @@ public final class ServeRing {
     }
   }
 
-  /** The kernel's answer: {@code status} 0 (SLIP_OK) or a {@code slip_status} code naming the failed check. */
-  public record Answer(long ticket, int status, int block, long bytes, long value) {
+  /**
+   * The kernel's answer: {@code status} 0 (SLIP_OK) or a {@code slip_status} code naming the failed
+   * check; and when the kernel served it, as {@link System#nanoTime()} instants of the holder's host
+   * (the GPU's clock less the offset measured when the kernel was launched: within a few
+   * microseconds of this host's clock, while differences among the four are the device's own): the
+   * request taken, its checks done and its copy begun, the copy and the block table finished, the
+   * answer written. 0 where not reached (a refused request has no copy).
+   */
+  public record Answer(long ticket, int status, int block, long bytes, long value, long takenNanos, long copyNanos,
+                       long copiedNanos, long answeredNanos) {
     public boolean ok() {
       return status == 0;
     }
@@ -265,7 +277,8 @@ public final class ServeRing {
       return null;
     }
     Answer answer = new Answer(t, memory.getInt(a + A_STATUS), memory.getInt(a + A_BLOCK), memory.getLong(a + A_BYTES),
-        memory.getLong(a + A_VALUE));
+        memory.getLong(a + A_VALUE), memory.getLong(a + A_TAKEN), memory.getLong(a + A_COPY),
+        memory.getLong(a + A_COPIED), memory.getLong(a + A_ANSWERED));
     taken.accumulateAndGet((int) (t & (slots - 1)), t + 1, Math::max);
     return answer;
   }

@@ -186,7 +186,7 @@ class ServeRingTest {
     assertEquals(slots, m.getInt(8));
     assertEquals(ServeRing.SLOT_BYTES, m.getInt(12));
     assertEquals(4242, m.getLong(16));
-    assertEquals(128 + 4 * (1024 + 32), ServeRing.bytes(slots));
+    assertEquals(128 + 4 * (1024 + 64), ServeRing.bytes(slots));
     long t = ring.post(new ServeRing.Request(77, 5, 0xABCDL, 16, 123456789L,
         List.of(new ServeRing.Block(9, 3, 4096, 8192))), SECOND);
     int at = 128 + (int) t * 1024;
@@ -204,10 +204,11 @@ class ServeRingTest {
     assertEquals(8192, m.getLong(at + 88));
     assertNull(ring.poll(t));
     int a = 128 + 4 * 1024;
-    m.putInt(a + 8, 8).putInt(a + 12, 0).putLong(a + 16, 0).putLong(a + 24, 8193).putLong(a, 1);
+    m.putInt(a + 8, 8).putInt(a + 12, 0).putLong(a + 16, 0).putLong(a + 24, 8193).putLong(a + 32, 1000)
+        .putLong(a + 40, 0).putLong(a + 48, 0).putLong(a + 56, 1500).putLong(a, 1);
     ServeRing.Answer got = ring.poll(t);
     assertNotNull(got);
-    assertEquals(new ServeRing.Answer(0, 8, 0, 0, 8193), got);
+    assertEquals(new ServeRing.Answer(0, 8, 0, 0, 8193, 1000, 0, 0, 1500), got);
   }
 
   @Test

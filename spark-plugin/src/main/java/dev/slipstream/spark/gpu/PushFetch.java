@@ -263,9 +263,12 @@ final class PushFetch implements AutoCloseable {
 
   /**
    * Waits for the request's signal (fetch deadline from the send) and returns the landed blocks'
-   * views. The data path does not wait for the holder's answer (the signal alone says everything
-   * landed, and it is watched from the moment the request was sent); an answer that comes
-   * first matters when it is a refusal or a failed send, which fail the fetch at once.
+   * views. A request served by a holder's resident kernel ({@link ResidentRequests.RingAnswer}) is
+   * waited on through its answer in the ring (host memory: the kernel answers once the bytes, the
+   * table and the signal are visible), and its signal and table are then read once. Otherwise the
+   * data path does not wait for the holder's answer (the signal alone says everything landed, and
+   * it is watched with copies from the moment the request was sent); an answer that comes first
+   * matters when it is a refusal or a failed send, which fail the fetch at once.
    */
   private List<DeviceBatch> land(InFlight x) {
     long deadline = x.sentNanos() + runtime.executor().node().config().fetchTimeout().toNanos();
@@ -275,7 +278,9 @@ final class PushFetch implements AutoCloseable {
       List<DeviceBatch> batches;
       long pause = 1;
       for (;;) {
-        batches = x.fetch().poll();
+        boolean ringWait = x.answer() instanceof ResidentRequests.RingAnswer ra && ra.fromRing()
+            && !x.answer().isDone();
+        batches = ringWait ? null : x.fetch().poll();
         if (batches != null) {
           break;
         }
@@ -303,8 +308,9 @@ final class PushFetch implements AutoCloseable {
               + (x.answer().isDone() ? "answered, but" : "no answer, and") + " the signal at " + (sig >>> 40) + " of "
               + x.fetch().expectedPieces() + " pieces by the fetch deadline");
         }
-        // Each poll reads the signal once (a copy of microseconds): the first few milliseconds are
-        // polled back to back, a push that takes longer is looked at every 50 us.
+        // Each poll reads the signal once (a copy of microseconds) or the ring's answer (host
+        // memory): the first few milliseconds are polled back to back, a push that takes longer is
+        // looked at every 50 us.
         if (System.nanoTime() - x.sentNanos() > SPIN_NANOS) {
           java.util.concurrent.locks.LockSupport.parkNanos(pause * 1000);
           pause = Math.min(50, pause * 2);

@@ -23,17 +23,31 @@ import java.util.Arrays;
  *       the moment the request was sent) and checked the table; 0 when the reader saw it first.
  * </ol>
  *
- * The holder's answer is not on the data path (the reader trusts the signal), so a request is added
- * when both its data landed and its answer came, in either order, and only with a complete holder
- * timeline. Threading: thread-safe (answers complete on transport threads).
+ * A request served by a holder's resident kernel has no queue, lane or launch (those phases are 0):
+ * {@code to holder} runs to the kernel taking it from the ring, {@code check} is the kernel's checks,
+ * {@code kernel} its copy and table, {@code land} the answer's way back and the reader's read of
+ * signal and table.
+ *
+ * <p>Besides the means, each request's software cost: from sent to landed, less the {@code kernel}
+ * phase (the bytes' own time), kept for the first {@value #KEPT} requests so that its median and
+ * tail are reported.
+ *
+ * <p>The holder's answer is not on the data path of the host-driven path (the reader trusts the
+ * signal), so a request is added when both its data landed and its answer came, in either order,
+ * and only with a complete holder timeline. Threading: thread-safe (answers complete on transport
+ * threads).
  */
 public final class RequestPhases implements Serializable {
-  private static final long serialVersionUID = 2L;
+  private static final long serialVersionUID = 3L;
+  /** Requests whose software cost is kept for its distribution. */
+  static final int KEPT = 4096;
   public static final String[] NAMES = {"prepare", "to holder", "queued", "check", "lane", "launch", "kernel",
       "land"};
 
   private final long[] sums = new long[NAMES.length];
   private int requests;
+  private long[] software = new long[16];
+  private int kept;
 
   /**
    * Adds one request: preparation began at {@code start}, it was sent at {@code sent}, the holder
@@ -48,11 +62,39 @@ public final class RequestPhases implements Serializable {
       }
     }
     long[] at = {start, sent, t.received(), t.started(), t.checked(), t.laneReady(), t.launched(), t.ended(), landed};
+    long copy = 0;
     for (int i = 0; i < NAMES.length; i++) {
-      sums[i] += Math.max(0, at[i + 1] - at[i]);
+      long d = Math.max(0, at[i + 1] - at[i]);
+      sums[i] += d;
+      if (i == KERNEL) {
+        copy = d;
+      }
     }
+    keep(Math.max(0, landed - sent - copy));
     requests++;
     return true;
+  }
+
+  private static final int KERNEL = 6;
+
+  private void keep(long nanos) {
+    if (kept == KEPT) {
+      return;
+    }
+    if (kept == software.length) {
+      software = Arrays.copyOf(software, Math.min(KEPT, 2 * kept));
+    }
+    software[kept++] = nanos;
+  }
+
+  /**
+   * The software cost of the requests kept (sent to landed, less the kernel phase), sorted,
+   * nanoseconds.
+   */
+  public synchronized long[] softwareNanos() {
+    long[] v = Arrays.copyOf(software, kept);
+    Arrays.sort(v);
+    return v;
   }
 
   /** Requests added. */
@@ -69,6 +111,8 @@ public final class RequestPhases implements Serializable {
     RequestPhases c = new RequestPhases();
     System.arraycopy(sums, 0, c.sums, 0, sums.length);
     c.requests = requests;
+    c.software = Arrays.copyOf(software, Math.max(16, kept));
+    c.kept = kept;
     return c;
   }
 
@@ -80,6 +124,9 @@ public final class RequestPhases implements Serializable {
       c.sums[i] += other.sums[i];
     }
     c.requests += other.requests;
+    for (int i = 0; i < other.kept; i++) {
+      c.keep(other.software[i]);
+    }
     return c;
   }
 
@@ -95,7 +142,10 @@ public final class RequestPhases implements Serializable {
           .append(String.format("%.0f", sums[i] / 1e3 / requests));
       total += sums[i];
     }
-    return String.format("%d requests, mean us per request: %s; total %.0f", requests, b, total / 1e3 / requests);
+    long[] sw = softwareNanos();
+    return String.format("%d requests, mean us per request: %s; total %.0f; software (sent to landed, less the"
+        + " kernel phase) median %.1f us, p90 %.1f, of %d", requests, b, total / 1e3 / requests, sw[sw.length / 2] / 1e3,
+        sw[(int) (sw.length * 0.9)] / 1e3, sw.length);
   }
 
   @Override
@@ -105,7 +155,8 @@ public final class RequestPhases implements Serializable {
     }
     RequestPhases a = snapshot();
     RequestPhases b = p.snapshot(); // one lock at a time
-    return a.requests == b.requests && Arrays.equals(a.sums, b.sums);
+    return a.requests == b.requests && Arrays.equals(a.sums, b.sums)
+        && Arrays.equals(a.softwareNanos(), b.softwareNanos());
   }
 
   @Override

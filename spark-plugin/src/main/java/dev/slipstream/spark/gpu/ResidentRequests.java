@@ -29,11 +29,14 @@ import org.slf4j.LoggerFactory;
  * The reader's side of resident serving: a reduce task's device write request to a holder of this
  * machine goes into the ring that holder made for this executor ({@link ResidentServing#ringPath})
  * once the holder serves it, as a {@link ServeRing.Request} that also asks for the host path's
- * signal word, so the task watches its landing as on the host-driven path. One thread of this
- * executor reads the answers in the rings (host memory: no device copy per poll) and completes each
- * request's answer. A request the kernel refuses because its output is not in device memory or not
- * in the directory ({@code SLIP_ERR_BAD_REGION}: spilled, or not entered) is sent again the
- * host-driven way (nothing was written for it); every other refusal is the holder's answer.
+ * signal word (so the landing checks as on the host-driven path). One thread of this executor reads
+ * the answers in the rings (host memory: no device copy per poll) and completes each request's
+ * {@link RingAnswer}; the kernel answers only after its pushed bytes, table and signal are visible,
+ * so a task waits on that answer and then reads its signal and table once. A request the kernel
+ * refuses because its output is not in device memory or not in the directory
+ * ({@code SLIP_ERR_BAD_REGION}: spilled, or not entered) is sent again the host-driven way (nothing
+ * was written for it; its answer then no longer comes from the ring); every other refusal is the
+ * holder's answer. A served answer carries the kernel's instants as a {@link ServeTimeline}.
  *
  * <p>Threading: thread-safe. Ownership: maps the rings (their files are the holders');
  * {@link #close()} stops the answer thread and fails what is still waiting.
@@ -42,6 +45,8 @@ final class ResidentRequests implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(ResidentRequests.class);
   /** How long a missing or unserved ring is not looked for again. */
   private static final long RETRY_NANOS = 200_000_000L;
+  /** How long the answer thread reads the rings back to back after the last answer. */
+  private static final long SPIN_NANOS = 5_000_000L;
 
   private final String executorId;
   private final String applicationId;
@@ -57,7 +62,22 @@ final class ResidentRequests implements AutoCloseable {
   private record Ring(ServeRingFile file, long retryAt) {}
 
   private record Posted(String holder, ServeRing ring, long ticket, long requestId, long giveUpAt,
-      CompletableFuture<WriteResult> answer, Supplier<CompletableFuture<WriteResult>> fallback) {}
+      RingAnswer answer, Supplier<CompletableFuture<WriteResult>> fallback) {}
+
+  /**
+   * The answer to a request posted into a resident ring. While {@link #fromRing()}, it completes
+   * only once the kernel's pushed bytes, block table and signal are visible (the kernel answers
+   * after a system-scope fence), so a task that waits on it needs no device copy per poll; once the
+   * request was sent again the host-driven way, it completes with that holder's answer, which may
+   * come after the data: then the signal is what says the blocks landed.
+   */
+  static final class RingAnswer extends CompletableFuture<WriteResult> {
+    private volatile boolean fromRing = true;
+
+    boolean fromRing() {
+      return fromRing;
+    }
+  }
 
   ResidentRequests(String executorId, String applicationId, String ringDir) {
     this.executorId = executorId;
@@ -97,7 +117,7 @@ final class ResidentRequests implements AutoCloseable {
       return Optional.empty();
     }
     postedCount.incrementAndGet();
-    CompletableFuture<WriteResult> answer = new CompletableFuture<>();
+    RingAnswer answer = new RingAnswer();
     posted.add(new Posted(holder, ring, ticket, req.requestId(), now + answerWithin.toNanos(), answer, fallback));
     LockSupport.unpark(answers);
     return Optional.of(answer);
@@ -151,7 +171,7 @@ final class ResidentRequests implements AutoCloseable {
   }
 
   private void readAnswers() {
-    int idle = 0;
+    long lastActive = System.nanoTime();
     while (!closed) {
       boolean any = false;
       long now = System.nanoTime();
@@ -168,10 +188,16 @@ final class ResidentRequests implements AutoCloseable {
               + p.holder() + " to device write request " + p.requestId()));
         }
       }
+      // While requests wait, the rings are read back to back (an answer is seen within a pass),
+      // for SPIN_NANOS after the last answer or post; then every 20 us; with none waiting, the
+      // thread sleeps until a post wakes it.
       if (any) {
-        idle = 0;
-      } else if (++idle > 2000) {
-        LockSupport.parkNanos(posted.isEmpty() ? 1_000_000L : 20_000L);
+        lastActive = now;
+      } else if (posted.isEmpty()) {
+        LockSupport.parkNanos(1_000_000L);
+        lastActive = System.nanoTime();
+      } else if (now - lastActive > SPIN_NANOS) {
+        LockSupport.parkNanos(20_000L);
       } else {
         Thread.onSpinWait();
       }
@@ -180,13 +206,14 @@ final class ResidentRequests implements AutoCloseable {
 
   private void complete(Posted p, ServeRing.Answer a) {
     if (a.ok()) {
-      p.answer().complete(new WriteResult(p.requestId(), null, a.bytes(), "", ServeTimeline.NONE));
+      p.answer().complete(new WriteResult(p.requestId(), null, a.bytes(), "", timeline(a)));
       return;
     }
     SlipStatus st = SlipStatus.of(a.status());
     if (st == SlipStatus.SLIP_ERR_BAD_REGION) {
       // Not in device memory or not in the directory: nothing was written; the holder-driven path serves it.
       fallbackCount.incrementAndGet();
+      p.answer().fromRing = false;
       p.fallback().get().whenComplete((r, e) -> {
         if (e != null) {
           p.answer().completeExceptionally(e);
@@ -198,6 +225,20 @@ final class ResidentRequests implements AutoCloseable {
     }
     p.answer().complete(WriteResult.failed(p.requestId(), errorOf(st), "the resident server of executor "
         + p.holder() + " refused it: " + st + " at block " + a.block() + " (value " + a.value() + ")"));
+  }
+
+  /**
+   * A served answer's instants in the host path's timeline: the kernel took the request (received
+   * and started: there is no queue between the ring and the kernel), its checks were done and the
+   * copy began (checked, lane ready and launched: the kernel needs neither lane nor launch), the
+   * copy and the table were finished (ended), the answer was written (answered).
+   */
+  static ServeTimeline timeline(ServeRing.Answer a) {
+    if (a.takenNanos() == 0 || a.copyNanos() == 0 || a.copiedNanos() == 0 || a.answeredNanos() == 0) {
+      return ServeTimeline.NONE;
+    }
+    return new ServeTimeline(a.takenNanos(), a.takenNanos(), a.copyNanos(), a.copyNanos(), a.copyNanos(),
+        a.copiedNanos(), a.answeredNanos());
   }
 
   private static TransportError errorOf(SlipStatus st) {

@@ -18,8 +18,25 @@ class RequestPhasesTest {
     assertArrayEquals(new long[] {50 + 10, 20 + 10, 10 + 10, 20 + 10, 60 + 10, 10 + 10, 500 + 100, 130 + 0},
         p.sums());
     assertEquals(2, p.requests());
+    // Software cost: sent to landed less the kernel phase, 750 - 500 and 140 - 100.
+    assertArrayEquals(new long[] {40, 250}, p.softwareNanos());
     assertEquals("2 requests, mean us per request: prepare 0, to holder 0, queued 0, check 0, lane 0, launch 0,"
-        + " kernel 0, land 0; total 0", p.describe());
+        + " kernel 0, land 0; total 0; software (sent to landed, less the kernel phase) median 0.3 us, p90 0.3, of 2",
+        p.describe());
+  }
+
+  @Test
+  void theSoftwareCostIsKeptForTheFirstRequestsOnly() {
+    RequestPhases p = new RequestPhases();
+    for (int i = 0; i < RequestPhases.KEPT + 10; i++) {
+      p.add(0, 10, new ServeTimeline(20, 30, 40, 50, 60, 70, 80), 100 + i);
+    }
+    assertEquals(RequestPhases.KEPT + 10, p.requests());
+    long[] sw = p.softwareNanos();
+    assertEquals(RequestPhases.KEPT, sw.length);
+    assertEquals(80, sw[0]);
+    assertEquals(80 + RequestPhases.KEPT - 1, sw[sw.length - 1]);
+    assertEquals(RequestPhases.KEPT, p.plus(p).softwareNanos().length, "a sum keeps at most as many");
   }
 
   @Test
@@ -42,6 +59,8 @@ class RequestPhasesTest {
     assertEquals(2, both.requests());
     assertEquals(both, a);
     assertEquals("2 requests, mean us per request: prepare 1, to holder 1, queued 1, check 1, lane 1, launch 1,"
-        + " kernel 1, land 1; total 8", both.describe());
+        + " kernel 1, land 1; total 8; software (sent to landed, less the kernel phase) median 6.0 us, p90 6.0, of 2",
+        both.describe());
+    assertArrayEquals(new long[] {6_000}, snap.softwareNanos(), "a snapshot keeps its own");
   }
 }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.slipstream.core.shuffle.NodeIdentity;
+import dev.slipstream.core.shuffle.ServeTimeline;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
@@ -68,6 +69,9 @@ class ResidentRequestsTest {
     }
     int a = ServeRing.HEADER_BYTES + SLOTS * ServeRing.SLOT_BYTES + (int) (t % SLOTS) * ServeRing.ANSWER_BYTES;
     ring.putInt(a + 8, status).putInt(a + 12, 0).putLong(a + 16, bytes).putLong(a + 24, 0x77);
+    // The kernel's instants: taken, copy begun, copied, answered (a refusal copies nothing).
+    boolean ok = status == 0;
+    ring.putLong(a + 32, 1_000).putLong(a + 40, ok ? 2_000 : 0).putLong(a + 48, ok ? 5_000 : 0).putLong(a + 56, 6_000);
     LONG.setRelease(ring, a, t + 1);
     return ring.getInt(slot + 28);
   }
@@ -113,11 +117,15 @@ class ResidentRequestsTest {
         WriteResult r = served.get(10, TimeUnit.SECONDS);
         assertTrue(r.served());
         assertEquals(123, r.bytes());
+        assertEquals(new ServeTimeline(1_000, 1_000, 2_000, 2_000, 2_000, 5_000, 6_000), r.timeline(),
+            "the kernel's instants as the host path's timeline");
+        assertTrue(((ResidentRequests.RingAnswer) served).fromRing(), "answered from the ring");
 
         CompletableFuture<WriteResult> spilled = rr.trySend("h1", request(2, 1, LANDING), LANDING,
             Duration.ofSeconds(30), fallback).orElseThrow();
         answer(ring, 1, SlipStatus.SLIP_ERR_BAD_REGION.code(), 0);
         assertEquals(7, spilled.get(10, TimeUnit.SECONDS).bytes(), "sent again the host-driven way");
+        assertFalse(((ResidentRequests.RingAnswer) spilled).fromRing(), "its answer came from the transport");
         assertEquals(1, viaTransport.get());
 
         CompletableFuture<WriteResult> forged = rr.trySend("h1", request(3, 1, LANDING), LANDING,
