@@ -22,8 +22,10 @@ import java.util.List;
  * server's directory; the reader posts requests through a {@link ServeRing} in a shared-memory
  * file that the server maps into the GPU, and waits for each answer in the ring (host memory: no
  * device copy per poll). Per request it prints the median, 90th and 99th percentile of
- * {@code post} (writing and publishing the request) and {@code total} (start of the post to the
- * answer seen), and the landed bytes per second over the timed requests' wall time. The first and
+ * {@code post} (writing and publishing the request), {@code total} (start of the post to the
+ * answer seen), {@code copy} (the kernel's copy and table, from the answer's instants) and
+ * {@code software} (total less copy: what the request costs beyond its bytes), and the landed bytes
+ * per second over the timed requests' wall time. The first and
  * last timed requests' blocks are compared with the store's bytes.
  */
 final class ResidentPath {
@@ -79,11 +81,11 @@ final class ResidentPath {
               rows, mapBytes, parts, blocks, room, inflight, ctas, warmup, iters);
           Rig rig = new Rig(file.ring(), landing, p, offsets, room, tableBytes, perRequest, slots, parts, blocks);
           rig.measure(warmup, inflight, null);
-          long[][] t = new long[2][iters];
+          long[][] t = new long[4][iters];
           long t0 = System.nanoTime();
           long bytes = rig.measure(iters, inflight, t);
           long wall = System.nanoTime() - t0;
-          String[] names = {"post", "total"};
+          String[] names = {"post", "total", "copy", "software"};
           for (int i = 0; i < names.length; i++) {
             long[] v = t[i];
             Arrays.sort(v);
@@ -115,7 +117,7 @@ final class ResidentPath {
   private record Rig(ServeRing ring, DeviceBuffer landing, DeviceMapOutputStore.Pinned output, long[] offsets,
       long room, long tableBytes, long perRequest, int slots, int parts, int blocks) {
 
-    /** Serves {@code n} requests, at most {@code inflight} outstanding; fills {@code t} (post, total) if not null. */
+    /** Serves {@code n} requests, at most {@code inflight} outstanding; fills {@code t} (post, total, copy, software) if not null. */
     long measure(int n, int inflight, long[][] t) {
       Deque<Posted> out = new ArrayDeque<>();
       long landed = 0;
@@ -154,6 +156,8 @@ final class ResidentPath {
         }
         if (t != null) {
           t[1][done] = seen - o.start();
+          t[2][done] = a.copiedNanos() - a.copyNanos();
+          t[3][done] = t[1][done] - t[2][done];
           if (done == 0 || done == n - 1) {
             check(o);
           }
