@@ -99,9 +99,10 @@ void served_blocks_land_exactly(Rig &r) {
   EXPECT(r.ring.wait(t, &d), "no answer to ticket %" PRIu64, t);
   const uint64_t seen = mono_ns();
   EXPECT(d.status == SLIP_OK, "status %d (block %u, value %" PRIu64 ")", d.status, d.block, d.value);
-  // The answer's instants are in order and, within the launch clock offset's error, between the
-  // post and the answer seen.
-  const uint64_t slack = 100000;
+  // The answer's instants are in order and, within the launch clock offset's error (half the span
+  // of a tiny kernel's launch and sync: microseconds, more under a sanitizer), between the post and
+  // the answer seen.
+  const uint64_t slack = 2000000;
   EXPECT(d.taken_ns != 0 && d.taken_ns <= d.copy_ns && d.copy_ns <= d.copied_ns && d.copied_ns <= d.answered_ns,
          "answer instants out of order: taken %" PRIu64 ", copy %" PRIu64 ", copied %" PRIu64 ", answered %" PRIu64,
          d.taken_ns, d.copy_ns, d.copied_ns, d.answered_ns);

@@ -108,8 +108,9 @@ public final class ServeRing {
   /**
    * The kernel's answer: {@code status} 0 (SLIP_OK) or a {@code slip_status} code naming the failed
    * check; and when the kernel served it, as {@link System#nanoTime()} instants of the holder's host
-   * (the GPU's clock less the offset measured when the kernel was launched: within a few
-   * microseconds of this host's clock, while differences among the four are the device's own): the
+   * (the GPU's clock less the offset measured when the kernel was launched, good to half a tiny
+   * kernel's launch-and-sync span: microseconds, more under a sanitizer; differences among the four
+   * are the device's own): the
    * request taken, its checks done and its copy begun, the copy and the block table finished, the
    * answer written. 0 where not reached (a refused request has no copy).
    */
@@ -253,8 +254,9 @@ public final class ServeRing {
       return true;
     }
     int s = (int) (t & (slots - 1));
-    long deadline = System.nanoTime() + timeoutNanos;
-    for (int spins = 0;; spins++) {
+    long start = System.nanoTime();
+    long deadline = start + timeoutNanos;
+    for (;;) {
       if (taken.get(s) == previous + 1) {
         return true;
       }
@@ -263,10 +265,11 @@ public final class ServeRing {
         taken.accumulateAndGet(s, previous + 1, Math::max);
         return true;
       }
-      if (System.nanoTime() > deadline) {
+      long now = System.nanoTime();
+      if (now > deadline) {
         return false;
       }
-      pause(spins);
+      pause(now - start);
     }
   }
 
@@ -285,23 +288,29 @@ public final class ServeRing {
 
   /** Waits up to {@code timeoutNanos} for ticket {@code t}'s answer; null when it did not come (the slot then frees when it does). */
   public Answer await(long t, long timeoutNanos) {
-    long deadline = System.nanoTime() + timeoutNanos;
-    for (int spins = 0;; spins++) {
+    long start = System.nanoTime();
+    long deadline = start + timeoutNanos;
+    for (;;) {
       Answer a = poll(t);
       if (a != null) {
         return a;
       }
-      if (System.nanoTime() > deadline) {
+      long now = System.nanoTime();
+      if (now > deadline) {
         abandoned.set((int) (t & (slots - 1)), t + 1);
         return poll(t); // it may have come meanwhile
       }
-      pause(spins);
+      pause(now - start);
     }
   }
 
-  /** A waiting thread's pause: spins first, then parks 20 us at a time. */
-  private static void pause(int spins) {
-    if (spins > 1000) {
+  /**
+   * A waiting thread's pause after {@code waitedNanos}: spins for the first 2 ms (a push of tens of
+   * megabytes takes hundreds of microseconds, and a park oversleeps by tens), then parks 20 us at a
+   * time.
+   */
+  private static void pause(long waitedNanos) {
+    if (waitedNanos > 2_000_000L) {
       LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(20));
     } else {
       Thread.onSpinWait();
