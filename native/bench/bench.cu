@@ -11,6 +11,8 @@
 //                               and --shape narrow the sweep to one case (for ncu)
 //   slip_bench copy [--quick]   one GPU: what 1 to 32 CTAs copy with the resident serving kernel's
 //                               CTA copy (slipstream/device/copy.cuh), beside the copy engine
+//   slip_bench spin MS          one GPU: one CTA polling the clock for MS ms (another process's
+//                               resident kernel, to see what it costs a process sharing the GPU)
 // Every push run is verified afterwards: receiver-side signal totals and byte-exact data.
 // Lines starting with "csv," are machine-readable: kind,backend,direction,block_bytes,bytes,ms,GBps,verified
 #include <inttypes.h>
@@ -22,6 +24,7 @@
 #include "../tests/pair_common.cuh"
 #include "push_plan.cuh"
 #include "slipstream/device/copy.cuh"
+#include "slipstream/device/sync.cuh"
 #include "slipstream/softnic.h"
 #include "slipstream/kernels.h"
 #include "slipstream/partition_tuning.h"
@@ -397,6 +400,30 @@ int run_copy(bool quick) {
   return same ? 0 : 1;
 }
 
+// slip_bench spin MS: one CTA that polls the GPU's clock for MS milliseconds, then leaves: another
+// process's resident kernel, for measuring what a kernel of one process costs another's on a GPU
+// they share (the GPU time-slices between processes' contexts unless MPS is running).
+__global__ void spin_kernel(uint64_t ns) {
+  const uint64_t t0 = slip::sync::globaltimer_ns();
+  while (slip::sync::globaltimer_ns() - t0 < ns) __nanosleep(1000);
+}
+
+int run_spin(uint64_t ms) {
+  int n = 0;
+  if (slip_cuda_probe(&n) != SLIP_OK) {
+    printf("SKIP: %s\n", slip_last_error());
+    return 77;
+  }
+  T_CUDA(cudaSetDevice(0));
+  printf("spin: one CTA polling the clock for %" PRIu64 " ms\n", ms);
+  fflush(stdout);
+  spin_kernel<<<1, 32>>>(ms * 1000000ull);
+  T_LAUNCH();
+  T_CUDA(cudaDeviceSynchronize());
+  printf("spin: done\n");
+  return 0;
+}
+
 // only_parts / only_shape (0 / null: all) narrow the sweep, for profiling one case.
 int run_partition(bool quick, bool variants, uint32_t only_parts, const char *only_shape) {
   int n = 0;
@@ -530,7 +557,7 @@ int run_partition(bool quick, bool variants, uint32_t only_parts, const char *on
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s pair [--quick] | gpunetio [--quick] | copy [--quick] | partition [--quick] [--variants]"
+    fprintf(stderr, "usage: %s pair [--quick] | gpunetio [--quick] | copy [--quick] | spin MS | partition [--quick] [--variants]"
             " [--parts N] [--shape w0|w12|w23|w32]\n",
             argv[0]);
     return 2;
@@ -546,6 +573,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "partition")) return run_partition(quick, variants, only_parts, only_shape);
   if (!strcmp(argv[1], "copy")) return run_copy(quick);
+  if (!strcmp(argv[1], "spin") && argc > 2) return run_spin(strtoull(argv[2], nullptr, 10));
   Bench b;
   b.quick = quick;
   b.gpunetio_only = !strcmp(argv[1], "gpunetio");
