@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.slipstream.bench.LocalCluster;
 import dev.slipstream.spark.SlipstreamShuffleManager;
@@ -26,6 +25,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
  * The RAPIDS Accelerator's SQL plugin in explain-only mode on a local cluster whose shuffle
@@ -40,6 +40,9 @@ import org.junit.jupiter.api.TestInstance;
  * {@link MutableURLClassLoader} as the context class loader; executors get it on their class path.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@EnabledIfSystemProperty(named = "slipstream.rapids.jar", matches = ".+", disabledReason = "no RAPIDS build for "
+    + "Spark 3.5.9 / Scala 2.12 (RAPIDS for Scala 2.12 ends at 25.04, whose shims stop at Spark 3.5.5); this test runs "
+    + "on the Spark 4 line")
 class RapidsExplainIT {
   private static final int EXECUTORS = 2;
   /** The line RAPIDS' explain output has for an exchange it would run on the GPU. */
@@ -63,10 +66,7 @@ class RapidsExplainIT {
 
   @BeforeAll
   void start() throws Exception {
-    String jar = System.getProperty("slipstream.rapids.jar");
-    assumeTrue(jar != null && !jar.isEmpty(), "no RAPIDS build for Spark 3.5 / Scala 2.12 (RAPIDS 26.08 has shims for "
-        + "Scala 2.13 only); this test runs on the Spark 4 line");
-    File rapids = new File(jar);
+    File rapids = new File(System.getProperty("slipstream.rapids.jar"));
     assertTrue(rapids.isFile(), "RAPIDS jar not found at " + rapids + " (the spark-4 profile downloads it before the "
         + "integration tests)");
 
