@@ -32,8 +32,9 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
  * manager is Slipstream's (tcp transport): RAPIDS plans each query as if for the GPU and logs which
  * operators would run there, and Spark runs the query on the CPU. For a grouped aggregate, a
  * sort-merge join and a global sort (adaptive execution on), the rows must equal those of the same
- * queries under Spark's sort shuffle without RAPIDS (in local mode), RAPIDS must have explained the query with its
- * shuffle exchanges on the GPU, and the shuffles must have gone through Slipstream's store.
+ * queries under Spark's sort shuffle without RAPIDS (in local mode), RAPIDS must have explained the
+ * query with its shuffle exchanges on the GPU, and the shuffles must have gone through Slipstream's
+ * map-output stores.
  *
  * <p>Spark 4 line only: the build passes the RAPIDS jar in {@code slipstream.rapids.jar}
  * (docs/rapids.md). The driver loads it the way {@code spark-submit --jars} does, through a
@@ -88,7 +89,7 @@ class RapidsExplainIT {
         .config("spark.plugins", "com.nvidia.spark.SQLPlugin")
         .config("spark.rapids.sql.mode", "explainOnly")
         .config("spark.rapids.sql.explain", "ALL")
-        // explain-only mode opens no GPU; keep RAPIDS from reserving pinned host memory for one
+        // explain-only mode runs nothing on a GPU: no pinned host pool for copies to one either
         .config("spark.rapids.memory.pinnedPool.size", "0")
         .config("spark.slipstream.transport", "tcp")
         // no cleaning of finished shuffles, so the count of map outputs the stores hold only grows
@@ -97,7 +98,7 @@ class RapidsExplainIT {
     explain = LogCapture.install("com.nvidia.spark.rapids", Level.WARN);
   }
 
-  /** Both sessions: two executors, adaptive execution on, joins through shuffles rather than broadcasts. */
+  /** Both sessions: adaptive execution on, joins through shuffles rather than broadcasts. */
   private static SparkSession.Builder config(SparkSession.Builder b) {
     return b.config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.autoBroadcastJoinThreshold", "-1")
