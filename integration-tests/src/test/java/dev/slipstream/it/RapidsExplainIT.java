@@ -31,7 +31,7 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
  * The RAPIDS Accelerator's SQL plugin in explain-only mode on a local cluster whose shuffle
  * manager is Slipstream's (tcp transport): RAPIDS plans each query as if for the GPU and logs which
  * operators would run there, and Spark runs the query on the CPU. For a grouped aggregate, a
- * sort-merge join and a global sort (adaptive execution on), the rows must equal those of the same
+ * sort-merge join, a repartition by a column and a global sort (adaptive execution on), the rows must equal those of the same
  * queries under Spark's sort shuffle without RAPIDS (in local mode), RAPIDS must have explained the
  * query with its shuffle exchanges on the GPU, and the shuffles must have gone through Slipstream's
  * map-output stores.
@@ -57,6 +57,7 @@ class RapidsExplainIT {
         + "from facts group by k % 97");
     QUERIES.put("join", "select f.k, d.name, count(*) as n, sum(f.v) as s from facts f join dims d on f.k = d.k "
         + "group by f.k, d.name");
+    QUERIES.put("repartition", "select /*+ REPARTITION(6, name) */ id, name, v from facts where id % 11 = 0");
     QUERIES.put("sort", "select id, k, name from facts where id % 7 = 0 order by k desc, id");
   }
 
