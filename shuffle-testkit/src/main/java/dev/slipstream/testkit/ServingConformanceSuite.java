@@ -87,7 +87,7 @@ public abstract class ServingConformanceSuite {
   }
 
   private CompletableFuture<WriteResult> send(WriteRequest req) {
-    return rig.reader().writeExchange().send(rig.holder().localEndpoint(), req, null, ANSWER_WITHIN);
+    return rig.send(req, ANSWER_WITHIN);
   }
 
   private static WriteResult answer(CompletableFuture<WriteResult> f) throws Exception {
@@ -240,24 +240,24 @@ public abstract class ServingConformanceSuite {
       send(layOut(l, l.region(), wants, 30_000));
     }
     // Lost once every request reached the holder (most are still being written then).
-    ShuffleNode h = rig.holder();
     long arrived = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (h.requestsReceived() < n && System.nanoTime() < arrived) {
+    while (rig.requestsIn() < n && System.nanoTime() < arrived) {
       Thread.onSpinWait();
     }
-    assertEquals(n, h.requestsReceived(), "requests that reached the holder within 30 s");
+    assertEquals(n, rig.requestsIn(), "requests that reached the holder within 30 s");
     rig.loseReader();
     // Each request ends once: served, failed, or refused (its reader gone from the peer table
     // before it was admitted); none is left pinning outputs or lanes.
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
-    while (h.requestsServed() + h.serveFailures() + h.requestsRefused() < h.requestsReceived()
-        && System.nanoTime() < deadline) {
+    while (rig.requestsEnded() < rig.requestsIn() && System.nanoTime() < deadline) {
       Thread.sleep(5);
     }
     Thread.sleep(200); // a second report of any of them would come about now
-    String counts = "received " + h.requestsReceived() + ", served " + h.requestsServed() + ", failed "
-        + h.serveFailures() + ", refused " + h.requestsRefused();
-    assertEquals(h.requestsReceived(), h.requestsServed() + h.serveFailures() + h.requestsRefused(), counts);
-    assertEquals(0, h.writerReportsIgnored(), "no request was reported twice");
+    ShuffleNode h = rig.holder();
+    String counts = "in " + rig.requestsIn() + ", ended " + rig.requestsEnded() + " (holder node: received "
+        + h.requestsReceived() + ", served " + h.requestsServed() + ", failed " + h.serveFailures() + ", refused "
+        + h.requestsRefused() + ")";
+    assertEquals(rig.requestsIn(), rig.requestsEnded(), counts);
+    assertEquals(0, rig.reportsBeyondFirst(), "no request was reported twice");
   }
 }

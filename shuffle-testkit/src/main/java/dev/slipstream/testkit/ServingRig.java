@@ -1,13 +1,19 @@
 package dev.slipstream.testkit;
 
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.shuffle.ShuffleNode;
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.RegionDescriptor;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * One block writer set up for {@link ServingConformanceSuite}: a holder node whose block server
  * hands requests into landing memory of {@link #kind()} to the writer under test, a reader node in
- * its peer table, the holder's map outputs, and the reader's landing memory.
+ * its peer table, the holder's map outputs, and the reader's landing memory. A serving mechanism
+ * that takes requests another way than the holder's block server (a resident kernel's ring)
+ * overrides {@link #send} and the request counts.
  */
 public interface ServingRig extends AutoCloseable {
   /** The landing memory the writer writes into. */
@@ -56,4 +62,31 @@ public interface ServingRig extends AutoCloseable {
    * ended).
    */
   void loseReader() throws Exception;
+
+  /**
+   * Sends {@code req} from the reader to the holder as this rig's reader does; by default through
+   * the reader node's write exchange, over the transport to the holder's block server.
+   */
+  default CompletableFuture<WriteResult> send(WriteRequest req, Duration answerWithin) {
+    return reader().writeExchange().send(holder().localEndpoint(), req, null, answerWithin);
+  }
+
+  /** Requests that reached the holder's serving (by default its node's block server). */
+  default long requestsIn() {
+    return holder().requestsReceived();
+  }
+
+  /**
+   * Of those, the ones that ended: served, failed or refused (by default as the holder node counts
+   * them), or never taken up because their reader was lost first.
+   */
+  default long requestsEnded() {
+    ShuffleNode h = holder();
+    return h.requestsServed() + h.serveFailures() + h.requestsRefused();
+  }
+
+  /** Reports of a request beyond its first; 0 when every request was reported once. */
+  default long reportsBeyondFirst() {
+    return holder().writerReportsIgnored();
+  }
 }

@@ -74,11 +74,15 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
     }
   }
 
-  /** The holder's push lanes over queues of one backend, into the reader's landing region. */
-  static final class DeviceRig extends NodeRig {
-    private final GpuOutputs outputs = new GpuOutputs();
+  /**
+   * The holder's push lanes over queues of one backend, into the reader's landing region
+   * (ResidentServingConformanceGpuTest's rig serves through the resident kernel first, and falls
+   * back to these lanes as the product does).
+   */
+  static class DeviceRig extends NodeRig {
+    final GpuOutputs outputs = new GpuOutputs();
     private final PushKernel kernel = PushKernel.load(outputs.ctx);
-    private final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
+    final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
     private final RemoteRegion view = RemoteRegion.alias(landing.region());
     private final PushScheduler server;
     private long next;

@@ -1,20 +1,15 @@
 package dev.slipstream.spark.gpu;
 
-import dev.slipstream.core.shuffle.ServeTimeline;
-import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.transport.RegionDescriptor;
-import dev.slipstream.core.transport.TransportError;
-import dev.slipstream.gpu.SlipStatus;
+import dev.slipstream.gpu.serve.RingRequests;
 import dev.slipstream.gpu.serve.ServeRing;
 import dev.slipstream.gpu.serve.ServeRingFile;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -36,7 +31,8 @@ import org.slf4j.LoggerFactory;
  * refuses because its output is not in device memory or not in the directory
  * ({@code SLIP_ERR_BAD_REGION}: spilled, or not entered) is sent again the host-driven way (nothing
  * was written for it; its answer then no longer comes from the ring); every other refusal is the
- * holder's answer. A served answer carries the kernel's instants as a {@link ServeTimeline}.
+ * holder's answer. A served answer carries the kernel's instants as a timeline
+ * ({@link RingRequests#timeline}).
  *
  * <p>Threading: thread-safe. Ownership: maps the rings (their files are the holders');
  * {@link #close()} stops the answer thread and fails what is still waiting.
@@ -96,21 +92,15 @@ final class ResidentRequests implements AutoCloseable {
    */
   Optional<CompletableFuture<WriteResult>> trySend(String holder, WriteRequest req, RegionDescriptor ownLanding,
       Duration answerWithin, Supplier<CompletableFuture<WriteResult>> fallback) {
-    if (closed || req.entries().size() > ServeRing.MAX_BLOCKS || !req.landing().equals(ownLanding)) {
+    if (closed || !RingRequests.fits(req) || !req.landing().equals(ownLanding)) {
       return Optional.empty();
     }
     ServeRing ring = ringOf(holder);
     if (ring == null || ring.broken()) {
       return Optional.empty();
     }
-    List<ServeRing.Block> blocks = new ArrayList<>(req.entries().size());
-    for (ShuffleMessages.Entry e : req.entries()) {
-      blocks.add(new ServeRing.Block(e.mapId(), e.partition(), e.landingOffset(), e.capacity()));
-    }
     long now = System.nanoTime();
-    ServeRing.Request r = new ServeRing.Request(req.requestId(), req.shuffleId(), ownLanding.key(), req.tableOffset(),
-        now + req.budgetMillis() * 1_000_000L, blocks, req.signalOffset(), req.expectedPieces());
-    long ticket = ring.post(r, 1_000_000_000L);
+    long ticket = ring.post(RingRequests.request(req, ownLanding.key(), now), 1_000_000_000L);
     if (ticket < 0) {
       LOG.warn("Slipstream executor {}: the resident ring of holder {} is broken (a request was never answered);"
           + " its requests go the host-driven way", executorId, holder);
@@ -205,12 +195,7 @@ final class ResidentRequests implements AutoCloseable {
   }
 
   private void complete(Posted p, ServeRing.Answer a) {
-    if (a.ok()) {
-      p.answer().complete(new WriteResult(p.requestId(), null, a.bytes(), "", timeline(a)));
-      return;
-    }
-    SlipStatus st = SlipStatus.of(a.status());
-    if (st == SlipStatus.SLIP_ERR_BAD_REGION) {
+    if (RingRequests.notInDirectory(a)) {
       // Not in device memory or not in the directory: nothing was written; the holder-driven path serves it.
       fallbackCount.incrementAndGet();
       p.answer().fromRing = false;
@@ -223,31 +208,7 @@ final class ResidentRequests implements AutoCloseable {
       });
       return;
     }
-    p.answer().complete(WriteResult.failed(p.requestId(), errorOf(st), "the resident server of executor "
-        + p.holder() + " refused it: " + st + " at block " + a.block() + " (value " + a.value() + ")"));
-  }
-
-  /**
-   * A served answer's instants in the host path's timeline: the kernel took the request (received
-   * and started: there is no queue between the ring and the kernel), its checks were done and the
-   * copy began (checked, lane ready and launched: the kernel needs neither lane nor launch), the
-   * copy and the table were finished (ended), the answer was written (answered).
-   */
-  static ServeTimeline timeline(ServeRing.Answer a) {
-    if (a.takenNanos() == 0 || a.copyNanos() == 0 || a.copiedNanos() == 0 || a.answeredNanos() == 0) {
-      return ServeTimeline.NONE;
-    }
-    return new ServeTimeline(a.takenNanos(), a.takenNanos(), a.copyNanos(), a.copyNanos(), a.copyNanos(),
-        a.copiedNanos(), a.answeredNanos());
-  }
-
-  private static TransportError errorOf(SlipStatus st) {
-    return switch (st) {
-      case SLIP_ERR_BAD_KEY -> TransportError.BAD_KEY;
-      case SLIP_ERR_OUT_OF_RANGE -> TransportError.OUT_OF_RANGE;
-      case SLIP_ERR_TIMEOUT -> TransportError.TIMEOUT;
-      default -> TransportError.MALFORMED;
-    };
+    p.answer().complete(RingRequests.result(p.requestId(), a, p.holder()));
   }
 
   @Override

@@ -1,0 +1,183 @@
+package dev.slipstream.gpu.shuffle;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
+import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
+import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.gpu.Backend;
+import dev.slipstream.gpu.GpuProbe;
+import dev.slipstream.gpu.GpuRuntime;
+import dev.slipstream.gpu.ResidentServer;
+import dev.slipstream.gpu.serve.RingRequests;
+import dev.slipstream.gpu.serve.ServeRing;
+import dev.slipstream.gpu.serve.ServeRingFile;
+import dev.slipstream.testkit.ServingConformanceSuite;
+import dev.slipstream.testkit.ServingRig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * The serving conformance suite for the resident serving kernel, on one GPU: the holder's device
+ * store followed by a {@link ResidentDirectory}, a {@link ResidentServer} serving the reader's
+ * ring (a shared-memory file) into the reader's device landing region. Requests go as a reduce
+ * task's do with resident serving on: into the ring when they fit it and name the landing region
+ * the reader entry was set for, and otherwise, or when the kernel answers that an output is not in
+ * its directory, over the transport to the holder's push lanes. So the kernel's own answers are the
+ * exact bytes, table and signal, the refusal of a partition outside its output and of a request
+ * past its deadline, and every request reported once when the reader is lost; forged or narrowed
+ * landing descriptors and unknown outputs are refused the host-driven way, as in a job. Skips with
+ * the probe's reason without a GPU.
+ */
+class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
+  @Override
+  protected ServingRig newRig() throws Exception {
+    GpuProbe p = GpuRuntime.probe();
+    assumeTrue(p.available(), p.reason());
+    return new ResidentRig();
+  }
+
+  static final class ResidentRig extends PushServingConformanceGpuTest.DeviceRig {
+    private record Pending(long ticket, WriteRequest req, Duration answerWithin, CompletableFuture<WriteResult> answer) {}
+
+    private final Path dir;
+    private final ServeRingFile file;
+    private final ResidentServer server;
+    private final ResidentDirectory directory;
+    private final ConcurrentLinkedQueue<Pending> pending = new ConcurrentLinkedQueue<>();
+    /** Tickets whose answer was read from the ring. */
+    private final Set<Long> answered = ConcurrentHashMap.newKeySet();
+    private final AtomicLong posted = new AtomicLong();
+    private final Thread answers;
+    private volatile boolean readerLost;
+    private volatile boolean closed;
+
+    ResidentRig() throws Exception {
+      super(Backend.NVLINK);
+      Path shm = Path.of("/dev/shm");
+      dir = Files.createTempDirectory(Files.isDirectory(shm) ? shm : Path.of(System.getProperty("java.io.tmpdir")),
+          "slipstream-resident-conformance");
+      file = ServeRingFile.create(dir.resolve("ring"), 64);
+      server = ResidentServer.create(outputs.ctx, new ResidentServer.Settings(1, 256, 4, 256, Duration.ofMillis(200),
+          Duration.ofNanos(50_000)));
+      directory = new ResidentDirectory(outputs.ctx, server, 1 << 20, Duration.ofSeconds(10));
+      outputs.store.follow(directory);
+      server.attachReader(0, file.path(), landing.region().devicePointer(), landing.capacity(), own().key());
+      answers = new Thread(this::readAnswers, "resident-rig-answers");
+      answers.setDaemon(true);
+      answers.start();
+    }
+
+    private RegionDescriptor own() {
+      return landing.export().descriptor();
+    }
+
+    @Override
+    public CompletableFuture<WriteResult> send(WriteRequest req, Duration answerWithin) {
+      if (!RingRequests.fits(req) || !req.landing().equals(own())) {
+        return super.send(req, answerWithin);
+      }
+      long ticket = file.ring().post(RingRequests.request(req, own().key(), System.nanoTime()),
+          answerWithin.toNanos());
+      if (ticket < 0) {
+        return CompletableFuture.failedFuture(new IllegalStateException("resident rig: the ring is broken"));
+      }
+      posted.incrementAndGet();
+      CompletableFuture<WriteResult> f = new CompletableFuture<>();
+      pending.add(new Pending(ticket, req, answerWithin, f));
+      return f;
+    }
+
+    private void readAnswers() {
+      while (!closed) {
+        boolean any = false;
+        for (Pending p : pending) {
+          ServeRing.Answer a = file.ring().poll(p.ticket());
+          if (a == null) {
+            continue;
+          }
+          pending.remove(p);
+          answered.add(p.ticket());
+          any = true;
+          if (RingRequests.notInDirectory(a)) {
+            super.send(p.req(), p.answerWithin()).whenComplete((r, e) -> {
+              if (e != null) {
+                p.answer().completeExceptionally(e);
+              } else {
+                p.answer().complete(r);
+              }
+            });
+          } else {
+            p.answer().complete(RingRequests.result(p.req().requestId(), a, "holder"));
+          }
+        }
+        if (!any) {
+          LockSupport.parkNanos(10_000);
+        }
+      }
+    }
+
+    /** The kernel's answers so far (served or refused), as its counters say. */
+    private long kernelAnswered() {
+      ResidentServer.Stats st = server.stats();
+      return st.served() + st.failed();
+    }
+
+    @Override
+    public long requestsIn() {
+      return posted.get() + super.requestsIn();
+    }
+
+    /**
+     * Answers read from the ring, and once the reader was lost (its entry cleared and the kernel
+     * stopped, so the counters are final) the tickets the kernel never took; plus what the holder's
+     * block server ended.
+     */
+    @Override
+    public long requestsEnded() {
+      long untaken = readerLost ? posted.get() - kernelAnswered() : 0;
+      return answered.size() + untaken + super.requestsEnded();
+    }
+
+    /** Answers the kernel counted beyond the tickets answered in the ring, and the block server's. */
+    @Override
+    public long reportsBeyondFirst() {
+      return kernelAnswered() - answered.size() + super.reportsBeyondFirst();
+    }
+
+    @Override
+    public void loseReader() {
+      server.detachReader(0); // the kernel takes nothing more from the ring and has left
+      readerLost = true;
+      super.loseReader();
+    }
+
+    @Override
+    public void close() {
+      closed = true;
+      try {
+        answers.join(5_000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      pending.forEach(p -> p.answer().completeExceptionally(new IllegalStateException("resident rig closed")));
+      outputs.store.follow(null); // revokes every entry: a push still pinning one would fail this
+      directory.close();
+      server.close();
+      try {
+        file.close();
+        Files.deleteIfExists(dir);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+      super.close();
+    }
+  }
+}
