@@ -332,6 +332,18 @@ struct PartShape {
   uint32_t widths[4];
 };
 
+// Every one-GPU mode starts here: 77 (skipped, the reason printed) without a usable GPU, else 0 with
+// device 0 current.
+int first_gpu() {
+  int n = 0;
+  if (slip_cuda_probe(&n) != SLIP_OK) {
+    printf("SKIP: %s\n", slip_last_error());
+    return 77;
+  }
+  T_CUDA(cudaSetDevice(0));
+  return 0;
+}
+
 // slip_bench copy: what a few CTAs copy inside one GPU with slipstream/device/copy.cuh, the resident
 // serving kernel's copy. Each CTA copies a contiguous slice; rows for 1 MiB and 16 MiB, 1..32 CTAs,
 // 256 and 1024 threads, 4 and 8 loads in flight per thread; beside them the copy engine
@@ -342,12 +354,7 @@ __global__ void cta_slices_copy(char *dst, const char *src, uint64_t slice) {
 }
 
 int run_copy(bool quick) {
-  int n = 0;
-  if (slip_cuda_probe(&n) != SLIP_OK) {
-    printf("SKIP: %s\n", slip_last_error());
-    return 77;
-  }
-  T_CUDA(cudaSetDevice(0));
+  if (const int rc = first_gpu()) return rc;
   cudaEvent_t e0, e1;
   T_CUDA(cudaEventCreate(&e0));
   T_CUDA(cudaEventCreate(&e1));
@@ -409,12 +416,7 @@ __global__ void spin_kernel(uint64_t ns) {
 }
 
 int run_spin(uint64_t ms) {
-  int n = 0;
-  if (slip_cuda_probe(&n) != SLIP_OK) {
-    printf("SKIP: %s\n", slip_last_error());
-    return 77;
-  }
-  T_CUDA(cudaSetDevice(0));
+  if (const int rc = first_gpu()) return rc;
   printf("spin: one CTA polling the clock for %" PRIu64 " ms\n", ms);
   fflush(stdout);
   spin_kernel<<<1, 32>>>(ms * 1000000ull);
@@ -426,12 +428,7 @@ int run_spin(uint64_t ms) {
 
 // only_parts / only_shape (0 / null: all) narrow the sweep, for profiling one case.
 int run_partition(bool quick, bool variants, uint32_t only_parts, const char *only_shape) {
-  int n = 0;
-  if (slip_cuda_probe(&n) != SLIP_OK) {
-    printf("SKIP: %s\n", slip_last_error());
-    return 77;
-  }
-  T_CUDA(cudaSetDevice(0));
+  if (const int rc = first_gpu()) return rc;
   cudaEvent_t e0, e1;
   T_CUDA(cudaEventCreate(&e0));
   T_CUDA(cudaEventCreate(&e1));
