@@ -80,6 +80,8 @@ public final class GpuExecutor implements AutoCloseable {
   private final java.util.concurrent.atomic.AtomicLong nicLanes = new java.util.concurrent.atomic.AtomicLong();
   /** The resident server for readers of this machine (spark.slipstream.gpu.serve.resident); null when off. */
   private final ResidentServing resident;
+  /** Whether the warning about an executor sharing this GPU with resident serving on was logged. */
+  private volatile boolean sharedGpuWarned;
   private volatile boolean closed;
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
@@ -209,6 +211,13 @@ public final class GpuExecutor implements AutoCloseable {
   public void peerJoined(String peerId, GpuEndpoint peer) {
     if (resident != null && !closed && peer.hostId().equals(endpoint.hostId()) && !peerId.equals(executorId)) {
       resident.readerJoined(peerId, peer);
+      if (peer.uuid().equals(endpoint.uuid()) && !sharedGpuWarned) {
+        sharedGpuWarned = true;
+        LOG.warn("Slipstream executor {}: executor {} shares GPU {} with it; with spark.slipstream.gpu.serve.resident"
+            + " the two processes' kernels take turns on that GPU (without MPS), and resident requests can wait"
+            + " milliseconds: resident serving is meant for one executor per GPU (docs/gpu.md)", executorId, peerId,
+            endpoint.uuid());
+      }
     }
     if (nicLinks != null && peer.gpunetio() && !closed
         && peer.hostId().equals(endpoint.hostId()) == nic.software()) {
