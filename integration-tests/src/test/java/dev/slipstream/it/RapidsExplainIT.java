@@ -11,6 +11,7 @@ import java.io.File;
 import java.net.URL;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
@@ -41,6 +43,8 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
  * {@link MutableURLClassLoader} as the context class loader; executors get it on their class path.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@Timeout(value = 10, unit = TimeUnit.MINUTES) // a cluster whose executors never come up fails the test, not CI
+
 @EnabledIfSystemProperty(named = "slipstream.rapids.jar", matches = ".+", disabledReason = "no RAPIDS build for "
     + "Spark 3.5.9 / Scala 2.12 (RAPIDS for Scala 2.12 ends at 25.04, whose shims stop at Spark 3.5.5); this test runs "
     + "on the Spark 4 line")
@@ -87,6 +91,10 @@ class RapidsExplainIT {
         previousLoader));
     spark = LocalCluster.start(config(LocalCluster.builder("rapids-explain", LocalCluster.SLIPSTREAM, EXECUTORS))
         .config("spark.executor.extraClassPath", LocalCluster.executorClassPath() + File.pathSeparator + rapids)
+        // RAPIDS' executor plugin stops an executor whose JVM time zone differs from the driver's (and
+        // Spark then starts another, without end); the driver's may have been set by an earlier test
+        // of this JVM
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=" + java.util.TimeZone.getDefault().getID())
         .config("spark.plugins", "com.nvidia.spark.SQLPlugin")
         .config("spark.rapids.sql.mode", "explainOnly")
         .config("spark.rapids.sql.explain", "ALL")
