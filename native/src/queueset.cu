@@ -312,14 +312,15 @@ extern "C" slip_status slip_queueset_check(slip_queueset *qs, int clear) {
     e.code = code;
   }
   if (clear) {
-    SLIP_CUDA_CHECK(cudaMemset(qs->d_error, 0, sizeof e));
-    memset(qs->h_perror, 0, sizeof e);
     if (qs->nic) {
       // Its queue pairs are reset and reconnected (a batch that failed left a CQE the device does
-      // not count), and the device's count of completed WQEs with them.
+      // not count), and the device's count of completed WQEs with them. First: until the reset,
+      // the NIC may look at the failed queue pair's WQEs again and record their error again.
       SLIP_CHECK(slip_gpunetio_reset(qs->nic));
       for (uint32_t q = 0; q < qs->nqueues; q++) SLIP_CUDA_CHECK(cudaMemset(&qs->d_queues[q].head, 0, sizeof(uint64_t)));
     }
+    SLIP_CUDA_CHECK(cudaMemset(qs->d_error, 0, sizeof e));
+    memset(qs->h_perror, 0, sizeof e);
   }
   if (e.code != 0) {
     slip_dev_error_format(&e, text, sizeof text);

@@ -18,6 +18,7 @@
 #include "cuda_objects.h"
 #include "slipstream/device/copy.cuh"
 #include "slipstream/device/sync.cuh"
+#include "slipstream/device/write_api.cuh"
 #include "slipstream/serve.h"
 
 namespace {
@@ -229,6 +230,79 @@ __device__ uint64_t monotonic_now(const slip_serve_launch &a) {
   return (uint64_t)((int64_t)globaltimer_ns() - a.clock_offset_ns);
 }
 
+/* Thread 0, gpunetio readers: the request's blocks, its table (built in this CTA's staging slot)
+ * and, when asked, the signal's fetch-add as one batch on the reader's queue pair; one commit, then
+ * the wait for the batch's completion. The map outputs stay pinned until it returns, since the NIC
+ * reads them until then. A failed post still commits what was built before it (never left for the
+ * next request's doorbell) and waits for it. *broken: the queue pair failed (a post, an error
+ * completion, or no completion in time): it stays in the error state, as a NIC's does. */
+__device__ Verdict nic_push(const slip_serve_reader &rd, const slip_serve_request &q, uint32_t nb,
+                            slip_serve_output *const *outs, const char *const *srcs, const uint64_t *lens,
+                            const uint64_t *rowss, uint64_t total, bool *broken) {
+  *broken = false;
+#if SLIP_HAVE_GPUNETIO
+  namespace dev = slip::dev;
+  namespace gn = slip::dev::gpunetio;
+  slip_dev_queue &dq = *(slip_dev_queue *)(uintptr_t)rd.queue;
+  const uint64_t table_bytes = SLIP_SERVE_TABLE_HEADER + (uint64_t)nb * SLIP_SERVE_TABLE_RECORD;
+  const dev::Addr stage{rd.staging_index, (uint64_t)blockIdx.x * SLIP_SERVE_STAGING_BYTES};
+  const dev::Thread one;
+  if (dq.backend != SLIP_BACKEND_GPUNETIO) return {SLIP_ERR_UNSUPPORTED, nb, dq.backend};
+  // The table's entries are what the host set: the landing covers the reader's landing_len, the
+  // staging slot is in a local region.
+  int st = dev::detail::check(one, dq, dev::Addr{rd.landing_index, 0}, rd.landing_len, SLIP_DEV_REGION_WRITABLE);
+  if (st != SLIP_OK) return {st, nb, rd.landing_len};
+  st = dev::detail::check(one, dq, stage, SLIP_SERVE_STAGING_BYTES, SLIP_DEV_REGION_READABLE);
+  if (st != SLIP_OK) return {st, nb, stage.offset};
+  for (uint32_t i = 0; i < nb; i++)
+    if (lens[i] > 0 && outs[i]->nic_id == SLIP_SERVE_NO_NIC) return {SLIP_ERR_BAD_REGION, i, q.blocks[i].map_id};
+  uint64_t *tb = (uint64_t *)dev::detail::ptr(dq, stage);
+  tb[0] = q.request_id;
+  tb[1] = (uint64_t)nb | (uint64_t)SLIP_SERVE_TABLE_MAGIC << 32;
+  for (uint32_t i = 0; i < nb; i++) {
+    tb[2 + 2 * i] = lens[i];
+    tb[3 + 2 * i] = rowss[i] << 32;  // checksum 0 (low word), rows (high word)
+  }
+  Verdict v{SLIP_OK, nb, 0};
+  uint64_t ticket;
+  {
+    gn::Lock lock(dq);
+    for (uint32_t i = 0; i < nb && v.status == SLIP_OK; i++) {
+      if (lens[i] == 0) continue;
+      const slip_serve_output &o = *outs[i];
+      doca_gpu_dev_verbs_addr l;
+      l.addr = SLIP_IOVA(o.nic_id, o.nic_offset + (uint64_t)(srcs[i] - (const char *)(uintptr_t)o.base));
+      l.key = gn::mkey(o.nic_key);
+      const int p = gn::post_write_at(dq, gn::addr(dq, dev::Addr{rd.landing_index, q.blocks[i].dst_offset}), l, lens[i]);
+      if (p != SLIP_OK) v = {p, i, lens[i]};
+    }
+    if (v.status == SLIP_OK) {
+      const int p = gn::post_write(dq, dev::Addr{rd.landing_index, q.table_offset}, stage, table_bytes);
+      if (p != SLIP_OK) v = {p, nb, table_bytes};
+    }
+    if (v.status == SLIP_OK && (q.flags & SLIP_SERVE_SIGNAL)) {
+      const uint64_t pieces = q.flags >> 8;
+      const int p = gn::post_signal(dq, dev::Addr{rd.landing_index, q.signal_offset}, pieces << 40 | (total + table_bytes));
+      if (p != SLIP_OK) v = {p, nb, q.signal_offset};
+    }
+    ticket = gn::commit_locked(dq);
+  }
+  const int w = gn::wait(dq, ticket);
+  if (w == SLIP_ERR_TIMEOUT) dev::detail::report(dq, SLIP_ERR_TIMEOUT, 0, ticket, 0, 0);
+  // The software NIC records why a WQE failed before it writes the error CQE.
+  int why = (int)ld_acquire_sys(&dq.proxy_error->code);
+  if (why == SLIP_OK) why = w;
+  if (why == SLIP_OK) why = (int)*(volatile uint32_t *)&dq.error->code;
+  *broken = v.status != SLIP_OK || why != SLIP_OK;
+  if (v.status != SLIP_OK) return v;
+  return {why, nb, why == SLIP_OK ? 0 : ticket};
+#else
+  (void)rd; (void)q; (void)outs; (void)srcs; (void)lens; (void)rowss; (void)total;
+  *broken = false;
+  return {SLIP_ERR_UNSUPPORTED, nb, 0};
+#endif
+}
+
 /* Serves reader r's ticket t with the whole CTA. */
 __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint64_t t) {
   __shared__ __align__(16) slip_serve_request q;  // read in 16-byte pieces
@@ -287,7 +361,15 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   __syncthreads();
   char *landing = (char *)(uintptr_t)rd.landing;
   if (threadIdx.x == 0 && first.status == SLIP_OK) copy_at = monotonic_now(a);
-  if (first.status == SLIP_OK && gridDim.x > 1 && total > a.chunk_bytes) {
+  const bool nic = rd.queue != 0;
+  bool broken = false;  // thread 0: the reader's queue pair failed
+  if (nic) {
+    if (threadIdx.x == 0 && first.status == SLIP_OK) {
+      first = nic_push(rd, q, nb, outs, srcs, lens, rowss, total, &broken);
+      copied_at = monotonic_now(a);
+    }
+    __syncthreads();
+  } else if (first.status == SLIP_OK && gridDim.x > 1 && total > a.chunk_bytes) {
     // Shared: arm this CTA's job, copy chunks with whoever helps, wait for the last one.
     Job *job = &jobs_of(a)[blockIdx.x];
     __shared__ uint32_t chunks, c;
@@ -330,7 +412,7 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   } else if (first.status == SLIP_OK) {
     for (uint32_t i = 0; i < nb; i++) cta_copy(landing + q.blocks[i].dst_offset, srcs[i], lens[i]);
   }
-  if (first.status == SLIP_OK) {
+  if (first.status == SLIP_OK && !nic) {
     if (threadIdx.x <= nb) {
       uint64_t *tb = (uint64_t *)(landing + q.table_offset);
       if (threadIdx.x == 0) {
@@ -365,6 +447,13 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
     d->copied_ns = copied_at;
     d->answered_ns = monotonic_now(a);
     st_release_sys(&d->seq, t + 1);
+    if (broken) {
+      // The reader's queue pair is in the error state: no more requests are taken from its ring,
+      // and its header says the ring is no longer served (its requests go the host-driven way; the
+      // host sees it too and does not wake the kernel for them).
+      atomicExch(&r->state, (unsigned)SLIP_SERVE_READER_OFF);
+      st_release_sys(&((slip_serve_ring_header *)(uintptr_t)rd.ring)->holder_pid, (uint64_t)0);
+    }
     if (first.status == SLIP_OK) {
       atomicAdd((unsigned long long *)&a.stats->served, 1ull);
       atomicAdd((unsigned long long *)&a.stats->bytes, (unsigned long long)total);
@@ -588,12 +677,22 @@ done:
   return st;
 }
 
-extern "C" slip_status slip_server_set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
-                                              uint64_t landing_dev, uint64_t landing_len, uint64_t landing_key) {
+namespace {
+/* One reader entry, stores (queue 0: landing_dev) or gpunetio (queue_dev). */
+slip_status set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host, uint64_t landing_dev,
+                       uint64_t queue_dev, uint32_t landing_index, uint32_t staging_index, uint64_t landing_len,
+                       uint64_t landing_key) {
   slip_status st = SLIP_OK;
   slip_serve_reader r{};
   const slip_serve_ring_header *h = (const slip_serve_ring_header *)ring_host;
-  if (!s || !ring_dev || !h || !landing_dev) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader: null argument");
+  if (!s || !ring_dev || !h || (!landing_dev && !queue_dev))
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader: null argument");
+  if (queue_dev && (queue_dev % alignof(slip_dev_queue)) != 0)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader_nic: queue at 0x%llx, expected %zu-byte alignment",
+              (unsigned long long)queue_dev, alignof(slip_dev_queue));
+  if (queue_dev && landing_index == staging_index)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader_nic: landing and staging both table entry %u",
+              landing_index);
   {
     std::lock_guard<std::mutex> g(s->mu);
     if (index >= s->max_readers)
@@ -610,6 +709,9 @@ extern "C" slip_status slip_server_set_reader(slip_server *s, uint32_t index, ui
                 (unsigned long long)landing_dev);
     r.ring = ring_dev;
     r.landing = landing_dev;
+    r.queue = queue_dev;
+    r.landing_index = landing_index;
+    r.staging_index = staging_index;
     r.landing_len = landing_len;
     r.landing_key = landing_key;
     r.nslots = h->nslots;
@@ -624,6 +726,21 @@ extern "C" slip_status slip_server_set_reader(slip_server *s, uint32_t index, ui
   }
 done:
   return st;
+}
+}  // namespace
+
+extern "C" slip_status slip_server_set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
+                                              uint64_t landing_dev, uint64_t landing_len, uint64_t landing_key) {
+  if (!landing_dev) return slip_set_error(SLIP_ERR_INVALID_ARG, "slip_server_set_reader: null landing");
+  return set_reader(s, index, ring_dev, ring_host, landing_dev, 0, 0, 0, landing_len, landing_key);
+}
+
+extern "C" slip_status slip_server_set_reader_nic(slip_server *s, uint32_t index, uint64_t ring_dev,
+                                                  const void *ring_host, uint64_t queue_dev, uint32_t landing_index,
+                                                  uint32_t staging_index, uint64_t landing_len, uint64_t landing_key) {
+  if (!queue_dev) return slip_set_error(SLIP_ERR_INVALID_ARG, "slip_server_set_reader_nic: null queue");
+  return set_reader(s, index, ring_dev, ring_host, 0, queue_dev, landing_index, staging_index, landing_len,
+                    landing_key);
 }
 
 extern "C" slip_status slip_server_clear_reader(slip_server *s, uint32_t index) {
@@ -642,7 +759,8 @@ done:
 }
 
 extern "C" slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t base,
-                                              uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts) {
+                                              uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts,
+                                              uint32_t nic_id, uint32_t nic_key, uint64_t nic_offset) {
   slip_status st = SLIP_OK;
   if (!s || !base || !offsets_dev) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_put_output: null argument");
   if (nparts == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_put_output: 0 partitions");
@@ -667,9 +785,14 @@ extern "C" slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_i
     e.counts = counts_dev;
     e.nparts = nparts;
     e.pins = 0;
+    e.nic_id = nic_id;
+    e.nic_key = nic_key;
+    e.nic_offset = nic_offset;
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
-    // Up to the pins, which only the kernel changes (a push that looked at the old entry may still
-    // let go of its pin), then the state.
+    // The words after the pins, then those up to the pins, which only the kernel changes (a push
+    // that looked at the old entry may still let go of its pin), then the state.
+    SLIP_CHECK(copy_now(s, &s->d_dir[i].nic_id, &e.nic_id, sizeof(slip_serve_output) - offsetof(slip_serve_output, nic_id),
+                        cudaMemcpyHostToDevice));
     SLIP_CHECK(publish_entry(s, &s->d_dir[i], &e, offsetof(slip_serve_output, pins)));
     s->dir[i] = e;
     s->reusable[i] = 0;
@@ -794,6 +917,8 @@ extern "C" slip_status slip_server_wake(slip_server *s, int *launched) {
     for (uint32_t i = 0; i < s->max_readers; i++) {
       const uint8_t *ring = s->rings[i];
       if (!ring) continue;
+      // A ring the kernel let go of (its reader's queue pair failed) is not served any more.
+      if (__atomic_load_n(&((const slip_serve_ring_header *)ring)->holder_pid, __ATOMIC_ACQUIRE) == 0) continue;
       const uint64_t t = s->parked_taken[i];
       const slip_serve_request *q =
           (const slip_serve_request *)(ring + SLIP_SERVE_RING_HEADER +

@@ -30,12 +30,14 @@ struct Ring {
     host = memory;
     dev = d;
     nslots = n;
+    next = 0;
     auto *h = (slip_serve_ring_header *)host;
     h->magic = SLIP_SERVE_RING_MAGIC;
     h->version = SLIP_SERVE_VERSION;
     h->nslots = n;
     h->slot_bytes = SLIP_SERVE_SLOT_BYTES;
     h->reader_pid = (uint64_t)getpid();
+    h->holder_pid = (uint64_t)getpid();  // served from the start (a holder's slip_serve_ring_ack)
   }
   /* A ring of n slots in mapped pinned memory of this process. */
   void make(uint32_t n) {

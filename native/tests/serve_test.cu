@@ -6,6 +6,10 @@
 // again once a request wakes it; ring files are checked when attached; two readers' rings are
 // served together. `serve_test bench` measures the
 // time from a request's publish to its answer (the software cost of a request: small blocks).
+// `serve_test --gpunetio` runs the same checks with the reader pushed to over gpunetio (the
+// kernel posts RDMA writes on a queue pair the software NIC executes), and the NIC's own: an
+// output with a forged memory key fails with the NIC's error and a reader served by stores beside
+// it is not disturbed; an output not registered for the NIC is refused.
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,17 +40,19 @@ __global__ void fill(uint8_t *p, uint64_t n, uint64_t seed) {
 
 /* A map output on the device: nparts blocks of the given sizes, their offsets and row counts. */
 struct Output {
+  slip_region *region = nullptr;  // registered on the context, so the software NIC can read it
   uint8_t *d_bytes = nullptr;
   uint64_t *d_offsets = nullptr;
   uint64_t *d_counts = nullptr;
   std::vector<uint64_t> offsets, counts;
   std::vector<uint8_t> host;
-  void make(const std::vector<uint64_t> &sizes, uint64_t seed) {
+  void make(slip_ctx *ctx, uint32_t id, const std::vector<uint64_t> &sizes, uint64_t seed) {
     offsets.assign(1, 0);
     for (uint64_t s : sizes) offsets.push_back(offsets.back() + (s + 15) / 16 * 16);
     for (size_t p = 0; p < sizes.size(); p++) counts.push_back(sizes[p] / 8);
     const uint64_t total = std::max<uint64_t>(offsets.back(), 16);
-    T_CUDA(cudaMalloc(&d_bytes, total));
+    T_SLIP(slip_region_create(ctx, SLIP_MEM_DEVICE, total, id, &region));
+    d_bytes = (uint8_t *)slip_region_ptr(region);
     fill<<<64, 256>>>(d_bytes, total, seed);
     T_LAUNCH();
     T_CUDA(cudaMalloc(&d_offsets, offsets.size() * 8));
@@ -60,9 +66,23 @@ struct Output {
   }
 };
 
+/* Enters output o as (shuffle, map), with its region for gpunetio readers (nic_key: the key
+ * the WQEs present; the region's own unless forged). */
+slip_status put(slip_server *s, uint32_t shuffle, uint64_t map, const Output &o, bool nic = true) {
+  return slip_server_put_output(s, shuffle, map, (uint64_t)(uintptr_t)o.d_bytes, (uint64_t)(uintptr_t)o.d_offsets,
+                                (uint64_t)(uintptr_t)o.d_counts, (uint32_t)o.offsets.size() - 1,
+                                nic ? slip_region_id(o.region) : SLIP_SERVE_NO_NIC,
+                                nic ? (uint32_t)slip_region_key(o.region) : 0u, 0);
+}
+
 struct Rig {
   slip_ctx *ctx = nullptr;
   slip_server *server = nullptr;
+  bool gpunetio = false;  // reader 0 is pushed to over gpunetio
+  slip_region *landing_region = nullptr;
+  slip_region *staging = nullptr;
+  slip_remote *landing_remote = nullptr;
+  slip_queueset *qs = nullptr;
   uint8_t *d_landing = nullptr;
   Ring ring;
   Output out0, out1;
@@ -200,6 +220,9 @@ void signal_word_is_written_when_asked(Rig &r) {
   add_block(q, 10, 2, 4096, 64 * 1024);
   q.flags = SLIP_SERVE_SIGNAL | 9u << 8;
   q.signal_offset = 2048;
+  // Readers zero the word with the rest of their range (a gpunetio push adds to it).
+  T_CUDA(cudaMemset(r.d_landing + 2048, 0, 8));
+  T_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
   const uint64_t t = r.ring.post(q);
   slip_serve_done d{};
   EXPECT(r.ring.wait(t, &d) && d.status == SLIP_OK, "status %d", d.status);
@@ -223,8 +246,7 @@ void revoked_output_is_not_served(Rig &r) {
   EXPECT(r.untouched(), "a revoked output was written");
   EXPECT(slip_server_revoke_output(r.server, 7, 11, 1000) == SLIP_ERR_BAD_REGION, "revoked twice");
   // Back in the directory (another slot: the old one is a tombstone), served again.
-  T_SLIP(slip_server_put_output(r.server, 7, 11, (uint64_t)(uintptr_t)r.out1.d_bytes,
-                                (uint64_t)(uintptr_t)r.out1.d_offsets, (uint64_t)(uintptr_t)r.out1.d_counts, kParts));
+  T_SLIP(put(r.server, 7, 11, r.out1));
   const uint64_t t2 = r.ring.post(q);
   EXPECT(r.ring.wait(t2, &d) && d.status == SLIP_OK, "entered again: status %d", d.status);
 }
@@ -234,8 +256,7 @@ void revoked_output_is_not_served(Rig &r) {
 void directory_slots_are_taken_again(Rig &r) {
   for (uint64_t k = 0; k < 300; k++) {
     const Output &o = (k & 1) ? r.out1 : r.out0;
-    T_SLIP(slip_server_put_output(r.server, 50, 1000 + k, (uint64_t)(uintptr_t)o.d_bytes,
-                                  (uint64_t)(uintptr_t)o.d_offsets, (uint64_t)(uintptr_t)o.d_counts, kParts));
+    T_SLIP(put(r.server, 50, 1000 + k, o));
     if (k % 50 == 0 || k == 299) {
       r.reset_landing();
       slip_serve_request q = request(500 + k, 50, 0);
@@ -357,6 +378,73 @@ void two_readers_are_served_together(Rig &r) {
   T_CUDA(cudaFreeHost(second.host));
 }
 
+/* gpunetio reader: an output not registered for the NIC is refused before anything is posted; an
+ * output whose memory key is forged fails at the NIC (the responder's key check) and the reader's
+ * landing is not written. The queue pair is in the error state afterwards, as on a NIC: the kernel
+ * takes no more requests from that ring and says in its header that it is not served; the host does
+ * not wake the kernel for it. Once the entry is set again over a new queue pair (a fresh ring), the
+ * reader is served again. */
+void nic_checks(Rig &r) {
+  slip_serve_request q = request(700, 12, 0);
+  add_block(q, 60, 1, 4096, 1 << 20);
+  r.reset_landing();
+  T_SLIP(put(r.server, 12, 60, r.out1, false));
+  uint64_t t = r.ring.post(q);
+  slip_serve_done d{};
+  EXPECT(r.ring.wait(t, &d), "unregistered output: no answer");
+  EXPECT(d.status == SLIP_ERR_BAD_REGION && d.block == 0 && d.value == 60,
+         "unregistered output: status %d block %u value %" PRIu64 ", expected %d, 0, 60", d.status, d.block, d.value,
+         SLIP_ERR_BAD_REGION);
+  EXPECT(r.untouched(), "unregistered output: the landing was written");
+  T_SLIP(slip_server_revoke_output(r.server, 12, 60, 1000000000ull));
+  T_SLIP(slip_server_put_output(r.server, 12, 61, (uint64_t)(uintptr_t)r.out1.d_bytes,
+                                (uint64_t)(uintptr_t)r.out1.d_offsets, 0, kParts, slip_region_id(r.out1.region),
+                                (uint32_t)slip_region_key(r.out1.region) ^ 0x40u, 0));
+  q.blocks[0].map_id = 61;
+  q.request_id = 701;
+  t = r.ring.post(q);
+  EXPECT(r.ring.wait(t, &d), "forged key: no answer");
+  EXPECT(d.status == SLIP_ERR_BAD_KEY || d.status == SLIP_ERR_PEER, "forged key: status %d (%s), expected %d or %d",
+         d.status, slip_status_name((slip_status)d.status), SLIP_ERR_BAD_KEY, SLIP_ERR_PEER);
+  EXPECT(r.untouched(), "forged key: the landing was written");
+  const auto *h = (const slip_serve_ring_header *)r.ring.host;
+  EXPECT(__atomic_load_n(&h->holder_pid, __ATOMIC_ACQUIRE) == 0, "after the error the ring still says it is served");
+  q.request_id = 703;
+  t = r.ring.post(q);
+  EXPECT(!r.ring.wait(t, &d, 200000000ull), "a ring let go of was served: status %d", d.status);
+  T_SLIP(slip_server_stop(r.server));
+  int launched = 0;
+  T_SLIP(slip_server_wake(r.server, &launched));
+  EXPECT(launched == 0, "woken for a ring the kernel let go of");
+  EXPECT(slip_queueset_check(r.qs, 0) != SLIP_OK, "forged key: the queue set recorded no error");
+  printf("serve: forged key refused by the NIC: %s\n", slip_last_error());
+  T_SLIP(slip_server_revoke_output(r.server, 12, 61, 1000000000ull));
+  // Served again over a new queue pair (a failed one is replaced, as a NIC link is), from a fresh ring.
+  slip_queueset *old = r.qs;
+  const slip_region *locals[1] = {r.staging};
+  const slip_remote *remotes[1] = {r.landing_remote};
+  T_SLIP(slip_queueset_create(r.ctx, SLIP_BACKEND_GPUNETIO, 1, 1024, locals, 1, remotes, 1, &r.qs));
+  r.ring.make(64);
+  T_SLIP(slip_server_set_reader_nic(r.server, 0, r.ring.dev, r.ring.host,
+                                    (uint64_t)(uintptr_t)slip_queueset_device(r.qs), 1, 0, kLanding, kKey));
+  slip_queueset_destroy(old);
+  T_SLIP(slip_server_start(r.server, nullptr));
+  q.blocks[0].map_id = 11;
+  q.shuffle_id = 7;
+  q.request_id = 702;
+  t = r.ring.post(q);
+  const bool answered = r.ring.wait(t, &d);
+  const slip_status qst = slip_queueset_check(r.qs, 0);
+  EXPECT(answered, "over a new queue pair: no answer");
+  EXPECT(!answered || d.status == SLIP_OK, "over a new queue pair: status %d block %u value 0x%" PRIx64 "; queue set: %s",
+         d.status, d.block, d.value, qst == SLIP_OK ? "no error" : slip_last_error());
+  r.read_landing();
+  const uint64_t len = r.out1.offsets[2] - r.out1.offsets[1];
+  EXPECT(d.bytes == len && memcmp(r.landing.data() + 4096, r.out1.host.data() + r.out1.offsets[1], len) == 0,
+         "over a new queue pair: %" PRIu64 " bytes, expected %" PRIu64 " landed exactly", d.bytes, len);
+  printf("serve: gpunetio checks of the NIC done\n");
+}
+
 /* Publish-to-answer times of n single-block requests of `bytes`, one at a time. */
 void bench(Rig &r, uint64_t bytes, int n) {
   std::vector<double> us, copy_us, rest_us;
@@ -388,19 +476,23 @@ void bench(Rig &r, uint64_t bytes, int n) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  // serve_test [bench] [--ctas N] [--threads N]: the server's CTAs (2 unless given; a request over
-  // 128 KiB is copied by all of them) and threads per CTA (256).
-  bool do_bench = false;
+  // serve_test [bench] [--gpunetio] [--ctas N] [--threads N]: the server's CTAs (2 unless given; a
+  // request over 128 KiB is copied by all of them), threads per CTA (256), and whether reader 0 is
+  // pushed to over gpunetio (the software NIC) instead of with stores.
+  bool do_bench = false, gpunetio = false;
   uint32_t ctas = 2, threads = 256;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "bench") == 0) {
       do_bench = true;
+    } else if (strcmp(argv[i], "--gpunetio") == 0) {
+      gpunetio = true;
     } else if (strcmp(argv[i], "--ctas") == 0 && i + 1 < argc) {
       ctas = (uint32_t)strtoul(argv[++i], nullptr, 10);
     } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = (uint32_t)strtoul(argv[++i], nullptr, 10);
     } else {
-      fprintf(stderr, "serve_test: unknown argument %s, expected bench, --ctas N or --threads N\n", argv[i]);
+      fprintf(stderr, "serve_test: unknown argument %s, expected bench, --gpunetio, --ctas N or --threads N\n",
+              argv[i]);
       return 2;
     }
   }
@@ -409,32 +501,52 @@ int main(int argc, char **argv) {
     printf("SKIP: %s\n", slip_last_error());
     return 77;
   }
+#if !SLIP_HAVE_GPUNETIO
+  if (gpunetio) {
+    printf("SKIP: built without the GPUNetIO device headers (SLIP_GPUNETIO_INCLUDE)\n");
+    return 77;
+  }
+#endif
   Rig r;
+  r.gpunetio = gpunetio;
   T_SLIP(slip_ctx_create(0, &r.ctx));
   const uint64_t idle_ns = do_bench ? 10000000000ull : 20000000ull;
   T_SLIP(slip_server_create(r.ctx, 4, 64, ctas, threads, idle_ns, &r.server));
-  printf("serve: %u CTAs x %u threads\n", ctas, threads);
+  printf("serve: %u CTAs x %u threads, reader 0 pushed to %s\n", ctas, threads,
+         gpunetio ? "over gpunetio (software NIC)" : "with stores");
   // The bench's largest request (16 MiB) needs a landing region larger than the tests'.
   const uint64_t landing_len = do_bench ? kLanding + (16ull << 20) : kLanding;
-  T_CUDA(cudaMalloc(&r.d_landing, landing_len));
+  T_SLIP(slip_region_create(r.ctx, SLIP_MEM_DEVICE, landing_len, 30, &r.landing_region));
+  r.d_landing = (uint8_t *)slip_region_ptr(r.landing_region);
   std::vector<uint64_t> sizes0, sizes1;
   for (uint32_t p = 0; p < kParts; p++) sizes0.push_back(p == 7 ? 16 : (uint64_t)(p + 1) * 16 * 1000);
   for (uint32_t p = 0; p < kParts; p++) sizes1.push_back(p == 1 ? 1000000 : 0);
-  r.out0.make(sizes0, 1);
-  r.out1.make(sizes1, 2);
+  r.out0.make(r.ctx, 20, sizes0, 1);
+  r.out1.make(r.ctx, 21, sizes1, 2);
   Output bench_out;
-  if (do_bench) bench_out.make({16 << 20}, 3);
+  if (do_bench) bench_out.make(r.ctx, 22, {16 << 20}, 3);
   r.ring.make(64);
   T_CUDA(cudaDeviceSynchronize());
-  T_SLIP(slip_server_set_reader(r.server, 0, r.ring.dev, r.ring.host, (uint64_t)(uintptr_t)r.d_landing, landing_len,
-                                kKey));
-  T_SLIP(slip_server_put_output(r.server, 7, 10, (uint64_t)(uintptr_t)r.out0.d_bytes,
-                                (uint64_t)(uintptr_t)r.out0.d_offsets, (uint64_t)(uintptr_t)r.out0.d_counts, kParts));
-  T_SLIP(slip_server_put_output(r.server, 7, 11, (uint64_t)(uintptr_t)r.out1.d_bytes,
-                                (uint64_t)(uintptr_t)r.out1.d_offsets, (uint64_t)(uintptr_t)r.out1.d_counts, kParts));
-  EXPECT(slip_server_put_output(r.server, 7, 10, (uint64_t)(uintptr_t)r.out0.d_bytes,
-                                (uint64_t)(uintptr_t)r.out0.d_offsets, 0, kParts) == SLIP_ERR_STATE,
-         "an output entered twice");
+  if (gpunetio) {
+    // Table: 0 the staging region (a slot per CTA), 1 the landing region (this process's own,
+    // aliased: the software NIC writes it as it would a peer's).
+    T_SLIP(slip_region_create(r.ctx, SLIP_MEM_DEVICE, (uint64_t)ctas * SLIP_SERVE_STAGING_BYTES, 31, &r.staging));
+    T_SLIP(slip_remote_alias(r.landing_region, &r.landing_remote));
+    const slip_region *locals[1] = {r.staging};
+    const slip_remote *remotes[1] = {r.landing_remote};
+    T_SLIP(slip_queueset_create(r.ctx, SLIP_BACKEND_GPUNETIO, 1, 1024, locals, 1, remotes, 1, &r.qs));
+    const uint64_t qdev = (uint64_t)(uintptr_t)slip_queueset_device(r.qs);
+    EXPECT(slip_server_set_reader_nic(r.server, 0, r.ring.dev, r.ring.host, qdev, 1, 1, landing_len, kKey) ==
+               SLIP_ERR_INVALID_ARG,
+           "landing and staging on one table entry accepted");
+    T_SLIP(slip_server_set_reader_nic(r.server, 0, r.ring.dev, r.ring.host, qdev, 1, 0, landing_len, kKey));
+  } else {
+    T_SLIP(slip_server_set_reader(r.server, 0, r.ring.dev, r.ring.host, (uint64_t)(uintptr_t)r.d_landing, landing_len,
+                                  kKey));
+  }
+  T_SLIP(put(r.server, 7, 10, r.out0));
+  T_SLIP(put(r.server, 7, 11, r.out1));
+  EXPECT(put(r.server, 7, 10, r.out0) == SLIP_ERR_STATE, "an output entered twice");
   slip_serve_ring_header bad = *(slip_serve_ring_header *)r.ring.host;
   bad.nslots = 3;
   EXPECT(slip_server_set_reader(r.server, 2, r.ring.dev, &bad, (uint64_t)(uintptr_t)r.d_landing, kLanding, kKey) ==
@@ -450,8 +562,7 @@ int main(int argc, char **argv) {
     for (uint64_t bytes : {16ull, 4096ull, 65536ull, 1ull << 20, 16ull << 20}) {
       offs[1] = bytes;
       T_CUDA(cudaMemcpy(bench_out.d_offsets, offs.data(), 16, cudaMemcpyHostToDevice));
-      T_SLIP(slip_server_put_output(r.server, 9, 20, (uint64_t)(uintptr_t)bench_out.d_bytes,
-                                    (uint64_t)(uintptr_t)bench_out.d_offsets, 0, 1));
+      T_SLIP(put(r.server, 9, 20, bench_out));
       bench(r, bytes, bytes > (1u << 20) ? 500 : 2000);
       T_SLIP(slip_server_revoke_output(r.server, 9, 20, 1000000000ull));
     }
@@ -463,6 +574,10 @@ int main(int argc, char **argv) {
     directory_slots_are_taken_again(r);
     idle_kernel_leaves_and_a_request_wakes_it(r, idle_ns);
     two_readers_are_served_together(r);
+    if (gpunetio) {
+      T_SLIP(slip_server_start(r.server, nullptr));
+      nic_checks(r);
+    }
   }
   slip_serve_stats stats;
   T_SLIP(slip_server_stats(r.server, &stats));
@@ -471,6 +586,10 @@ int main(int argc, char **argv) {
   T_SLIP(slip_server_stop(r.server));
   EXPECT(!slip_server_resident(r.server), "resident after stop");
   slip_server_destroy(r.server);
+  slip_queueset_destroy(r.qs);
+  slip_remote_destroy(r.landing_remote);
+  slip_region_destroy(r.staging);
+  slip_region_destroy(r.landing_region);
   slip_ctx_destroy(r.ctx);
   return check_report("serve_test");
 }

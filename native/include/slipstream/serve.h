@@ -132,21 +132,44 @@ typedef struct slip_serve_output {
   uint64_t counts;     /* device address of nparts uint64 row counts (0: rows not known) */
   uint32_t nparts;
   uint32_t pins;       /* pushes reading the output now */
-  uint64_t reserved[2];
+  /* For readers served over gpunetio: the registered region that holds the output's bytes, as a
+   * WQE names it (iova = nic_id << 40 | offset, memory key nic_key), and the offset of `base` in
+   * it. nic_id SLIP_SERVE_NO_NIC: not registered (such readers are refused the output). */
+  uint32_t nic_id;
+  uint32_t nic_key;
+  uint64_t nic_offset;
 } slip_serve_output;
+#define SLIP_SERVE_NO_NIC 0xffffffffu
 
-/* One reader: its ring and its landing region as this process addresses them (device memory). */
+/* One reader: its ring and its landing region as this process addresses them (device memory).
+ * A reader is pushed to one of two ways:
+ *   stores    (queue 0) the CTA copies with 16-byte stores to `landing` (local, or CUDA IPC mapped),
+ *             writes the table and the signal with stores, and answers after a system fence;
+ *   gpunetio  (queue != 0) the CTA that took the request posts one RDMA write per block, an RDMA
+ *             write of the block table (built in its own SLIP_SERVE_STAGING_BYTES slot of the
+ *             staging region, at blockIdx.x times that), and, when asked, an RDMA fetch-add of the
+ *             signal word (zeroed by the reader beforehand), as one batch on the reader's queue pair:
+ *             one completion request, one doorbell. It answers once the batch completed locally
+ *             (a reliable-connected responder executes a queue pair's requests in order, so the
+ *             table and signal land after the blocks), and only then lets go of the map outputs.
+ *             The landing region is entry landing_index of the queue's region table (its length at
+ *             least landing_len), the staging region entry staging_index (a local region); `landing`
+ *             is not read. */
 enum { SLIP_SERVE_READER_OFF = 0, SLIP_SERVE_READER_LIVE = 1 };
 typedef struct slip_serve_reader {
   uint64_t ring;         /* device address of the ring (mapped host memory) */
-  uint64_t landing;      /* device address of the landing region (local, or CUDA IPC mapped) */
+  uint64_t landing;      /* stores: device address of the landing region */
   uint64_t landing_len;
   uint64_t landing_key;
   uint32_t nslots;
   uint32_t state;        /* SLIP_SERVE_READER_* */
   uint64_t taken;        /* tickets taken so far (kernel) */
-  uint64_t reserved[2];
+  uint64_t queue;        /* gpunetio: device address of the reader's slip_dev_queue; 0 for stores */
+  uint32_t landing_index; /* gpunetio: the landing region's entry in the queue's region table */
+  uint32_t staging_index; /* gpunetio: the staging region's entry there */
 } slip_serve_reader;
+/* A CTA's block-table staging slot (a table of SLIP_SERVE_MAX_BLOCKS records fits). */
+#define SLIP_SERVE_STAGING_BYTES 512u
 
 /* Control words in mapped pinned host memory, each with one writer: the host asks the kernel to
  * stop; the last CTA to leave clears `live` (the host sets it to the CTA count at launch). */
@@ -213,14 +236,26 @@ slip_status slip_server_create(slip_ctx *ctx, uint32_t max_readers, uint32_t dir
  * ring starts at ticket 0. */
 slip_status slip_server_set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
                                    uint64_t landing_dev, uint64_t landing_len, uint64_t landing_key);
+/* As slip_server_set_reader, for a reader pushed to over gpunetio (see slip_serve_reader): queue_dev
+ * the device address of a gpunetio slip_dev_queue (slip_queueset_device(set) + q) that only this
+ * server posts on while the entry is set, whose region table holds the reader's landing region at
+ * landing_index and a local staging region of at least ctas x SLIP_SERVE_STAGING_BYTES bytes at
+ * staging_index (both checked on the device for each request: a request that fails the check is
+ * answered with its code). The queue set must outlive the entry. */
+slip_status slip_server_set_reader_nic(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
+                                       uint64_t queue_dev, uint32_t landing_index, uint32_t staging_index,
+                                       uint64_t landing_len, uint64_t landing_key);
 /* Takes no more requests from reader `index`; requests being served finish. Stop the server before
  * unmapping the reader's landing region. */
 slip_status slip_server_clear_reader(slip_server *s, uint32_t index);
 /* Enters a map output: nparts blocks at base + offsets[p] .. base + offsets[p + 1] (device
- * addresses; counts may be 0). SLIP_ERR_STATE when it is already there, SLIP_ERR_NO_MEMORY when the
- * directory has no free slot on its probe sequence. */
+ * addresses; counts may be 0). nic_id/nic_key/nic_offset: the registered region holding the bytes
+ * as gpunetio readers' WQEs name it (slip_serve_output), or SLIP_SERVE_NO_NIC, 0, 0. SLIP_ERR_STATE
+ * when it is already there, SLIP_ERR_NO_MEMORY when the directory has no free slot on its probe
+ * sequence. */
 slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t base,
-                                   uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts);
+                                   uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts, uint32_t nic_id,
+                                   uint32_t nic_key, uint64_t nic_offset);
 /* Removes a map output: no push starts from it after the call, and the call returns once none
  * reads it (SLIP_ERR_TIMEOUT after timeout_ns, the output still pinned: do not free it). The slot
  * stays a tombstone for lookups; once no push reads it, a later put may take it again. */

@@ -534,14 +534,23 @@ jint JNICALL serverSetReader(JNIEnv *, jclass, jlong s, jint index, jlong ring, 
                                 (uint64_t)landingKey);
 }
 
+jint JNICALL serverSetReaderNic(JNIEnv *, jclass, jlong s, jint index, jlong ring, jlong queue, jint landingIndex,
+                                jint stagingIndex, jlong landingLen, jlong landingKey) {
+  slip_serve_ring_map *m = handle<slip_serve_ring_map>(ring);
+  return slip_server_set_reader_nic(handle<slip_server>(s), (uint32_t)index, slip_serve_ring_device(m),
+                                    slip_serve_ring_host(m), (uint64_t)queue, (uint32_t)landingIndex,
+                                    (uint32_t)stagingIndex, (uint64_t)landingLen, (uint64_t)landingKey);
+}
+
 jint JNICALL serverClearReader(JNIEnv *, jclass, jlong s, jint index) {
   return slip_server_clear_reader(handle<slip_server>(s), (uint32_t)index);
 }
 
 jint JNICALL serverPutOutput(JNIEnv *, jclass, jlong s, jint shuffle, jlong map, jlong base, jlong offsets,
-                             jlong counts, jint nparts) {
+                             jlong counts, jint nparts, jint nicId, jint nicKey, jlong nicOffset) {
   return slip_server_put_output(handle<slip_server>(s), (uint32_t)shuffle, (uint64_t)map, (uint64_t)base,
-                                (uint64_t)offsets, (uint64_t)counts, (uint32_t)nparts);
+                                (uint64_t)offsets, (uint64_t)counts, (uint32_t)nparts, (uint32_t)nicId,
+                                (uint32_t)nicKey, (uint64_t)nicOffset);
 }
 
 jint JNICALL serverRevokeOutput(JNIEnv *, jclass, jlong s, jint shuffle, jlong map, jlong timeoutNs) {
@@ -641,8 +650,9 @@ const JNINativeMethod kMethods[] = {
     M(partitionRun, "(IJJ[I[JIJJJJJJJ)I"),
     M(serverCreate, "(JIIIIJ[J)I"),
     M(serverSetReader, "(JIJJJJ)I"),
+    M(serverSetReaderNic, "(JIJJIIJJ)I"),
     M(serverClearReader, "(JI)I"),
-    M(serverPutOutput, "(JIJJJJI)I"),
+    M(serverPutOutput, "(JIJJJJIIIJ)I"),
     M(serverRevokeOutput, "(JIJJ)I"),
     M(serverStart, "(JZ[I)I"),
     M(serverResident, "(J)Z"),

@@ -135,15 +135,17 @@ __device__ inline int reserve(slip_dev_queue &q, uint32_t n, uint64_t *first) {
   return SLIP_OK;
 }
 
-// Leader only, under the lock. An RDMA write of at most 1 GiB per WQE.
-__device__ inline int post_write(slip_dev_queue &q, Addr dst, Addr src, uint64_t len) {
+// Leader only, under the lock. An RDMA write from (l) to (r), addresses and keys as the wire has
+// them, of at most 1 GiB per WQE. No check of its own: the caller checked the ranges (the
+// responder still checks the key and range against its registrations).
+__device__ inline int post_write_at(slip_dev_queue &q, doca_gpu_dev_verbs_addr r, doca_gpu_dev_verbs_addr l,
+                                    uint64_t len) {
   doca_gpu_dev_verbs_qp *p = qp(q);
   const uint32_t chunks = len == 0 ? 1 : (uint32_t)((len + DOCA_GPUNETIO_VERBS_MAX_TRANSFER_SIZE - 1) >>
                                                     DOCA_GPUNETIO_VERBS_MAX_TRANSFER_SIZE_SHIFT);
   uint64_t i;
   const int st = reserve(q, chunks, &i);
   if (st != SLIP_OK) return st;
-  const doca_gpu_dev_verbs_addr r = addr(q, dst), l = addr(q, src);
   for (uint32_t c = 0; c < chunks; c++) {
     const uint64_t off = (uint64_t)c * DOCA_GPUNETIO_VERBS_MAX_TRANSFER_SIZE;
     const uint64_t n = len - off < DOCA_GPUNETIO_VERBS_MAX_TRANSFER_SIZE ? len - off : DOCA_GPUNETIO_VERBS_MAX_TRANSFER_SIZE;
@@ -156,6 +158,11 @@ __device__ inline int post_write(slip_dev_queue &q, Addr dst, Addr src, uint64_t
   }
   p->sq_ready_index = i + chunks;
   return SLIP_OK;
+}
+
+// Leader only, under the lock: post_write_at between table entries.
+__device__ inline int post_write(slip_dev_queue &q, Addr dst, Addr src, uint64_t len) {
+  return post_write_at(q, addr(q, dst), addr(q, src), len);
 }
 
 // Leader only, under the lock. A fetch-add of `add` on the 8-byte signal word; the old value goes
@@ -190,13 +197,13 @@ __device__ inline int signal_add(slip_dev_queue &q, Addr sig, uint64_t add) {
   return post_signal(q, sig, add);
 }
 
-// Leader only, after the group synchronised: asks for a CQE on the last WQE built since the last
-// commit, and submits everything built (one doorbell).
-__device__ inline void commit(slip_dev_queue &q) {
-  Lock lock(q);
+// Caller holds the lock: asks for a CQE on the last WQE built since the last commit and submits
+// everything built (one doorbell). Returns the ticket that completes the batch (the CQEs asked
+// for so far).
+__device__ inline uint64_t commit_locked(slip_dev_queue &q) {
   doca_gpu_dev_verbs_qp *p = qp(q);
   const uint64_t ready = p->sq_ready_index;
-  if (ready == p->sq_wqe_pi) return;
+  if (ready == p->sq_wqe_pi) return p->cq_sq.cqe_rsvd;
   uint8_t *last = (uint8_t *)doca_gpu_dev_verbs_get_wqe_ptr(p, (uint16_t)(ready - 1));
   last[kCtrlFlagsByte] |= kCqUpdate;
   p->cq_sq.cqe_rsvd += 1;
@@ -205,6 +212,13 @@ __device__ inline void commit(slip_dev_queue &q) {
   // before the NIC can see the new producer index.
   slip::sync::fence_sys();
   doca_gpu_dev_verbs_submit<kShare, DOCA_GPUNETIO_VERBS_SYNC_SCOPE_SYS>(p, ready);
+  return p->cq_sq.cqe_rsvd;
+}
+
+// Leader only, after the group synchronised.
+__device__ inline void commit(slip_dev_queue &q) {
+  Lock lock(q);
+  (void)commit_locked(q);
 }
 
 // CQEs asked for so far: waiting for ticket(q) waits for every batch committed before. Read after

@@ -76,13 +76,47 @@ public final class ResidentServer implements AutoCloseable {
    * once the kernel left it).
    */
   public synchronized void attachReader(int index, Path ringFile, long landing, long landingLength, long landingKey) {
+    attach(index, ringFile, ring -> SlipNative.setServerReader(handle(), index, ring, landing, landingLength,
+        landingKey));
+  }
+
+  /**
+   * As {@link #attachReader}, for a reader pushed to over gpunetio: the kernel posts RDMA writes of
+   * the blocks, the block table and the signal's fetch-add on queue {@code queue} of {@code set} (a
+   * gpunetio set that only this server posts on while the entry is set, and that outlives it),
+   * whose region table holds the reader's landing region at {@code landingIndex} and a staging
+   * region of this process of at least {@link #stagingBytes} at {@code stagingIndex}.
+   */
+  public synchronized void attachReaderNic(int index, Path ringFile, QueueSet set, int queue, int landingIndex,
+      int stagingIndex, long landingLength, long landingKey) {
+    if (set.backend() != Backend.GPUNETIO || queue < 0 || queue >= set.size()) {
+      throw new IllegalArgumentException("gpunetio reader entry " + index + ": queue " + queue + " of a "
+          + set.backend() + " set of " + set.size() + ", expected a queue of a gpunetio set");
+    }
+    long queueAddress = set.devicePointer() + (long) queue * DEV_QUEUE_BYTES;
+    attach(index, ringFile, ring -> SlipNative.setServerReaderNic(handle(), index, ring, queueAddress, landingIndex,
+        stagingIndex, landingLength, landingKey));
+  }
+
+  /** Bytes of one {@code slip_dev_queue} ({@code AbiLayoutTest} checks it). */
+  public static final int DEV_QUEUE_BYTES = 80;
+
+  /** Bytes of staging region a gpunetio reader's entry needs: one block-table slot per CTA. */
+  public long stagingBytes() {
+    return (long) settings.ctas() * STAGING_SLOT_BYTES;
+  }
+
+  /** One CTA's block-table staging slot ({@code SLIP_SERVE_STAGING_BYTES}). */
+  public static final int STAGING_SLOT_BYTES = 512;
+
+  private void attach(int index, Path ringFile, java.util.function.LongConsumer set) {
     checkIndex(index);
     long ring = SlipNative.attachRing(ctx.handle(), ringFile.toString());
     try {
       if (rings[index] != 0) {
         detachReader(index);
       }
-      SlipNative.setServerReader(handle(), index, ring, landing, landingLength, landingKey);
+      set.accept(ring);
       SlipNative.ackRing(ring); // the reader may post from now on
     } catch (RuntimeException e) {
       SlipNative.detachRing(ring);
@@ -108,7 +142,22 @@ public final class ResidentServer implements AutoCloseable {
 
   /** Enters map output {@code mapId} of {@code shuffleId}: {@code nparts} blocks at base + offsets[p] (device addresses). */
   public void putOutput(int shuffleId, long mapId, long base, long offsets, long counts, int nparts) {
-    SlipNative.putServerOutput(handle(), shuffleId, mapId, base, offsets, counts, nparts);
+    putOutput(shuffleId, mapId, base, offsets, counts, nparts, null);
+  }
+
+  /**
+   * Where a map output's bytes lie as a gpunetio WQE names them: registered region {@code id}
+   * (iova {@code id << 40}), memory key {@code key}, the output at {@code offset} in it.
+   */
+  public record NicSource(int id, int key, long offset) {}
+
+  /**
+   * As {@link #putOutput(int, long, long, long, long, int)}, with where gpunetio readers' WQEs read
+   * it from ({@code nic} null: not registered; such readers are refused the output).
+   */
+  public void putOutput(int shuffleId, long mapId, long base, long offsets, long counts, int nparts, NicSource nic) {
+    SlipNative.putServerOutput(handle(), shuffleId, mapId, base, offsets, counts, nparts, nic == null ? -1 : nic.id(),
+        nic == null ? 0 : nic.key(), nic == null ? 0 : nic.offset());
   }
 
   /**

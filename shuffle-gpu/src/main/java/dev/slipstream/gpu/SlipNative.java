@@ -106,10 +106,13 @@ final class SlipNative {
   private static native int serverSetReader(long server, int index, long ring, long landing, long landingLen,
       long landingKey);
 
+  private static native int serverSetReaderNic(long server, int index, long ring, long queue, int landingIndex,
+      int stagingIndex, long landingLen, long landingKey);
+
   private static native int serverClearReader(long server, int index);
 
   private static native int serverPutOutput(long server, int shuffle, long map, long base, long offsets, long counts,
-      int nparts);
+      int nparts, int nicId, int nicKey, long nicOffset);
 
   private static native int serverRevokeOutput(long server, int shuffle, long map, long timeoutNs);
 
@@ -373,13 +376,20 @@ final class SlipNative {
     check(serverSetReader(server, index, ring, landing, landingLen, landingKey), "reader entry " + index);
   }
 
+  static void setServerReaderNic(long server, int index, long ring, long queue, int landingIndex, int stagingIndex,
+      long landingLen, long landingKey) {
+    check(serverSetReaderNic(server, index, ring, queue, landingIndex, stagingIndex, landingLen, landingKey),
+        "gpunetio reader entry " + index);
+  }
+
   static void clearServerReader(long server, int index) {
     check(serverClearReader(server, index), "reader entry " + index);
   }
 
-  static void putServerOutput(long server, int shuffle, long map, long base, long offsets, long counts, int nparts) {
-    check(serverPutOutput(server, shuffle, map, base, offsets, counts, nparts), "directory entry of shuffle " + shuffle
-        + " map " + map);
+  static void putServerOutput(long server, int shuffle, long map, long base, long offsets, long counts, int nparts,
+      int nicId, int nicKey, long nicOffset) {
+    check(serverPutOutput(server, shuffle, map, base, offsets, counts, nparts, nicId, nicKey, nicOffset),
+        "directory entry of shuffle " + shuffle + " map " + map);
   }
 
   /** The native status: 0, or SLIP_ERR_TIMEOUT while a push still reads the output (its memory must stay). */

@@ -214,7 +214,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   private void arrived(Output o) {
     if (residency != null && o.device != null && !o.removed && !o.followed) {
-      residency.arrived(o.key.shuffleId(), o.key.mapAttemptId(), o.device.address(), o.offsets.clone(),
+      residency.arrived(o.key.shuffleId(), o.key.mapAttemptId(), o.device, o.offsets.clone(),
           o.counts.clone());
       o.followed = true;
     }

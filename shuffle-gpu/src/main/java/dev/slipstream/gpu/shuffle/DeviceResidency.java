@@ -7,8 +7,12 @@ package dev.slipstream.gpu.shuffle;
  * device memory through it any more.
  */
 public interface DeviceResidency {
-  /** Map output {@code mapAttemptId} of {@code shuffleId} is at device address {@code address}: partition p at [offsets[p], offsets[p + 1]), counts[p] rows. */
-  void arrived(int shuffleId, long mapAttemptId, long address, long[] offsets, long[] counts);
+  /**
+   * Map output {@code mapAttemptId} of {@code shuffleId} is in {@code block} (device address
+   * {@code block.address()}; a {@link GpuOutputSpace.SlabBlock} names its registered region too):
+   * partition p at [offsets[p], offsets[p + 1]), counts[p] rows.
+   */
+  void arrived(int shuffleId, long mapAttemptId, OutputSpace.Block block, long[] offsets, long[] counts);
 
   /** The output's device memory is about to be freed or its bytes moved to host memory. */
   void leaving(int shuffleId, long mapAttemptId);

@@ -44,7 +44,8 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
   }
 
   @Override
-  public synchronized void arrived(int shuffleId, long mapAttemptId, long address, long[] offsets, long[] counts) {
+  public synchronized void arrived(int shuffleId, long mapAttemptId, OutputSpace.Block block, long[] offsets,
+      long[] counts) {
     int n = counts.length;
     long bytes = 8L * (2 * n + 1);
     long at = ranges.take(bytes);
@@ -67,7 +68,7 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
     table.write(at, b.array());
     long base = table.address() + at;
     try {
-      server.putOutput(shuffleId, mapAttemptId, address, base, base + 8L * (n + 1), n);
+      server.putOutput(shuffleId, mapAttemptId, block.address(), base, base + 8L * (n + 1), n, nicSource(block));
     } catch (GpuException e) {
       ranges.give(at, ranges.rounded(bytes));
       if (!fullLogged) {
@@ -88,6 +89,17 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
     }
     server.revokeOutput(shuffleId, mapAttemptId, revokeTimeout);
     ranges.give(e[0], e[1]);
+  }
+
+  /**
+   * Where gpunetio readers' WQEs read a block: its slab's region as registered on the GPU context
+   * (the software NIC checks the key against that registration), or null for memory that is not.
+   */
+  static ResidentServer.NicSource nicSource(OutputSpace.Block block) {
+    if (block instanceof GpuOutputSpace.SlabBlock b) {
+      return new ResidentServer.NicSource(b.region().id(), (int) b.region().key(), b.base());
+    }
+    return null;
   }
 
   /** Outputs in the directory now. */

@@ -135,7 +135,7 @@ class DeviceMapOutputStoreTest {
     final java.util.List<String> lines = new java.util.ArrayList<>();
 
     @Override
-    public void arrived(int shuffleId, long mapAttemptId, long address, long[] offsets, long[] counts) {
+    public void arrived(int shuffleId, long mapAttemptId, OutputSpace.Block block, long[] offsets, long[] counts) {
       lines.add("arrived " + shuffleId + "/" + mapAttemptId + " " + java.util.Arrays.toString(offsets) + " "
           + java.util.Arrays.toString(counts));
     }

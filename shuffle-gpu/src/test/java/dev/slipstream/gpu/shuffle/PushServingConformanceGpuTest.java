@@ -83,7 +83,7 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
     final GpuOutputs outputs = new GpuOutputs();
     private final PushKernel kernel = PushKernel.load(outputs.ctx);
     final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
-    private final RemoteRegion view = RemoteRegion.alias(landing.region());
+    final RemoteRegion view = RemoteRegion.alias(landing.region());
     private final PushScheduler server;
     private long next;
 

@@ -1,7 +1,12 @@
 package dev.slipstream.gpu.shuffle;
 
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.GpuRegion;
+import dev.slipstream.gpu.QueueSet;
+import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.ResidentServer;
 import dev.slipstream.gpu.serve.ServeRing;
 import dev.slipstream.gpu.serve.ServeRingFile;
@@ -26,14 +31,18 @@ import java.util.List;
  * answer seen), {@code copy} (the kernel's copy and table, from the answer's instants) and
  * {@code software} (total less copy: what the request costs beyond its bytes), and the landed bytes
  * per second over the timed requests' wall time. The first and
- * last timed requests' blocks are compared with the store's bytes.
+ * last timed requests' blocks are compared with the store's bytes. With {@code gpunetio} the reader
+ * entry is pushed to over gpunetio: the kernel posts RDMA writes of the blocks and the table on a
+ * queue pair the native library's software NIC executes ({@code copy} is then the posting and the
+ * NIC's work up to the batch's completion).
  */
 final class ResidentPath {
   private static final long KEY = 0x51_1b57_ea3dL;
 
   private ResidentPath() {}
 
-  static void run(int rows, int parts, int blocks, int iters, int warmup, int inflight, int ctas) throws Exception {
+  static void run(int rows, int parts, int blocks, int iters, int warmup, int inflight, int ctas, boolean gpunetio)
+      throws Exception {
     BatchLayout whole = BatchLayout.packed(rows, ServePathBench.W);
     long mapBytes = whole.bufferBytes();
     Path dir = Files.createTempDirectory(Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm")
@@ -69,16 +78,26 @@ final class ResidentPath {
         ResidentServer.Settings settings = new ResidentServer.Settings(1, 64, ctas, 256, Duration.ofSeconds(10),
             Duration.ofMillis(1));
         try (DeviceBuffer dOffsets = ctx.allocate(offs.capacity());
-            DeviceBuffer landing = ctx.allocate(landingBytes);
+            GpuRegion landing = GpuRegion.create(ctx, MemoryKind.DEVICE, landingBytes, 1);
+            RemoteRegion view = RemoteRegion.alias(landing);
             ServeRingFile file = ServeRingFile.create(dir.resolve("ring"), slots);
-            ResidentServer server = ResidentServer.create(ctx, settings)) {
+            ResidentServer server = ResidentServer.create(ctx, settings);
+            GpuRegion staging = GpuRegion.create(ctx, MemoryKind.DEVICE, server.stagingBytes(), 2);
+            QueueSet queues = gpunetio ? QueueSet.create(ctx, Backend.GPUNETIO, 1, 1024, List.of(staging),
+                List.of(view)) : null) {
           dOffsets.write(0, offs.array());
-          server.attachReader(0, file.path(), landing.address(), landingBytes, KEY);
-          server.putOutput(ServePathBench.SHUFFLE, 1, p.block().address(), dOffsets.address(), 0, parts);
+          if (gpunetio) {
+            server.attachReaderNic(0, file.path(), queues, 0, 1, 0, landingBytes, KEY);
+          } else {
+            server.attachReader(0, file.path(), landing.devicePointer(), landingBytes, KEY);
+          }
+          server.putOutput(ServePathBench.SHUFFLE, 1, p.block().address(), dOffsets.address(), 0, parts,
+              ResidentDirectory.nicSource(p.block()));
           server.start();
-          System.out.printf("serve path (resident): 1 GPU, map of %d rows (%d bytes) in %d partitions, %d block(s) of"
-              + " up to %d bytes per request, %d in flight, %d CTAs x 256 threads, %d untimed then %d timed requests%n",
-              rows, mapBytes, parts, blocks, room, inflight, ctas, warmup, iters);
+          System.out.printf("serve path (resident, %s): 1 GPU, map of %d rows (%d bytes) in %d partitions, %d block(s)"
+              + " of up to %d bytes per request, %d in flight, %d CTAs x 256 threads, %d untimed then %d timed"
+              + " requests%n", gpunetio ? "gpunetio, software NIC" : "stores", rows, mapBytes, parts, blocks, room,
+              inflight, ctas, warmup, iters);
           Rig rig = new Rig(file.ring(), landing, p, offsets, room, tableBytes, perRequest, slots, parts, blocks);
           rig.measure(warmup, inflight, null);
           long[][] t = new long[4][iters];
@@ -114,7 +133,7 @@ final class ResidentPath {
 
   private record Posted(long ticket, long start, int first, int slot) {}
 
-  private record Rig(ServeRing ring, DeviceBuffer landing, DeviceMapOutputStore.Pinned output, long[] offsets,
+  private record Rig(ServeRing ring, GpuRegion landing, DeviceMapOutputStore.Pinned output, long[] offsets,
       long room, long tableBytes, long perRequest, int slots, int parts, int blocks) {
 
     /** Serves {@code n} requests, at most {@code inflight} outstanding; fills {@code t} (post, total, copy, software) if not null. */

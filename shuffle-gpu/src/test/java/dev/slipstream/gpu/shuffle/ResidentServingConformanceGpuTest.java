@@ -5,7 +5,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.transport.RegionDescriptor;
+import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.gpu.Backend;
+import dev.slipstream.gpu.GpuRegion;
+import dev.slipstream.gpu.QueueSet;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.ResidentServer;
@@ -17,6 +20,7 @@ import dev.slipstream.testkit.ServingRig;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -41,7 +45,7 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
   protected ServingRig newRig() throws Exception {
     GpuProbe p = GpuRuntime.probe();
     assumeTrue(p.available(), p.reason());
-    return new ResidentRig();
+    return new ResidentRig(Backend.NVLINK);
   }
 
   static final class ResidentRig extends PushServingConformanceGpuTest.DeviceRig {
@@ -56,11 +60,13 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
     private final Set<Long> answered = ConcurrentHashMap.newKeySet();
     private final AtomicLong posted = new AtomicLong();
     private final Thread answers;
+    private final GpuRegion staging;
+    private final QueueSet queues;
     private volatile boolean readerLost;
     private volatile boolean closed;
 
-    ResidentRig() throws Exception {
-      super(Backend.NVLINK);
+    ResidentRig(Backend backend) throws Exception {
+      super(backend);
       Path shm = Path.of("/dev/shm");
       dir = Files.createTempDirectory(Files.isDirectory(shm) ? shm : Path.of(System.getProperty("java.io.tmpdir")),
           "slipstream-resident-conformance");
@@ -69,7 +75,16 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
           Duration.ofNanos(50_000)));
       directory = new ResidentDirectory(outputs.ctx, server, 1 << 20, Duration.ofSeconds(10));
       outputs.store.follow(directory);
-      server.attachReader(0, file.path(), landing.region().devicePointer(), landing.capacity(), own().key());
+      if (backend == Backend.GPUNETIO) {
+        // Table: the staging region, then the reader's landing region (this process's own, aliased).
+        staging = GpuRegion.create(outputs.ctx, MemoryKind.DEVICE, server.stagingBytes(), 7);
+        queues = QueueSet.create(outputs.ctx, Backend.GPUNETIO, 1, 1024, List.of(staging), List.of(view));
+        server.attachReaderNic(0, file.path(), queues, 0, 1, 0, landing.capacity(), own().key());
+      } else {
+        staging = null;
+        queues = null;
+        server.attachReader(0, file.path(), landing.region().devicePointer(), landing.capacity(), own().key());
+      }
       answers = new Thread(this::readAnswers, "resident-rig-answers");
       answers.setDaemon(true);
       answers.start();
@@ -171,6 +186,10 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
       outputs.store.follow(null); // revokes every entry: a push still pinning one would fail this
       directory.close();
       server.close();
+      if (queues != null) {
+        queues.close();
+        staging.close();
+      }
       try {
         file.close();
         Files.deleteIfExists(dir);

@@ -41,6 +41,8 @@ import java.util.concurrent.CompletableFuture;
  * <p>{@code --path resident} measures the resident server instead ({@link ResidentPath}): the
  * request is posted into a request ring and the holder's kernel, already on the GPU, checks and
  * pushes it and answers in the ring; no host thread of the holder is on the request's path.
+ * {@code --path resident-gpunetio}: the same with the kernel posting GPUNetIO RDMA writes that the
+ * native library's software NIC executes.
  *
  * <p>Run on the GPU machine through {@code dev/slipstream-gpu-java main
  * dev.slipstream.gpu.shuffle.ServePathBench --rows 4000000 --parts 4 --blocks 1 --iters 2000};
@@ -69,8 +71,8 @@ public final class ServePathBench {
       }
       if (args[i].equals("--path")) {
         path = args[i + 1];
-        if (!path.equals("scheduler") && !path.equals("resident")) {
-          throw new IllegalArgumentException("--path " + path + ", expected scheduler or resident");
+        if (!path.equals("scheduler") && !path.equals("resident") && !path.equals("resident-gpunetio")) {
+          throw new IllegalArgumentException("--path " + path + ", expected scheduler, resident or resident-gpunetio");
         }
         continue;
       }
@@ -92,8 +94,8 @@ public final class ServePathBench {
           + " --iters " + iters + " --rows " + rows + ": expected 1 <= blocks <= parts, inflight >= 1, iters >= 2,"
           + " rows >= 1");
     }
-    if (path.equals("resident")) {
-      ResidentPath.run(rows, parts, blocks, iters, warmup, inflight, ctas);
+    if (path.startsWith("resident")) {
+      ResidentPath.run(rows, parts, blocks, iters, warmup, inflight, ctas, path.equals("resident-gpunetio"));
     } else {
       run(rows, parts, blocks, iters, warmup, inflight);
     }

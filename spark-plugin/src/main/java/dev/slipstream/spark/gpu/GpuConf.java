@@ -68,8 +68,9 @@ public final class GpuConf {
       "Whether this executor's GPU also runs a resident serving kernel for readers of the same machine: it makes"
           + " a request ring (a shared-memory file in spark.slipstream.gpu.requestRing.dir, mode 0600) for each such"
           + " reader, and the kernel takes their device write requests from it, checks them on the device, pushes"
-          + " the blocks and answers in the ring, with no CPU thread on a request's path. Readers use a holder's"
-          + " ring once the holder serves it; requests of more than 30 blocks, for outputs spilled to host memory,"
+          + " the blocks (stores into the reader's landing region, or with spark.slipstream.gpu.path=gpunetio RDMA"
+          + " writes it posts itself) and answers in the ring, with no CPU thread on a request's path. Readers use a"
+          + " holder's ring once the holder serves it; requests of more than 30 blocks, for outputs spilled to host memory,"
           + " over NIC links, or under spark.authenticate (the ring bypasses the transport's authentication) go the"
           + " host-driven way. Executor processes that share one GPU take turns on it (without MPS), so their"
           + " resident kernels wait milliseconds for each other: use it with one executor per GPU.");

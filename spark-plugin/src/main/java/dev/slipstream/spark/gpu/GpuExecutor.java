@@ -54,6 +54,8 @@ import org.slf4j.LoggerFactory;
 public final class GpuExecutor implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(GpuExecutor.class);
   static final int LANDING_REGION_ID = 1;
+  /** The resident server's block-table staging region (gpunetio reader entries). */
+  static final int STAGING_REGION_ID = 2;
   static final int FIRST_TABLE_ID = 1 << 20;
   static final int FIRST_OUTPUT_ID = 1 << 21;
 
@@ -136,7 +138,7 @@ public final class GpuExecutor implements AutoCloseable {
       this.writer = new PushWriter(server, new PeerLandings(executorId, endpoint, peers), this::importLanding,
           fetchTimeoutMs);
       this.resident = residentApp == null ? null : new ResidentServing(executorId, residentApp, ctx, store, conf,
-          this::importLanding, java.time.Duration.ofMillis(fetchTimeoutMs));
+          this::importLanding, java.time.Duration.ofMillis(fetchTimeoutMs), backend, STAGING_REGION_ID);
     } catch (RuntimeException e) {
       for (int i = made.size() - 1; i >= 0; i--) {
         try {

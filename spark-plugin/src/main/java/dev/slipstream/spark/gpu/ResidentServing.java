@@ -1,6 +1,10 @@
 package dev.slipstream.spark.gpu;
 
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.GpuRegion;
+import dev.slipstream.gpu.QueueSet;
 import dev.slipstream.gpu.RegionExport;
 import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.ResidentServer;
@@ -12,6 +16,7 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 import org.slf4j.Logger;
@@ -25,6 +30,11 @@ import org.slf4j.LoggerFactory;
  * for it), sets the reader entry and says so in the ring's header; the reader posts into the ring
  * from then on ({@link ResidentRequests}). A lost reader's entry is cleared (the kernel stopped for
  * it) before its landing region is unmapped.
+ *
+ * <p>With {@code spark.slipstream.gpu.path=gpunetio} each reader entry is pushed to over gpunetio:
+ * a one-queue gpunetio set per reader (its table: this executor's block-table staging region, then
+ * the reader's imported landing region), on which the kernel posts the RDMA writes, the table and
+ * the signal's fetch-add itself. The native library's software NIC executes them (one machine).
  *
  * <p>Threading: thread-safe. Ownership: owns the server, its directory and the ring files;
  * {@link #close()} stops following the store, then closes them.
@@ -43,27 +53,51 @@ final class ResidentServing implements AutoCloseable {
   private final ResidentServer server;
   private final ResidentDirectory directory;
   private final Function<RegionExport, RemoteRegion> importLanding;
-  /** Per reader served: its entry index and ring file. */
+  private final GpuContext ctx;
+  /** gpunetio: the kernel's block-table staging region (a slot per CTA); null for stores. */
+  private final GpuRegion staging;
+  /** Per reader served: its entry index, ring file and, over gpunetio, its queue set. */
   private final Map<String, Reader> readers = new HashMap<>();
   private final boolean[] taken = new boolean[MAX_READERS];
   private boolean closed;
 
-  private record Reader(int index, ServeRingFile ring) {}
+  /** WQEs per reader's queue pair: a request is at most 32 (30 blocks, the table, the signal). */
+  private static final int QUEUE_DEPTH = 1024;
 
+  private record Reader(int index, ServeRingFile ring, QueueSet queues) {}
+
+  /**
+   * @param backend how reader entries are pushed to: {@link Backend#NVLINK} stores into the imported
+   *     landing region, or {@link Backend#GPUNETIO} RDMA writes the kernel posts
+   * @param stagingRegionId the region id of the gpunetio staging region (unused for stores)
+   */
   ResidentServing(String executorId, String applicationId, GpuContext ctx, DeviceMapOutputStore store, GpuConf conf,
-      Function<RegionExport, RemoteRegion> importLanding, Duration revokeTimeout) {
+      Function<RegionExport, RemoteRegion> importLanding, Duration revokeTimeout, Backend backend,
+      int stagingRegionId) {
+    if (backend != Backend.NVLINK && backend != Backend.GPUNETIO) {
+      throw new IllegalArgumentException("resident serving over " + backend + ", expected NVLINK or GPUNETIO");
+    }
     this.executorId = executorId;
     this.applicationId = applicationId;
     this.ringDir = conf.requestRingDir();
     this.store = store;
     this.importLanding = importLanding;
+    this.ctx = ctx;
     this.server = ResidentServer.create(ctx, new ResidentServer.Settings(MAX_READERS, DIRECTORY_SLOTS,
         conf.serveResidentCtas(), 256, conf.serveResidentIdle(), Duration.ofNanos(50_000)));
+    GpuRegion stage = null;
     try {
+      if (backend == Backend.GPUNETIO) {
+        stage = GpuRegion.create(ctx, MemoryKind.DEVICE, server.stagingBytes(), stagingRegionId);
+      }
+      this.staging = stage;
       this.directory = new ResidentDirectory(ctx, server, OFFSETS_TABLE_BYTES, revokeTimeout);
       store.follow(directory);
     } catch (RuntimeException e) {
       server.close();
+      if (stage != null) {
+        stage.close();
+      }
       throw e;
     }
   }
@@ -93,20 +127,29 @@ final class ResidentServing implements AutoCloseable {
     }
     Path path = ringPath(ringDir, applicationId, executorId, readerId);
     ServeRingFile ring = null;
+    QueueSet queues = null;
     try {
       RegionExport landing = reader.landing().get();
       RemoteRegion r = importLanding.apply(landing);
       java.nio.file.Files.deleteIfExists(path); // left by an executor of the same id that is gone
       ring = ServeRingFile.create(path, RING_SLOTS);
-      server.attachReader(index, path, r.devicePointer(), r.length(), landing.descriptor().key());
+      if (staging != null) {
+        queues = QueueSet.create(ctx, Backend.GPUNETIO, 1, QUEUE_DEPTH, List.of(staging), List.of(r));
+        server.attachReaderNic(index, path, queues, 0, 1, 0, r.length(), landing.descriptor().key());
+      } else {
+        server.attachReader(index, path, r.devicePointer(), r.length(), landing.descriptor().key());
+      }
       taken[index] = true;
-      readers.put(readerId, new Reader(index, ring));
-      LOG.info("Slipstream executor {} serves reader {} from its resident server (ring {})", executorId, readerId,
-          path);
+      readers.put(readerId, new Reader(index, ring, queues));
+      LOG.info("Slipstream executor {} serves reader {} from its resident server ({}; ring {})", executorId, readerId,
+          queues != null ? "gpunetio" : "stores", path);
     } catch (IOException | RuntimeException e) {
       LOG.warn("Slipstream executor {}: no resident serving for reader {} ({}); it reads the host-driven way",
           executorId, readerId, e.toString());
       closeQuietly(ring);
+      if (queues != null) {
+        queues.close();
+      }
     }
   }
 
@@ -117,6 +160,9 @@ final class ResidentServing implements AutoCloseable {
       server.detachReader(r.index());
       taken[r.index()] = false;
       closeQuietly(r.ring());
+      if (r.queues() != null) {
+        r.queues().close(); // the kernel left the entry: nothing posts on it
+      }
     }
   }
 
@@ -150,8 +196,16 @@ final class ResidentServing implements AutoCloseable {
     } finally {
       server.close();
       directory.close();
-      readers.values().forEach(r -> closeQuietly(r.ring()));
+      readers.values().forEach(r -> {
+        closeQuietly(r.ring());
+        if (r.queues() != null) {
+          r.queues().close();
+        }
+      });
       readers.clear();
+      if (staging != null) {
+        staging.close();
+      }
     }
   }
 }
