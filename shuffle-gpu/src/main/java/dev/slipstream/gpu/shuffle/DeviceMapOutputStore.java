@@ -214,8 +214,9 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   private void arrived(Output o) {
     if (residency != null && o.device != null && !o.removed && !o.followed) {
-      residency.arrived(o.key.shuffleId(), o.key.mapAttemptId(), o.device, o.offsets.clone(),
-          o.counts.clone());
+      // The space's own block (a slab block names its registered region), not the accounting wrapper.
+      residency.arrived(o.key.shuffleId(), o.key.mapAttemptId(), ((AccountedBlock) o.device).inner,
+          o.offsets.clone(), o.counts.clone());
       o.followed = true;
     }
   }

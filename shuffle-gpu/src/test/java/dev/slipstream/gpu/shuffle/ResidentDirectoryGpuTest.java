@@ -7,8 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.slipstream.core.shuffle.BlockTable;
-import dev.slipstream.gpu.DeviceBuffer;
+import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
+import dev.slipstream.gpu.GpuRegion;
+import dev.slipstream.gpu.QueueSet;
+import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
 import dev.slipstream.gpu.ResidentServer;
@@ -28,7 +32,9 @@ import org.junit.jupiter.api.Test;
  * A resident server's directory following a device map-output store on one GPU: a committed output
  * is served its exact bytes; a spilled or removed one is refused ({@code SLIP_ERR_BAD_REGION},
  * nothing written) until it is back in device memory; a re-committed attempt is served its new
- * bytes. Skips with the reason without a GPU.
+ * bytes. The same with the reader entry pushed to over gpunetio (the directory names each output's
+ * registered region, from which the kernel's WQEs read: served means the kernel pushed it, not the
+ * host-driven fallback). Skips with the reason without a GPU (or without the GPUNetIO headers).
  */
 class ResidentDirectoryGpuTest {
   private static final int[] W = {8};
@@ -59,18 +65,40 @@ class ResidentDirectoryGpuTest {
 
   @Test
   void servesWhatTheStoreHasInDeviceMemoryAndNothingElse() throws Exception {
+    servesTheStore(false);
+  }
+
+  @Test
+  void overGpunetioServesWhatTheStoreHasInDeviceMemoryAndNothingElse() throws Exception {
+    GpuProbe probe = GpuRuntime.probe();
+    assumeTrue(probe.available(), probe.reason());
+    String why = GpuRuntime.gpunetioUnavailable();
+    assumeTrue(why == null, why);
+    servesTheStore(true);
+  }
+
+  private void servesTheStore(boolean gpunetio) throws Exception {
     GpuProbe probe = GpuRuntime.probe();
     assumeTrue(probe.available(), probe.reason());
     Path dir = Files.createTempDirectory(Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm")
         : Path.of(System.getProperty("java.io.tmpdir")), "slipstream-directory-test");
     try (GpuContext ctx = GpuContext.open(0);
-        DeviceBuffer landing = ctx.allocate(LANDING);
+        GpuRegion landing = GpuRegion.create(ctx, MemoryKind.DEVICE, LANDING, 1);
+        RemoteRegion view = RemoteRegion.alias(landing);
         ServeRingFile file = ServeRingFile.create(dir.resolve("ring"), 16);
         DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 7000), 4 * PART, 16 * PART);
         ResidentServer server = ResidentServer.create(ctx, new ResidentServer.Settings(1, 64, 2, 256,
             Duration.ofSeconds(5), Duration.ofNanos(50_000)));
+        GpuRegion staging = GpuRegion.create(ctx, MemoryKind.DEVICE, server.stagingBytes(), 2);
+        QueueSet queues = gpunetio ? QueueSet.create(ctx, Backend.GPUNETIO, 1, 1024, List.of(staging),
+            List.of(view)) : null;
         ResidentDirectory directory = new ResidentDirectory(ctx, server, 1 << 16, Duration.ofSeconds(1))) {
-      server.attachReader(0, file.path(), landing.address(), LANDING, KEY);
+      landing.fill((byte) 0);
+      if (gpunetio) {
+        server.attachReaderNic(0, file.path(), queues, 0, 1, 0, LANDING, KEY);
+      } else {
+        server.attachReader(0, file.path(), landing.devicePointer(), LANDING, KEY);
+      }
       ServeRing ring = file.ring();
       byte[] first = commit(store, 1, 1);
       store.follow(directory);
@@ -109,6 +137,9 @@ class ResidentDirectoryGpuTest {
       store.follow(null);
       assertEquals(0, directory.entries(), "nothing entered once the store is followed by nobody");
       assertEquals(SlipStatus.SLIP_ERR_BAD_REGION.code(), fetch(ring, 3, 1).status());
+      ResidentServer.Stats st = server.stats();
+      assertEquals(3, st.served(), "served by the kernel: " + st);
+      assertEquals(3, st.failed(), "refused by the kernel: " + st);
       server.detachReader(0);
     } finally {
       try (var files = Files.list(dir)) {
