@@ -3,14 +3,24 @@ package dev.slipstream.gpu;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Shared by the GPU tests: the skip with the probe's reason, and a byte pattern both JVMs compute. */
-final class GpuTestSupport {
+public final class GpuTestSupport {
   private GpuTestSupport() {}
 
   /** Skips the calling test, with the reason, unless a GPU is usable. */
-  static GpuProbe assumeGpu() {
+  public static GpuProbe assumeGpu() {
     GpuProbe p = GpuRuntime.probe();
     assumeTrue(p.available(), p.reason());
     return p;
+  }
+
+  /**
+   * Skips the calling test, with the reason, unless a GPU is usable and the native library has the
+   * gpunetio backend (built with the GPUNetIO device headers).
+   */
+  public static void assumeGpunetio() {
+    assumeGpu();
+    String why = GpuRuntime.gpunetioUnavailable();
+    assumeTrue(why == null, why);
   }
 
   /**

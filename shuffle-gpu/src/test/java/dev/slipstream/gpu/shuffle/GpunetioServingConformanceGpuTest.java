@@ -1,10 +1,7 @@
 package dev.slipstream.gpu.shuffle;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import dev.slipstream.gpu.Backend;
-import dev.slipstream.gpu.GpuProbe;
-import dev.slipstream.gpu.GpuRuntime;
+import dev.slipstream.gpu.GpuTestSupport;
 import dev.slipstream.testkit.ServingConformanceSuite;
 import dev.slipstream.testkit.ServingRig;
 
@@ -17,10 +14,7 @@ import dev.slipstream.testkit.ServingRig;
 class GpunetioServingConformanceGpuTest extends ServingConformanceSuite {
   @Override
   protected ServingRig newRig() throws Exception {
-    GpuProbe p = GpuRuntime.probe();
-    assumeTrue(p.available(), p.reason());
-    String why = GpuRuntime.gpunetioUnavailable();
-    assumeTrue(why == null, why);
+    GpuTestSupport.assumeGpunetio();
     return new PushServingConformanceGpuTest.DeviceRig(Backend.GPUNETIO);
   }
 }

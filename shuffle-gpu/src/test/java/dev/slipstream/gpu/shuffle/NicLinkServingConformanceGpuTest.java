@@ -4,8 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import dev.slipstream.core.shuffle.BlockTable;
 import dev.slipstream.core.shuffle.ShuffleMessages;
 import dev.slipstream.core.shuffle.ShuffleMessages.WriteRequest;
@@ -13,8 +11,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 
 import dev.slipstream.core.transport.MemoryKind;
 import dev.slipstream.core.transport.RegionDescriptor;
-import dev.slipstream.gpu.GpuProbe;
-import dev.slipstream.gpu.GpuRuntime;
+import dev.slipstream.gpu.GpuTestSupport;
 import dev.slipstream.gpu.NativeNic;
 import dev.slipstream.gpu.PushKernel;
 import dev.slipstream.gpu.nic.NicLanding;
@@ -42,10 +39,7 @@ import java.util.concurrent.Executors;
 class NicLinkServingConformanceGpuTest extends ServingConformanceSuite {
   @Override
   protected ServingRig newRig() throws Exception {
-    GpuProbe p = GpuRuntime.probe();
-    assumeTrue(p.available(), p.reason());
-    String why = GpuRuntime.gpunetioUnavailable();
-    assumeTrue(why == null, why);
+    GpuTestSupport.assumeGpunetio();
     return new LinkRig();
   }
 

@@ -15,6 +15,7 @@ import dev.slipstream.gpu.QueueSet;
 import dev.slipstream.gpu.RemoteRegion;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
+import dev.slipstream.gpu.GpuTestSupport;
 import dev.slipstream.gpu.ResidentServer;
 import dev.slipstream.gpu.SlipStatus;
 import dev.slipstream.gpu.serve.ServeRing;
@@ -70,10 +71,7 @@ class ResidentDirectoryGpuTest {
 
   @Test
   void overGpunetioServesWhatTheStoreHasInDeviceMemoryAndNothingElse() throws Exception {
-    GpuProbe probe = GpuRuntime.probe();
-    assumeTrue(probe.available(), probe.reason());
-    String why = GpuRuntime.gpunetioUnavailable();
-    assumeTrue(why == null, why);
+    GpuTestSupport.assumeGpunetio();
     servesTheStore(true);
   }
 
