@@ -150,6 +150,7 @@ public abstract class ServingConformanceSuite {
     long total = wants.stream().mapToLong(w -> w.bytes().length).sum();
     assertEquals(total, r.bytes(), "the answer counts the block bytes written");
     checkLanded(l, req, wants, "request " + req.requestId());
+    rig.checkServedByTheWriterUnderTest("request " + req.requestId());
   }
 
   @Test
@@ -172,6 +173,7 @@ public abstract class ServingConformanceSuite {
       checkLanded(l, req, wants, "request " + n + " as soon as its signal was complete");
       assertTrue(answer(f).served());
     }
+    rig.checkServedByTheWriterUnderTest("10 requests watched through their signal");
   }
 
   /**

@@ -89,4 +89,12 @@ public interface ServingRig extends AutoCloseable {
   default long reportsBeyondFirst() {
     return holder().writerReportsIgnored();
   }
+
+  /**
+   * For a rig whose requests can also be served by a fallback path (a resident kernel's rig sends
+   * what the kernel refuses as "not in its directory" to push lanes): throws unless every request
+   * served since the last call was served by the writer under test itself, and at least one was.
+   * The suite calls it after requests that the writer under test must serve. Nothing by default.
+   */
+  default void checkServedByTheWriterUnderTest(String what) {}
 }

@@ -58,6 +58,11 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
     private final ConcurrentLinkedQueue<Pending> pending = new ConcurrentLinkedQueue<>();
     /** Tickets whose answer was read from the ring. */
     private final Set<Long> answered = ConcurrentHashMap.newKeySet();
+    /** Ring answers the kernel served, and those it refused as not in its directory (sent to push lanes). */
+    private final AtomicLong servedByKernel = new AtomicLong();
+    private final AtomicLong sentAgain = new AtomicLong();
+    private long servedChecked;
+    private long sentAgainChecked;
     private final AtomicLong posted = new AtomicLong();
     private final Thread answers;
     private final GpuRegion staging;
@@ -121,7 +126,11 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
           pending.remove(p);
           answered.add(p.ticket());
           any = true;
+          if (a.ok()) {
+            servedByKernel.incrementAndGet();
+          }
           if (RingRequests.notInDirectory(a)) {
+            sentAgain.incrementAndGet();
             super.send(p.req(), p.answerWithin()).whenComplete((r, e) -> {
               if (e != null) {
                 p.answer().completeExceptionally(e);
@@ -136,6 +145,21 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
         if (!any) {
           LockSupport.parkNanos(10_000);
         }
+      }
+    }
+
+    @Override
+    public synchronized void checkServedByTheWriterUnderTest(String what) {
+      long served = servedByKernel.get();
+      long again = sentAgain.get();
+      try {
+        if (again != sentAgainChecked || served == servedChecked) {
+          throw new AssertionError(what + ": the kernel served " + (served - servedChecked) + " and sent "
+              + (again - sentAgainChecked) + " again to push lanes; expected it to serve them all itself");
+        }
+      } finally {
+        servedChecked = served;
+        sentAgainChecked = again;
       }
     }
 
