@@ -2,6 +2,7 @@ package dev.slipstream.gpu;
 
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -80,26 +81,38 @@ public final class ResidentServer implements AutoCloseable {
         landingKey));
   }
 
+  /** WQEs per queue pair of a reader's set: a request is at most 32 (30 blocks, the table, the signal). */
+  private static final int NIC_QUEUE_DEPTH = 1024;
+  /** The region table of a set from {@link #nicQueues}: the staging region, then the reader's landing region. */
+  private static final int NIC_STAGING_INDEX = 0;
+  private static final int NIC_LANDING_INDEX = 1;
+
   /**
-   * As {@link #attachReader}, for a reader pushed to over gpunetio: the kernel posts RDMA writes of
-   * the blocks, the block table and the signal's fetch-add on queue {@code queue} of {@code set} (a
-   * gpunetio set that only this server posts on while the entry is set, and that outlives it),
-   * whose region table holds the reader's landing region at {@code landingIndex} and a staging
-   * region of this process of at least {@link #stagingBytes} at {@code stagingIndex}.
+   * A one-queue gpunetio set for one reader entry ({@link #attachReaderNic}): {@code staging} (this
+   * process's block-table staging region, at least {@link #stagingBytes}) and the reader's landing
+   * region. The caller closes it after the entry is detached.
    */
-  public synchronized void attachReaderNic(int index, Path ringFile, QueueSet set, int queue, int landingIndex,
-      int stagingIndex, long landingLength, long landingKey) {
-    if (set.backend() != Backend.GPUNETIO || queue < 0 || queue >= set.size()) {
-      throw new IllegalArgumentException("gpunetio reader entry " + index + ": queue " + queue + " of a "
-          + set.backend() + " set of " + set.size() + ", expected a queue of a gpunetio set");
-    }
-    long queueAddress = set.devicePointer() + (long) queue * DEV_QUEUE_BYTES;
-    attach(index, ringFile, ring -> SlipNative.setServerReaderNic(handle(), index, ring, queueAddress, landingIndex,
-        stagingIndex, landingLength, landingKey));
+  public static QueueSet nicQueues(GpuContext ctx, GpuRegion staging, RemoteRegion landing) {
+    return QueueSet.create(ctx, Backend.GPUNETIO, 1, NIC_QUEUE_DEPTH, List.of(staging), List.of(landing));
   }
 
-  /** Bytes of one {@code slip_dev_queue} ({@code AbiLayoutTest} checks it). */
-  public static final int DEV_QUEUE_BYTES = 80;
+  /**
+   * As {@link #attachReader}, for a reader pushed to over gpunetio: the kernel posts RDMA writes of
+   * the blocks, the block table and the signal's fetch-add on the queue of {@code set} (made by
+   * {@link #nicQueues}; only this server posts on it while the entry is set, and it outlives the
+   * entry), into {@code landingLength} bytes of the reader's landing region.
+   */
+  public synchronized void attachReaderNic(int index, Path ringFile, QueueSet set, long landingLength,
+      long landingKey) {
+    if (set.backend() != Backend.GPUNETIO || set.size() != 1 || set.tableSize() != 2) {
+      throw new IllegalArgumentException("gpunetio reader entry " + index + ": a " + set.backend() + " set of "
+          + set.size() + " queues and " + set.tableSize() + " regions, expected one made by nicQueues (1 gpunetio"
+          + " queue, 2 regions)");
+    }
+    long queueAddress = set.devicePointer();
+    attach(index, ringFile, ring -> SlipNative.setServerReaderNic(handle(), index, ring, queueAddress,
+        NIC_LANDING_INDEX, NIC_STAGING_INDEX, landingLength, landingKey));
+  }
 
   /** Bytes of staging region a gpunetio reader's entry needs: one block-table slot per CTA. */
   public long stagingBytes() {

@@ -214,9 +214,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   private void arrived(Output o) {
     if (residency != null && o.device != null && !o.removed && !o.followed) {
-      // The space's own block (a slab block names its registered region), not the accounting wrapper.
-      residency.arrived(o.key.shuffleId(), o.key.mapAttemptId(), ((AccountedBlock) o.device).inner,
-          o.offsets.clone(), o.counts.clone());
+      residency.arrived(o.key.shuffleId(), o.key.mapAttemptId(), spaceBlock(o), o.offsets.clone(),
+          o.counts.clone());
       o.followed = true;
     }
   }
@@ -238,7 +237,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
 
     public OutputSpace.Block block() {
-      return ((AccountedBlock) o.device).inner;
+      return spaceBlock(o);
     }
 
     public int partitions() {
@@ -430,6 +429,14 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     if (pinned > 0) {
       throw new IllegalStateException("device map-output store closed while " + pinned + " push(es) still held outputs");
     }
+  }
+
+  /**
+   * The space's own block of an output in device memory (a slab block names its registered region),
+   * not the accounting wrapper it is kept in.
+   */
+  private static OutputSpace.Block spaceBlock(Output o) {
+    return ((AccountedBlock) o.device).inner;
   }
 
   /** A block counted against the device budget; closing an uncommitted one returns its bytes. */

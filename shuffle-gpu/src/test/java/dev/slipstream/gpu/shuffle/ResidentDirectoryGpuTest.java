@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.slipstream.core.shuffle.BlockTable;
 import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
 import dev.slipstream.gpu.QueueSet;
@@ -88,12 +87,11 @@ class ResidentDirectoryGpuTest {
         ResidentServer server = ResidentServer.create(ctx, new ResidentServer.Settings(1, 64, 2, 256,
             Duration.ofSeconds(5), Duration.ofNanos(50_000)));
         GpuRegion staging = GpuRegion.create(ctx, MemoryKind.DEVICE, server.stagingBytes(), 2);
-        QueueSet queues = gpunetio ? QueueSet.create(ctx, Backend.GPUNETIO, 1, 1024, List.of(staging),
-            List.of(view)) : null;
+        QueueSet queues = gpunetio ? ResidentServer.nicQueues(ctx, staging, view) : null;
         ResidentDirectory directory = new ResidentDirectory(ctx, server, 1 << 16, Duration.ofSeconds(1))) {
       landing.fill((byte) 0);
       if (gpunetio) {
-        server.attachReaderNic(0, file.path(), queues, 0, 1, 0, LANDING, KEY);
+        server.attachReaderNic(0, file.path(), queues, LANDING, KEY);
       } else {
         server.attachReader(0, file.path(), landing.devicePointer(), LANDING, KEY);
       }

@@ -1,7 +1,6 @@
 package dev.slipstream.gpu.shuffle;
 
 import dev.slipstream.core.transport.MemoryKind;
-import dev.slipstream.gpu.Backend;
 import dev.slipstream.gpu.DeviceBuffer;
 import dev.slipstream.gpu.GpuContext;
 import dev.slipstream.gpu.GpuRegion;
@@ -83,11 +82,10 @@ final class ResidentPath {
             ServeRingFile file = ServeRingFile.create(dir.resolve("ring"), slots);
             ResidentServer server = ResidentServer.create(ctx, settings);
             GpuRegion staging = GpuRegion.create(ctx, MemoryKind.DEVICE, server.stagingBytes(), 2);
-            QueueSet queues = gpunetio ? QueueSet.create(ctx, Backend.GPUNETIO, 1, 1024, List.of(staging),
-                List.of(view)) : null) {
+            QueueSet queues = gpunetio ? ResidentServer.nicQueues(ctx, staging, view) : null) {
           dOffsets.write(0, offs.array());
           if (gpunetio) {
-            server.attachReaderNic(0, file.path(), queues, 0, 1, 0, landingBytes, KEY);
+            server.attachReaderNic(0, file.path(), queues, landingBytes, KEY);
           } else {
             server.attachReader(0, file.path(), landing.devicePointer(), landingBytes, KEY);
           }

@@ -20,7 +20,6 @@ import dev.slipstream.testkit.ServingRig;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -81,10 +80,10 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
       directory = new ResidentDirectory(outputs.ctx, server, 1 << 20, Duration.ofSeconds(10));
       outputs.store.follow(directory);
       if (backend == Backend.GPUNETIO) {
-        // Table: the staging region, then the reader's landing region (this process's own, aliased).
+        // The reader's landing region is this process's own, aliased.
         staging = GpuRegion.create(outputs.ctx, MemoryKind.DEVICE, server.stagingBytes(), 7);
-        queues = QueueSet.create(outputs.ctx, Backend.GPUNETIO, 1, 1024, List.of(staging), List.of(view));
-        server.attachReaderNic(0, file.path(), queues, 0, 1, 0, landing.capacity(), own().key());
+        queues = ResidentServer.nicQueues(outputs.ctx, staging, view);
+        server.attachReaderNic(0, file.path(), queues, landing.capacity(), own().key());
       } else {
         staging = null;
         queues = null;

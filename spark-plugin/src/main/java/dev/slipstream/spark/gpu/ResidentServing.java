@@ -16,7 +16,6 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 import org.slf4j.Logger;
@@ -60,9 +59,6 @@ final class ResidentServing implements AutoCloseable {
   private final Map<String, Reader> readers = new HashMap<>();
   private final boolean[] taken = new boolean[MAX_READERS];
   private boolean closed;
-
-  /** WQEs per reader's queue pair: a request is at most 32 (30 blocks, the table, the signal). */
-  private static final int QUEUE_DEPTH = 1024;
 
   private record Reader(int index, ServeRingFile ring, QueueSet queues) {}
 
@@ -134,8 +130,8 @@ final class ResidentServing implements AutoCloseable {
       java.nio.file.Files.deleteIfExists(path); // left by an executor of the same id that is gone
       ring = ServeRingFile.create(path, RING_SLOTS);
       if (staging != null) {
-        queues = QueueSet.create(ctx, Backend.GPUNETIO, 1, QUEUE_DEPTH, List.of(staging), List.of(r));
-        server.attachReaderNic(index, path, queues, 0, 1, 0, r.length(), landing.descriptor().key());
+        queues = ResidentServer.nicQueues(ctx, staging, r);
+        server.attachReaderNic(index, path, queues, r.length(), landing.descriptor().key());
       } else {
         server.attachReader(index, path, r.devicePointer(), r.length(), landing.descriptor().key());
       }
