@@ -22,6 +22,9 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
 int slip_ctx_find_registered(void *ctx, uint32_t id, uint32_t mkey, slip_region_entry *out);
 void slip_gpunetio_destroy(slip_gpunetio *g);
 void *slip_gpunetio_qp(const slip_gpunetio *g, uint32_t q);  // device address of queue pair q
+// Queue pair q as a host producer drives it (nic_qp.h), instead of the device.
+struct slip_host_qp;
+slip_status slip_gpunetio_host_qp(slip_gpunetio *g, uint32_t q, slip_host_qp *out);
 uint32_t slip_gpunetio_sink_key(const slip_gpunetio *g);
 // Resets every queue pair (error state, indices, rings), as a QP reset and reconnect does, and
 // the device's view of them. Only while no kernel uses them.

@@ -263,6 +263,7 @@ struct slip_gpunetio {
   doca_gpu_dev_verbs_qp *d_qps = nullptr;
   uint64_t *d_sink = nullptr;                // nq x 8 bytes: values fetched by atomics
   uint32_t sink_key = 0;
+  uint32_t qpn_base = 0;
   std::vector<doca_gpu_dev_verbs_qp> fresh;  // the queue pairs as created (reset copies them back)
   bool engine = false;                       // holds a use of the device's NIC engine
   slip_softnic *nic = nullptr;
@@ -309,6 +310,7 @@ slip_status slip_gpunetio_create(int device, uint32_t nq, uint32_t depth, const 
   g->device = device;
   g->nq = nq;
   g->depth = depth;
+  g->qpn_base = qpn_base;
   SLIP_SYS_CHECK(getrandom(&g->sink_key, sizeof g->sink_key, 0) == (ssize_t)sizeof g->sink_key, "getrandom");
   SLIP_CUDA_CHECK(cudaSetDevice(device));
   SLIP_CUDA_CHECK(cudaHostAlloc(&g->h_sq, nq * ring, cudaHostAllocMapped | cudaHostAllocPortable));
@@ -405,6 +407,27 @@ extern "C" slip_status slip_gpunetio_probe(void) { return SLIP_OK; }
 
 void *slip_gpunetio_qp(const slip_gpunetio *g, uint32_t q) { return g && q < g->nq ? g->d_qps + q : nullptr; }
 uint32_t slip_gpunetio_sink_key(const slip_gpunetio *g) { return g ? g->sink_key : 0; }
+
+namespace {
+// The software NIC's engine reads the producer count from this word, as it does the device's.
+void publish_word(void *word, uint64_t pi) { __atomic_store_n((uint64_t *)word, pi, __ATOMIC_RELEASE); }
+}  // namespace
+
+slip_status slip_gpunetio_host_qp(slip_gpunetio *g, uint32_t q, slip_host_qp *out) {
+  if (!g || q >= g->nq) return slip_set_error(SLIP_ERR_INVALID_ARG, "queue pair %u of %u", q, g ? g->nq : 0);
+  const size_t ring = (size_t)g->depth * SLIP_MLX5_WQE_BYTES;
+  uint8_t *words = g->h_words + q * 3 * kLine;
+  *out = slip_host_qp{};
+  out->sq = g->h_sq + q * ring;
+  out->wqe_num = g->depth;
+  out->qpn = g->qpn_base + q;
+  out->cq = g->h_cq + q * ring;
+  out->cqe_num = g->depth;
+  out->cq_dbrec = nullptr;
+  out->publish = publish_word;
+  out->state = words;
+  return SLIP_OK;
+}
 slip_status slip_gpunetio_reset(slip_gpunetio *g) {
   slip_status st = SLIP_OK;
   if (!g) return SLIP_OK;

@@ -274,3 +274,9 @@ void *hw_nic_dev_qp(const hw_nic_link *l, uint32_t q) {
 }
 
 int hw_nic_link_doorbell(const hw_nic_link *l) { return l ? l->doorbell : SLIP_NIC_DOORBELL_HOST; }
+
+slip_status hw_nic_host_qp(hw_nic_link *, uint32_t, slip_host_qp *) {
+  // DOCA places this implementation's rings in GPU memory (DevX umem): no host producer.
+  return slip_set_error(SLIP_ERR_UNSUPPORTED, "host-posted writes on the DOCA GPUNetIO host library's queue pairs: "
+                        "their rings are in GPU memory; build with rdma-core's mlx5 (the default) for them");
+}

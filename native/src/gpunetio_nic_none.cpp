@@ -25,3 +25,4 @@ slip_status hw_nic_qp_info_get(const hw_nic_link *, uint32_t, slip_nic_qp_info *
 slip_status hw_nic_connect(hw_nic_link *, uint32_t, const slip_nic_qp_info *) { return hw_nic_probe(); }
 void *hw_nic_dev_qp(const hw_nic_link *, uint32_t) { return nullptr; }
 int hw_nic_link_doorbell(const hw_nic_link *) { return SLIP_NIC_DOORBELL_HOST; }
+slip_status hw_nic_host_qp(hw_nic_link *, uint32_t, slip_host_qp *) { return hw_nic_probe(); }

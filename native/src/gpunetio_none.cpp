@@ -26,3 +26,4 @@ void slip_gpunetio_stats(const slip_gpunetio *, slip_softnic_stats *out) { memse
 size_t slip_dev_qp_size(void) { return 0; }
 slip_status slip_dev_qp_init(const slip_qp_layout *, void *) { return slip_gpunetio_probe(); }
 slip_status slip_dev_qp_submitted(const void *, uint64_t *) { return slip_gpunetio_probe(); }
+slip_status slip_gpunetio_host_qp(slip_gpunetio *, uint32_t, slip_host_qp *) { return slip_gpunetio_probe(); }

@@ -15,6 +15,8 @@
 #include "slipstream/abi.h"
 #include "slipstream/gpunetio_nic.h"
 
+struct slip_host_qp;
+
 struct hw_nic;
 struct hw_nic_link;
 const char *hw_nic_impl(void);
@@ -29,6 +31,8 @@ slip_status hw_nic_qp_info_get(const hw_nic_link *l, uint32_t q, slip_nic_qp_inf
 slip_status hw_nic_connect(hw_nic_link *l, uint32_t q, const slip_nic_qp_info *peer);
 void *hw_nic_dev_qp(const hw_nic_link *l, uint32_t q);
 int hw_nic_link_doorbell(const hw_nic_link *l);
+// Queue pair q (connected) as a host producer drives it.
+slip_status hw_nic_host_qp(hw_nic_link *l, uint32_t q, slip_host_qp *out);
 
 struct soft_nic;
 struct soft_nic_link;
@@ -36,14 +40,18 @@ struct soft_nic_link;
 slip_status soft_nic_probe(void);
 slip_status soft_nic_open(int device, soft_nic **out);
 void soft_nic_close(soft_nic *n);
-// Device memory only (the software NIC reaches it through CUDA IPC).
+// Device memory (peers reach it through CUDA IPC).
 slip_status soft_nic_reg(soft_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey);
+// Host memory registered with the GPU that maps the shared file `path` from its first byte (peers
+// map the file).
+slip_status soft_nic_reg_file(soft_nic *n, void *host, uint64_t len, uint32_t id, const char *path, uint32_t *mkey);
 void soft_nic_dereg(soft_nic *n, uint32_t id, uint32_t mkey);
 slip_status soft_nic_link_create(soft_nic *n, uint32_t nq, uint32_t depth, soft_nic_link **out);
 void soft_nic_link_destroy(soft_nic_link *l);
 slip_status soft_nic_qp_info_get(const soft_nic_link *l, uint32_t q, slip_nic_qp_info *out);
 slip_status soft_nic_connect(soft_nic_link *l, uint32_t q, const slip_nic_qp_info *peer);
 void *soft_nic_dev_qp(const soft_nic_link *l, uint32_t q);
+slip_status soft_nic_host_qp(soft_nic_link *l, uint32_t q, slip_host_qp *out);
 uint32_t soft_nic_link_sink_key(const soft_nic_link *l);
 // The first error the software NIC recorded on the link (code 0: none) and its CQE syndrome;
 // clear resets the record (not the queue pairs: a link in error is replaced, as on a NIC).
@@ -54,5 +62,7 @@ const slip_dev_error *soft_nic_link_error_record(const soft_nic_link *l);
 // For queue sets over a link (cuda_host.cu): the record the NIC writes the link's first error to
 // (pinned host memory, mapped), or NULL when the NIC reports errors in CQEs only.
 const slip_dev_error *slip_nic_link_error_record(const slip_nic_link *l);
+// Whether the host posts on queue pair q of the link (slip_nic_host_post claimed it).
+int slip_nic_link_host_driven(const slip_nic_link *l, uint32_t q);
 
 #endif

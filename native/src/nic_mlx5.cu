@@ -624,3 +624,37 @@ void *hw_nic_dev_qp(const hw_nic_link *l, uint32_t q) {
 }
 
 int hw_nic_link_doorbell(const hw_nic_link *l) { return l ? l->doorbell : SLIP_NIC_DOORBELL_HOST; }
+
+namespace {
+// A host producer's doorbell on a queue pair the GPU would ring itself: the doorbell record, then
+// the register, as ring_host_doorbells does for the device's producer index.
+void publish_mlx5(void *state, uint64_t pi) {
+  NicQp &q = *(NicQp *)state;
+  if (q.proxy_word) {
+    __atomic_store_n(q.proxy_word, pi, __ATOMIC_RELEASE);  // the progress thread rings it
+    return;
+  }
+  __atomic_store_n(&q.dq.dbrec[MLX5_SND_DBR], be32((uint32_t)pi & 0xffffu), __ATOMIC_RELEASE);
+  uint32_t ctrl[2] = {be32((uint32_t)pi << 8), be32(q.qp->qp_num << 8)};
+  uint64_t word;
+  memcpy(&word, ctrl, sizeof word);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  *(volatile uint64_t *)q.dq.bf.reg = word;
+}
+}  // namespace
+
+slip_status hw_nic_host_qp(hw_nic_link *l, uint32_t q, slip_host_qp *out) {
+  if (!l || q >= l->qps.size() || !l->qps[q].connected)
+    return slip_set_error(SLIP_ERR_STATE, "queue pair %u of the link is not connected", q);
+  NicQp &p = l->qps[q];
+  *out = slip_host_qp{};
+  out->sq = (uint8_t *)p.dq.sq.buf;
+  out->wqe_num = p.dq.sq.wqe_cnt;
+  out->qpn = p.qp->qp_num;
+  out->cq = (const uint8_t *)p.dc.buf;
+  out->cqe_num = p.dc.cqe_cnt;
+  out->cq_dbrec = (uint32_t *)p.dc.dbrec;
+  out->publish = publish_mlx5;
+  out->state = &p;
+  return SLIP_OK;
+}

@@ -25,6 +25,21 @@ struct slip_qp_layout {
   int rings_in_host;     // rings and records in host memory (else device memory)
 };
 
+// A queue pair as a host producer drives it (slip_nic_host_post): host addresses of its rings, and
+// how the NIC learns of new WQEs.
+struct slip_host_qp {
+  uint8_t *sq;           // wqe_num x 64-byte WQEs
+  uint32_t wqe_num;      // power of two
+  uint32_t qpn;
+  const uint8_t *cq;     // cqe_num x 64-byte CQEs
+  uint32_t cqe_num;      // power of two, >= wqe_num
+  uint32_t *cq_dbrec;    // big-endian consumer index the host writes back (null: the NIC reads none)
+  // After the WQEs up to producer count `pi` are written: makes the NIC see them (the software
+  // NIC's producer word, a progress thread's word, or the doorbell record and register).
+  void (*publish)(void *state, uint64_t pi);
+  void *state;
+};
+
 // Size of the device struct; 0 in a build without the GPUNetIO device headers.
 size_t slip_dev_qp_size(void);
 // Fills `out` (slip_dev_qp_size() bytes, host memory: copy it to the device) as a queue pair with

@@ -2,8 +2,9 @@
 //
 // A soft_nic is one NIC of one process: a GID of its own, the regions registered on it, and its
 // fabric file, /dev/shm/slipstream-softnic-<GID>: a header (owner pid, device) and one slot per
-// registration (id, memory key, length, the CUDA IPC handle of the allocation and the region's
-// offset in it). The owner writes the file; peers map it read-only. A link is a gpunetio queue
+// registration (id, memory key, length, and where a peer finds the memory: the CUDA IPC handle of
+// the allocation and the region's offset in it for device memory, the path of the shared file it
+// maps for host memory, which peers map themselves and register with their GPU). The owner writes the file; peers map it read-only. A link is a gpunetio queue
 // set of the software NIC (gpunetio_host.cu: GPU-built WQEs in pinned host memory, CQEs written by
 // the engine's threads) whose rkeys are looked up in the connected peer's fabric file: the check a
 // responder NIC makes against its own memory registrations, made here by the requester's threads,
@@ -42,20 +43,23 @@
 
 namespace {
 constexpr uint32_t kFabricMagic = 0x46534c53u;  // "SLSF"
-constexpr uint32_t kFabricVersion = 1;
+constexpr uint32_t kFabricVersion = 2;
 constexpr uint32_t kFabricSlots = 16384;        // registrations per NIC at once
 constexpr const char *kFabricPrefix = "slipstream-softnic-";
 constexpr uint64_t kAliveCheckNs = 1000000;     // how often a link looks at its peer's pid
+constexpr size_t kPathBytes = 160;               // a host region's file path, NUL-terminated
+enum : uint32_t { kDeviceSlot = 0, kFileSlot = 1 };
 
 struct FabricSlot {
   uint32_t state;             // 0 free, 1 registered: stored last when registering, first when removing
   uint32_t id;
   uint32_t mkey;
-  uint32_t reserved;
+  uint32_t kind;              // kDeviceSlot or kFileSlot
   uint64_t length;
-  uint64_t offset;            // of the region within its CUDA allocation
+  uint64_t offset;            // device: of the region within its CUDA allocation
   uint64_t owner_ptr;         // the region's address in the owner's process
-  cudaIpcMemHandle_t handle;  // of the allocation
+  cudaIpcMemHandle_t handle;  // device: of the allocation
+  char path[kPathBytes];      // host: the shared file the region maps from its first byte
 };
 struct FabricHeader {
   uint32_t magic, version;
@@ -149,6 +153,14 @@ struct soft_nic_link {
   };
   std::unordered_map<uint64_t, Hit> hits;  // (id << 32 | rkey) -> slot and region
   std::vector<std::pair<std::string, void *>> mappings;  // peer allocations this link mapped (handle, base)
+  struct FileMap {
+    std::string path;
+    uint32_t mkey;
+    void *host;
+    uint64_t length;
+    void *dev;
+  };
+  std::vector<FileMap> files;  // peer host regions this link mapped and registered with its GPU
 };
 
 namespace {
@@ -180,6 +192,36 @@ void *reach(soft_nic_link *l, const FabricHeader *h, const FabricSlot &s) {
   return (char *)base + s.offset;
 }
 
+// The address this process's GPU uses for a peer's host region: the region's file mapped shared and
+// registered with the GPU (once per link and registration). Caller holds l->mu.
+void *reach_file(soft_nic_link *l, const FabricSlot &s) {
+  for (const auto &f : l->files)
+    if (f.mkey == s.mkey && f.path == s.path) return f.dev;
+  const int fd = open(s.path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat sb;
+  void *host = MAP_FAILED;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= s.length)
+    host = mmap(nullptr, s.length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (host == MAP_FAILED) return nullptr;
+  void *dev = nullptr;
+  if (cudaSetDevice(l->nic->device) != cudaSuccess ||
+      cudaHostRegister(host, s.length, cudaHostRegisterMapped | cudaHostRegisterPortable) != cudaSuccess) {
+    (void)cudaGetLastError();
+    munmap(host, s.length);
+    return nullptr;
+  }
+  if (cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaHostUnregister(host);
+    munmap(host, s.length);
+    return nullptr;
+  }
+  l->files.push_back({s.path, s.mkey, host, s.length, dev});
+  return dev;
+}
+
 // rpd.find of a link: the peer's registration (id, rkey), as its NIC would check it; -1 when the
 // peer's process is gone or closed its NIC.
 int find_remote(void *state, uint32_t id, uint32_t rkey, slip_region_entry *out) {
@@ -209,9 +251,12 @@ int find_remote(void *state, uint32_t id, uint32_t rkey, slip_region_entry *out)
     if (__atomic_load_n(&s.state, __ATOMIC_ACQUIRE) != 1 || s.id != id || s.mkey != rkey) continue;
     FabricSlot copy = s;
     if (__atomic_load_n(&s.state, __ATOMIC_ACQUIRE) != 1 || s.mkey != copy.mkey) return 0;  // removed meanwhile
-    void *p = reach(l, h, copy);
+    copy.path[kPathBytes - 1] = 0;
+    void *p = copy.kind == kFileSlot ? reach_file(l, copy) : copy.kind == kDeviceSlot ? reach(l, h, copy) : nullptr;
     if (!p) return 0;
-    slip_region_entry e = {id, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE, rkey, copy.length, p};
+    // A host region's words each have one writer (ring seq words): its fetch-adds are read-modify-writes.
+    const uint32_t host = copy.kind == kFileSlot ? (uint32_t)SLIP_DEV_REGION_HOST : 0u;
+    slip_region_entry e = {id, SLIP_DEV_REGION_READABLE | SLIP_DEV_REGION_WRITABLE | host, rkey, copy.length, p};
     l->hits[key] = {i, e};
     *out = e;
     return 1;
@@ -276,6 +321,65 @@ done:
   return st;
 }
 
+namespace {
+// Publishes a registration in the fabric file (every field, then the state) under a fresh memory
+// key; `slot` is filled but for id, key, state.
+slip_status publish_reg(soft_nic *n, FabricSlot slot, void *ptr, uint32_t id, uint32_t *mkey) {
+  slip_status st = SLIP_OK;
+  uint32_t key = 0, at = kFabricSlots;
+  std::lock_guard<std::mutex> g(n->mu);
+  FabricSlot *slots = slots_of(n->fabric);
+  for (uint32_t i = 0; i < kFabricSlots && at == kFabricSlots; i++)
+    if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == 0) at = i;
+  if (at == kFabricSlots)
+    SLIP_FAIL(SLIP_ERR_NO_MEMORY, "software NIC: %u regions registered, at most %u at once", kFabricSlots, kFabricSlots);
+  for (bool unique = false; !unique;) {
+    SLIP_SYS_CHECK(getrandom(&key, sizeof key, 0) == (ssize_t)sizeof key, "getrandom");
+    unique = key != 0;
+    for (const LocalReg &r : n->regs) unique = unique && r.mkey != key;
+  }
+  {
+    FabricSlot &s = slots[at];
+    slot.id = id;
+    slot.mkey = key;
+    slot.state = 0;
+    s = slot;
+    __atomic_store_n(&s.state, 1u, __ATOMIC_RELEASE);
+  }
+  n->regs.push_back({id, key, at, slot.length, ptr});
+  *mkey = key;
+done:
+  return st;
+}
+}  // namespace
+
+slip_status soft_nic_reg_file(soft_nic *n, void *host, uint64_t len, uint32_t id, const char *path, uint32_t *mkey) {
+  slip_status st = SLIP_OK;
+  cudaPointerAttributes pa;
+  struct stat sb;
+  FabricSlot slot;
+  memset(&slot, 0, sizeof slot);
+  SLIP_CUDA_CHECK(cudaSetDevice(n->device));
+  SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, host));
+  if (pa.type != cudaMemoryTypeHost || !pa.devicePointer)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "software NIC: region %u at %p is not host memory registered with the GPU "
+              "(cudaHostRegister, mapped), expected the mapping of %s", id, host, path);
+  if (strlen(path) >= kPathBytes)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "software NIC: region %u's file path has %zu bytes, expected at most %zu", id,
+              strlen(path), kPathBytes - 1);
+  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < len)
+    SLIP_FAIL(SLIP_ERR_INVALID_ARG, "software NIC: region %u of %llu bytes: %s is %s, expected a regular file of at "
+              "least that size that the region maps from its first byte", id, (unsigned long long)len, path,
+              stat(path, &sb) != 0 ? strerror(errno) : !S_ISREG(sb.st_mode) ? "not a regular file" : "shorter");
+  slot.kind = kFileSlot;
+  slot.length = len;
+  slot.owner_ptr = (uint64_t)(uintptr_t)host;
+  memcpy(slot.path, path, strlen(path) + 1);
+  SLIP_CHECK(publish_reg(n, slot, pa.devicePointer, id, mkey));
+done:
+  return st;
+}
+
 slip_status soft_nic_reg(soft_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
   slip_status st = SLIP_OK;
   cudaPointerAttributes pa;
@@ -283,12 +387,13 @@ slip_status soft_nic_reg(soft_nic *n, void *ptr, uint64_t len, uint32_t id, uint
   size_t size = 0;
   cudaIpcMemHandle_t handle;
   AddressRangeFn range = address_range_fn();
-  uint32_t key = 0, slot = kFabricSlots;
+  FabricSlot slot;
   SLIP_CUDA_CHECK(cudaSetDevice(n->device));
   SLIP_CUDA_CHECK(cudaPointerGetAttributes(&pa, ptr));
   if (pa.type != cudaMemoryTypeDevice)
     SLIP_FAIL(SLIP_ERR_UNSUPPORTED, "software NIC: region %u is %s memory, expected device memory (peers reach it "
-              "through CUDA IPC)", id, pa.type == cudaMemoryTypeHost ? "host" : "unregistered or managed");
+              "through CUDA IPC; host memory is registered with the file it maps: slip_nic_reg_file)", id,
+              pa.type == cudaMemoryTypeHost ? "host" : "unregistered or managed");
   if (!range) SLIP_FAIL(SLIP_ERR_CUDA, "software NIC: the driver has no cuMemGetAddressRange");
   if (range(&base, &size, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
     SLIP_FAIL(SLIP_ERR_CUDA, "software NIC: cuMemGetAddressRange of region %u (%p) failed", id, ptr);
@@ -296,31 +401,13 @@ slip_status soft_nic_reg(soft_nic *n, void *ptr, uint64_t len, uint32_t id, uint
     SLIP_FAIL(SLIP_ERR_OUT_OF_RANGE, "software NIC: region %u of %llu bytes at %p runs past its allocation "
               "(%zu bytes at 0x%llx)", id, (unsigned long long)len, ptr, size, (unsigned long long)base);
   SLIP_CUDA_CHECK(cudaIpcGetMemHandle(&handle, (void *)(uintptr_t)base));
-  {
-    std::lock_guard<std::mutex> g(n->mu);
-    FabricSlot *slots = slots_of(n->fabric);
-    for (uint32_t i = 0; i < kFabricSlots && slot == kFabricSlots; i++)
-      if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == 0) slot = i;
-    if (slot == kFabricSlots)
-      SLIP_FAIL(SLIP_ERR_NO_MEMORY, "software NIC: %u regions registered, at most %u at once", kFabricSlots,
-                kFabricSlots);
-    for (bool unique = false; !unique;) {
-      SLIP_SYS_CHECK(getrandom(&key, sizeof key, 0) == (ssize_t)sizeof key, "getrandom");
-      unique = key != 0;
-      for (const LocalReg &r : n->regs) unique = unique && r.mkey != key;
-    }
-    FabricSlot &s = slots[slot];
-    s.id = id;
-    s.mkey = key;
-    s.reserved = 0;
-    s.length = len;
-    s.offset = (uint64_t)((uintptr_t)ptr - base);
-    s.owner_ptr = (uint64_t)(uintptr_t)ptr;
-    s.handle = handle;
-    __atomic_store_n(&s.state, 1u, __ATOMIC_RELEASE);
-    n->regs.push_back({id, key, slot, len, ptr});
-  }
-  *mkey = key;
+  memset(&slot, 0, sizeof slot);
+  slot.kind = kDeviceSlot;
+  slot.length = len;
+  slot.offset = (uint64_t)((uintptr_t)ptr - base);
+  slot.owner_ptr = (uint64_t)(uintptr_t)ptr;
+  slot.handle = handle;
+  SLIP_CHECK(publish_reg(n, slot, ptr, id, mkey));
 done:
   return st;
 }
@@ -339,6 +426,11 @@ void soft_nic_link_destroy(soft_nic_link *l) {
   if (!l) return;
   slip_gpunetio_destroy(l->g);  // no engine thread looks up its keys any more
   for (const auto &m : l->mappings) slip_ipc_unmap(l->nic->device, m.second);
+  for (const auto &f : l->files) {
+    (void)cudaSetDevice(l->nic->device);
+    (void)cudaHostUnregister(f.host);
+    munmap(f.host, f.length);
+  }
   if (l->peer) munmap((void *)l->peer, kFabricBytes);
   if (l->err) (void)cudaFreeHost(l->err);
   delete l;
@@ -432,6 +524,12 @@ done:
 
 void *soft_nic_dev_qp(const soft_nic_link *l, uint32_t q) {
   return l->connected[q] ? slip_gpunetio_qp(l->g, q) : nullptr;
+}
+
+slip_status soft_nic_host_qp(soft_nic_link *l, uint32_t q, slip_host_qp *out) {
+  if (!l->connected[q])
+    return slip_set_error(SLIP_ERR_STATE, "software NIC: queue pair %u is not connected", l->qpn[q]);
+  return slip_gpunetio_host_qp(l->g, q, out);
 }
 
 uint32_t soft_nic_link_sink_key(const soft_nic_link *l) { return slip_gpunetio_sink_key(l->g); }

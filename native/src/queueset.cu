@@ -385,6 +385,9 @@ extern "C" slip_status slip_queueset_create_link(slip_ctx *ctx, slip_nic_link *l
     dq.error = qs->d_error;
     SLIP_CUDA_CHECK(cudaHostGetDevicePointer(&p, (void *)(qs->link_err ? qs->link_err : qs->h_perror), 0));
     dq.proxy_error = (const slip_dev_error *)p;
+    if (slip_nic_link_host_driven(link, first_qp + q))
+      SLIP_FAIL(SLIP_ERR_STATE, "queue pair %u of the link is posted on by the host (slip_nic_host_post), expected one "
+                "only the GPU drives", first_qp + q);
     dq.nic_qp = slip_nic_dev_qp(link, first_qp + q);
     if (!dq.nic_qp)
       SLIP_FAIL(SLIP_ERR_STATE, "queue pair %u of the link is not connected (or this build has no GPUNetIO device "

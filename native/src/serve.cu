@@ -32,7 +32,7 @@ static_assert(sizeof(slip_serve_ring_header) == SLIP_SERVE_RING_HEADER, "ring he
 static_assert(sizeof(slip_serve_request) == SLIP_SERVE_SLOT_BYTES, "request slot");
 static_assert(sizeof(slip_serve_done) == 64, "answer");
 static_assert(sizeof(slip_serve_output) == 64, "directory entry");
-static_assert(sizeof(slip_serve_reader) == 64, "reader entry");
+static_assert(sizeof(slip_serve_reader) == 128, "reader entry");
 
 __device__ __forceinline__ slip_serve_request *slot_of(const slip_serve_reader &r, uint64_t t) {
   return (slip_serve_request *)(uintptr_t)(r.ring + SLIP_SERVE_RING_HEADER +
@@ -226,20 +226,74 @@ __device__ bool find_help(const slip_serve_launch &a, uint32_t *which, uint32_t 
   return false;
 }
 
+/* Word pair k of a request's block table (the host path's BlockTable): k = 0 the header (request
+ * id; record count and magic), k = 1 + i block i's record (bytes; checksum 0 in the low word, rows
+ * in the high word). */
+__device__ __forceinline__ void table_words(uint64_t *tb, uint32_t k, uint64_t request_id, uint32_t nb,
+                                            const uint64_t *lens, const uint64_t *rowss) {
+  if (k == 0) {
+    tb[0] = request_id;
+    tb[1] = (uint64_t)nb | (uint64_t)SLIP_SERVE_TABLE_MAGIC << 32;
+  } else {
+    tb[2 * k] = lens[k - 1];
+    tb[2 * k + 1] = rowss[k - 1] << 32;
+  }
+}
+
 __device__ uint64_t monotonic_now(const slip_serve_launch &a) {
   return (uint64_t)((int64_t)globaltimer_ns() - a.clock_offset_ns);
 }
 
+#if SLIP_HAVE_GPUNETIO
+/* Caller holds the queue's lock: the answer to ticket t, as this copy of the ring holds it, posted
+ * into the remote reader's copy: its bytes after seq as an RDMA write, then seq as a fetch-add that
+ * takes the slot's word from the previous lap's ticket + 1 (0 on the first) to t + 1 (only these
+ * answers write it). A responder executes an atomic after the writes before it on the queue pair,
+ * so the reader sees a whole answer once it sees seq. */
+__device__ int post_answer_locked(slip_dev_queue &dq, const slip_serve_reader &rd, uint64_t t) {
+  namespace gn = slip::dev::gpunetio;
+  const uint64_t off = SLIP_SERVE_RING_HEADER + (uint64_t)rd.nslots * SLIP_SERVE_SLOT_BYTES +
+                       (t & (rd.nslots - 1)) * sizeof(slip_serve_done);
+  doca_gpu_dev_verbs_addr l, r;
+  l.key = gn::mkey(rd.ring_mkey);
+  r.key = gn::mkey(rd.mirror_mkey);
+  l.addr = SLIP_IOVA(rd.ring_nic_id, off + 8);
+  r.addr = SLIP_IOVA(rd.mirror_id, off + 8);
+  const int p = gn::post_write_at(dq, r, l, sizeof(slip_serve_done) - 8);
+  if (p != SLIP_OK) return p;
+  r.addr = SLIP_IOVA(rd.mirror_id, off);
+  return gn::post_add_at(dq, r, slip_serve_seq_step(t, rd.nslots));
+}
+#endif
+
+/* Thread 0, a refused request of a remote reader: its answer alone (the caller wrote it into this
+ * copy of the ring), without waiting for its completion (the slot's source is rewritten only once
+ * the reader read this answer, and a later batch's wait covers the queue pair's slots). */
+__device__ void nic_answer(const slip_serve_reader &rd, uint64_t t) {
+#if SLIP_HAVE_GPUNETIO
+  namespace gn = slip::dev::gpunetio;
+  slip_dev_queue &dq = *(slip_dev_queue *)(uintptr_t)rd.queue;
+  if (dq.backend != SLIP_BACKEND_GPUNETIO) return;
+  gn::Lock lock(dq);
+  if (post_answer_locked(dq, rd, t) == SLIP_OK) (void)gn::commit_locked(dq);
+#else
+  (void)rd; (void)t;
+#endif
+}
+
 /* Thread 0, gpunetio readers: the request's blocks, its table (built in this CTA's staging slot)
  * and, when asked, the signal's fetch-add as one batch on the reader's queue pair; one commit, then
- * the wait for the batch's completion. The map outputs stay pinned until it returns, since the NIC
+ * the wait for the batch's completion. For a remote reader the batch ends with the answer (`done`,
+ * written into this copy of the ring first, for ticket t); *answered says it was posted. The map outputs stay pinned until it returns, since the NIC
  * reads them until then. A failed post still commits what was built before it (never left for the
  * next request's doorbell) and waits for it. *broken: the queue pair failed (a post, an error
  * completion, or no completion in time): it stays in the error state, as a NIC's does. */
-__device__ Verdict nic_push(const slip_serve_reader &rd, const slip_serve_request &q, uint32_t nb,
-                            slip_serve_output *const *outs, const char *const *srcs, const uint64_t *lens,
-                            const uint64_t *rowss, uint64_t total, bool *broken) {
+__device__ Verdict nic_push(const slip_serve_launch &a, const slip_serve_reader &rd, const slip_serve_request &q,
+                            uint32_t nb, slip_serve_output *const *outs, const char *const *srcs, const uint64_t *lens,
+                            const uint64_t *rowss, uint64_t total, uint64_t t, slip_serve_done *done,
+                            uint64_t taken_at, uint64_t copy_at, bool *broken, bool *answered) {
   *broken = false;
+  *answered = false;
 #if SLIP_HAVE_GPUNETIO
   namespace dev = slip::dev;
   namespace gn = slip::dev::gpunetio;
@@ -257,12 +311,7 @@ __device__ Verdict nic_push(const slip_serve_reader &rd, const slip_serve_reques
   for (uint32_t i = 0; i < nb; i++)
     if (lens[i] > 0 && outs[i]->nic_id == SLIP_SERVE_NO_NIC) return {SLIP_ERR_BAD_REGION, i, q.blocks[i].map_id};
   uint64_t *tb = (uint64_t *)dev::detail::ptr(dq, stage);
-  tb[0] = q.request_id;
-  tb[1] = (uint64_t)nb | (uint64_t)SLIP_SERVE_TABLE_MAGIC << 32;
-  for (uint32_t i = 0; i < nb; i++) {
-    tb[2 + 2 * i] = lens[i];
-    tb[3 + 2 * i] = rowss[i] << 32;  // checksum 0 (low word), rows (high word)
-  }
+  for (uint32_t k = 0; k <= nb; k++) table_words(tb, k, q.request_id, nb, lens, rowss);
   Verdict v{SLIP_OK, nb, 0};
   uint64_t ticket;
   {
@@ -285,20 +334,35 @@ __device__ Verdict nic_push(const slip_serve_reader &rd, const slip_serve_reques
       const int p = gn::post_signal(dq, dev::Addr{rd.landing_index, q.signal_offset}, pieces << 40 | (total + table_bytes));
       if (p != SLIP_OK) v = {p, nb, q.signal_offset};
     }
+    if (v.status == SLIP_OK && rd.mirror) {
+      // The answer the batch delivers if it completes (a failed batch delivers nothing after the
+      // failure: the reader's deadline covers it).
+      const uint64_t now = monotonic_now(a);
+      done->status = SLIP_OK;
+      done->block = nb;
+      done->bytes = total;
+      done->value = 0;
+      done->taken_ns = taken_at;
+      done->copy_ns = copy_at;
+      done->copied_ns = now;
+      done->answered_ns = now;
+      st_release_sys(&done->seq, t + 1);
+      fence_sys();  // the answer, in this host's memory, before the NIC reads it
+      const int p = post_answer_locked(dq, rd, t);
+      if (p != SLIP_OK) v = {p, nb, 0};
+      else *answered = true;
+    }
     ticket = gn::commit_locked(dq);
   }
-  const int w = gn::wait(dq, ticket);
-  if (w == SLIP_ERR_TIMEOUT) dev::detail::report(dq, SLIP_ERR_TIMEOUT, 0, ticket, 0, 0);
-  // The software NIC records why a WQE failed before it writes the error CQE.
-  int why = (int)ld_acquire_sys(&dq.proxy_error->code);
-  if (why == SLIP_OK) why = w;
-  if (why == SLIP_OK) why = (int)*(volatile uint32_t *)&dq.error->code;
+  const int why = dev::wait(one, dq, ticket);  // the batch's completion, or the set's first error
   *broken = v.status != SLIP_OK || why != SLIP_OK;
   if (v.status != SLIP_OK) return v;
   return {why, nb, why == SLIP_OK ? 0 : ticket};
 #else
-  (void)rd; (void)q; (void)outs; (void)srcs; (void)lens; (void)rowss; (void)total;
+  (void)a; (void)rd; (void)q; (void)outs; (void)srcs; (void)lens; (void)rowss; (void)total; (void)t; (void)done;
+  (void)taken_at; (void)copy_at;
   *broken = false;
+  *answered = false;
   return {SLIP_ERR_UNSUPPORTED, nb, 0};
 #endif
 }
@@ -362,10 +426,12 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   char *landing = (char *)(uintptr_t)rd.landing;
   if (threadIdx.x == 0 && first.status == SLIP_OK) copy_at = monotonic_now(a);
   const bool nic = rd.queue != 0;
-  bool broken = false;  // thread 0: the reader's queue pair failed
+  bool broken = false;    // thread 0: the reader's queue pair failed
+  bool answered = false;  // thread 0: a remote reader's answer went with the batch
   if (nic) {
     if (threadIdx.x == 0 && first.status == SLIP_OK) {
-      first = nic_push(rd, q, nb, outs, srcs, lens, rowss, total, &broken);
+      first = nic_push(a, rd, q, nb, outs, srcs, lens, rowss, total, t, done_of(rd, t), taken_at, copy_at, &broken,
+                       &answered);
       copied_at = monotonic_now(a);
     }
     __syncthreads();
@@ -413,17 +479,8 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
     for (uint32_t i = 0; i < nb; i++) cta_copy(landing + q.blocks[i].dst_offset, srcs[i], lens[i]);
   }
   if (first.status == SLIP_OK && !nic) {
-    if (threadIdx.x <= nb) {
-      uint64_t *tb = (uint64_t *)(landing + q.table_offset);
-      if (threadIdx.x == 0) {
-        tb[0] = q.request_id;
-        tb[1] = (uint64_t)nb | (uint64_t)SLIP_SERVE_TABLE_MAGIC << 32;
-      } else {
-        const uint32_t i = threadIdx.x - 1;
-        tb[2 + 2 * i] = lens[i];
-        tb[3 + 2 * i] = rowss[i] << 32;  // checksum 0 (low word), rows (high word)
-      }
-    }
+    if (threadIdx.x <= nb)
+      table_words((uint64_t *)(landing + q.table_offset), threadIdx.x, q.request_id, nb, lens, rowss);
     __syncthreads();  // the blocks and the table before the signal
     if (threadIdx.x == 0) copied_at = monotonic_now(a);
     if (threadIdx.x == 0 && (q.flags & SLIP_SERVE_SIGNAL)) {
@@ -435,7 +492,7 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
   }
   __syncthreads();
   if (threadIdx.x < nb && outs[threadIdx.x]) atomicSub(&outs[threadIdx.x]->pins, 1u);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && !(answered && first.status == SLIP_OK)) {
     slip_serve_done *d = done_of(rd, t);
     fence_sys();  // the pushed bytes and the table before the answer
     d->status = first.status;
@@ -447,6 +504,13 @@ __device__ void serve_one(const slip_serve_launch &a, slip_serve_reader *r, uint
     d->copied_ns = copied_at;
     d->answered_ns = monotonic_now(a);
     st_release_sys(&d->seq, t + 1);
+    // A remote reader's refusal goes to its copy of the ring (a failed queue pair delivers nothing).
+    if (rd.mirror && !answered && !broken) {
+      fence_sys();
+      nic_answer(rd, t);
+    }
+  }
+  if (threadIdx.x == 0) {
     if (broken) {
       // The reader's queue pair is in the error state: no more requests are taken from its ring,
       // and its header says the ring is no longer served (its requests go the host-driven way; the
@@ -678,10 +742,15 @@ done:
 }
 
 namespace {
-/* One reader entry, stores (queue 0: landing_dev) or gpunetio (queue_dev). */
+/* A remote reader's two copies of its ring, as the NICs name them. */
+struct Mirror {
+  uint32_t ring_nic_id, ring_mkey, mirror_id, mirror_mkey;
+};
+
+/* One reader entry, stores (queue 0: landing_dev) or gpunetio (queue_dev), remote with `mirror`. */
 slip_status set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host, uint64_t landing_dev,
                        uint64_t queue_dev, uint32_t landing_index, uint32_t staging_index, uint64_t landing_len,
-                       uint64_t landing_key) {
+                       uint64_t landing_key, const Mirror *mirror = nullptr) {
   slip_status st = SLIP_OK;
   slip_serve_reader r{};
   const slip_serve_ring_header *h = (const slip_serve_ring_header *)ring_host;
@@ -717,6 +786,18 @@ slip_status set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const 
     r.nslots = h->nslots;
     r.state = SLIP_SERVE_READER_LIVE;
     r.taken = 0;
+    if (mirror) {
+      if (mirror->ring_nic_id >= (1u << 24) - 1 || mirror->mirror_id >= (1u << 24) - 1 || !mirror->ring_mkey ||
+          !mirror->mirror_mkey)
+        SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_set_reader_remote: ring region %u (key 0x%x) and reader's copy %u "
+                  "(key 0x%x), expected NIC region ids below 2^24 - 1 and nonzero memory keys", mirror->ring_nic_id,
+                  mirror->ring_mkey, mirror->mirror_id, mirror->mirror_mkey);
+      r.mirror = 1;
+      r.ring_nic_id = mirror->ring_nic_id;
+      r.ring_mkey = mirror->ring_mkey;
+      r.mirror_id = mirror->mirror_id;
+      r.mirror_mkey = mirror->mirror_mkey;
+    }
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
     SLIP_CHECK(set_state(s, &s->d_readers[index].state, SLIP_SERVE_READER_OFF));
     SLIP_CHECK(publish_entry(s, &s->d_readers[index], &r, sizeof(r)));
@@ -741,6 +822,17 @@ extern "C" slip_status slip_server_set_reader_nic(slip_server *s, uint32_t index
   if (!queue_dev) return slip_set_error(SLIP_ERR_INVALID_ARG, "slip_server_set_reader_nic: null queue");
   return set_reader(s, index, ring_dev, ring_host, 0, queue_dev, landing_index, staging_index, landing_len,
                     landing_key);
+}
+
+extern "C" slip_status slip_server_set_reader_remote(slip_server *s, uint32_t index, uint64_t ring_dev,
+                                                     const void *ring_host, uint64_t queue_dev, uint32_t landing_index,
+                                                     uint32_t staging_index, uint64_t landing_len, uint64_t landing_key,
+                                                     uint32_t ring_nic_id, uint32_t ring_mkey, uint32_t mirror_id,
+                                                     uint32_t mirror_mkey) {
+  if (!queue_dev) return slip_set_error(SLIP_ERR_INVALID_ARG, "slip_server_set_reader_remote: null queue");
+  const Mirror m{ring_nic_id, ring_mkey, mirror_id, mirror_mkey};
+  return set_reader(s, index, ring_dev, ring_host, 0, queue_dev, landing_index, staging_index, landing_len,
+                    landing_key, &m);
 }
 
 extern "C" slip_status slip_server_clear_reader(slip_server *s, uint32_t index) {

@@ -110,6 +110,40 @@ extern "C" slip_status slip_wqe_decode(const void *wqe64, slip_wqe *w) {
   }
 }
 
+extern "C" void slip_wqe_encode_write(void *wqe64, uint16_t index, uint32_t qpn, int cqe, uint64_t raddr,
+                                      uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t bytes) {
+  uint8_t *p = (uint8_t *)wqe64;
+  memset(p, 0, SLIP_MLX5_WQE_BYTES);
+  put_be32(p + SLIP_WQE_CTRL_OPMOD_IDX_OPCODE, (uint32_t)index << 8 | SLIP_MLX5_OPCODE_RDMA_WRITE);
+  put_be32(p + SLIP_WQE_CTRL_QPN_DS, (qpn & 0xffffffu) << 8 | 3u);  // control, remote address, one data segment
+  p[SLIP_WQE_CTRL_FM_CE_SE] = cqe ? 0x08 : 0x00;  // CE: CQE always (2 << 2), or on error only (0)
+  put_be32(p + SLIP_WQE_RADDR, (uint32_t)(raddr >> 32));
+  put_be32(p + SLIP_WQE_RADDR + 4, (uint32_t)raddr);
+  put_be32(p + SLIP_WQE_RKEY, rkey);
+  put_be32(p + SLIP_WQE_DSEG0 + SLIP_DSEG_BYTE_COUNT, bytes & ~SLIP_MLX5_INLINE_SEG);
+  put_be32(p + SLIP_WQE_DSEG0 + SLIP_DSEG_LKEY, lkey);
+  put_be32(p + SLIP_WQE_DSEG0 + SLIP_DSEG_ADDR, (uint32_t)(laddr >> 32));
+  put_be32(p + SLIP_WQE_DSEG0 + SLIP_DSEG_ADDR + 4, (uint32_t)laddr);
+}
+
+extern "C" void slip_wqe_encode_fadd(void *wqe64, uint16_t index, uint32_t qpn, int cqe, uint64_t raddr,
+                                     uint32_t rkey, uint64_t laddr, uint32_t lkey, uint64_t add) {
+  uint8_t *p = (uint8_t *)wqe64;
+  memset(p, 0, SLIP_MLX5_WQE_BYTES);
+  put_be32(p + SLIP_WQE_CTRL_OPMOD_IDX_OPCODE, (uint32_t)index << 8 | SLIP_MLX5_OPCODE_ATOMIC_FA);
+  put_be32(p + SLIP_WQE_CTRL_QPN_DS, (qpn & 0xffffffu) << 8 | 4u);  // control, remote address, atomic, data
+  p[SLIP_WQE_CTRL_FM_CE_SE] = cqe ? 0x08 : 0x00;
+  put_be32(p + SLIP_WQE_RADDR, (uint32_t)(raddr >> 32));
+  put_be32(p + SLIP_WQE_RADDR + 4, (uint32_t)raddr);
+  put_be32(p + SLIP_WQE_RKEY, rkey);
+  put_be32(p + SLIP_WQE_ATOMIC_SWAP_ADD, (uint32_t)(add >> 32));
+  put_be32(p + SLIP_WQE_ATOMIC_SWAP_ADD + 4, (uint32_t)add);
+  put_be32(p + SLIP_WQE_ATOMIC_DSEG + SLIP_DSEG_BYTE_COUNT, 8);
+  put_be32(p + SLIP_WQE_ATOMIC_DSEG + SLIP_DSEG_LKEY, lkey);
+  put_be32(p + SLIP_WQE_ATOMIC_DSEG + SLIP_DSEG_ADDR, (uint32_t)(laddr >> 32));
+  put_be32(p + SLIP_WQE_ATOMIC_DSEG + SLIP_DSEG_ADDR + 4, (uint32_t)laddr);
+}
+
 extern "C" uint64_t slip_wqe_write_bytes(const slip_wqe *w) {
   if (w->inline_bytes) return w->inline_bytes;
   uint64_t n = 0;

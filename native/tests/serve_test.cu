@@ -9,7 +9,14 @@
 // `serve_test --gpunetio` runs the same checks with the reader pushed to over gpunetio (the
 // kernel posts RDMA writes on a queue pair the software NIC executes), and the NIC's own: an
 // output with a forged memory key fails with the NIC's error and a reader served by stores beside
-// it is not disturbed; an output not registered for the NIC is refused.
+// it is not disturbed; an output not registered for the NIC is refused. `serve_test --remote` runs
+// them with reader 0 on "another machine": two software NICs linked to each other, each ring in two
+// copies (shared files registered on each side's NIC), the reader posting its requests as RDMA
+// writes from the host and the kernel answering into the reader's copy; and the remote path's own
+// checks: a request written with a forged key of the holder's ring fails at the NIC and reaches
+// nothing, a forged output key loses the reader's queue pair and so its answer.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -46,6 +54,7 @@ struct Output {
   uint64_t *d_counts = nullptr;
   std::vector<uint64_t> offsets, counts;
   std::vector<uint8_t> host;
+  uint32_t nic_key = 0;  // remote mode: the memory key of `region` on the holder's NIC
   void make(slip_ctx *ctx, uint32_t id, const std::vector<uint64_t> &sizes, uint64_t seed) {
     offsets.assign(1, 0);
     for (uint64_t s : sizes) offsets.push_back(offsets.back() + (s + 15) / 16 * 16);
@@ -72,7 +81,7 @@ slip_status put(slip_server *s, uint32_t shuffle, uint64_t map, const Output &o,
   return slip_server_put_output(s, shuffle, map, (uint64_t)(uintptr_t)o.d_bytes, (uint64_t)(uintptr_t)o.d_offsets,
                                 (uint64_t)(uintptr_t)o.d_counts, (uint32_t)o.offsets.size() - 1,
                                 nic ? slip_region_id(o.region) : SLIP_SERVE_NO_NIC,
-                                nic ? (uint32_t)slip_region_key(o.region) : 0u, 0);
+                                nic ? (o.nic_key ? o.nic_key : (uint32_t)slip_region_key(o.region)) : 0u, 0);
 }
 
 struct Rig {
@@ -87,6 +96,15 @@ struct Rig {
   Ring ring;
   Output out0, out1;
   std::vector<uint8_t> landing;
+  // remote mode: the holder's NIC and the reader's, a link each way (queue pair 0: the kernel's on
+  // the holder's link, the reader's host's on the reader's), and the holder's copy of ring 0.
+  bool remote = false;
+  slip_nic *nic_h = nullptr, *nic_r = nullptr;
+  slip_nic_link *link_h = nullptr, *link_r = nullptr;
+  slip_serve_ring_map *holder_copy = nullptr;
+  std::string holder_path, reader_path;
+  uint8_t *reader_copy = nullptr;
+  uint64_t ring_bytes = 0;
 
   // Copies and sets on the legacy default stream: they do not wait for the resident kernel's
   // stream (non-blocking), which a device-wide synchronisation would, until the kernel leaves.
@@ -285,6 +303,7 @@ void idle_kernel_leaves_and_a_request_wakes_it(Rig &r, uint64_t idle_ns) {
   T_SLIP(slip_server_wake(r.server, &launched));
   EXPECT(launched == 0, "woken with no request in any ring");
   const uint64_t t = r.ring.post(q);
+  r.ring.flush();  // a remote reader's request is in the holder's copy of the ring
   T_SLIP(slip_server_wake(r.server, &launched));
   EXPECT(launched == 1, "a request after idle did not wake the kernel");
   T_SLIP(slip_server_wake(r.server, &launched));
@@ -445,6 +464,54 @@ void nic_checks(Rig &r) {
   printf("serve: gpunetio checks of the NIC done\n");
 }
 
+/* remote reader: an output whose memory key is forged fails at the holder's NIC, so the reader's
+ * queue pair fails and the request's answer, which went in its batch, never reaches the reader (its
+ * deadline would send it the host-driven way); the kernel lets go of the ring. A request written
+ * into the holder's ring with a forged key of that ring fails at the reader's NIC with the remote
+ * access error and writes nothing there, and its queue pair posts nothing more. A queue pair the
+ * host posts on is refused to a queue set. */
+void remote_checks(Rig &r) {
+  slip_serve_request q = request(800, 12, 0);
+  add_block(q, 61, 1, 4096, 1 << 20);
+  r.reset_landing();
+  T_SLIP(slip_server_put_output(r.server, 12, 61, (uint64_t)(uintptr_t)r.out1.d_bytes,
+                                (uint64_t)(uintptr_t)r.out1.d_offsets, 0, kParts, slip_region_id(r.out1.region),
+                                r.out1.nic_key ^ 0x40u, 0));
+  uint64_t t = r.ring.post(q);
+  EXPECT(r.ring.posted == SLIP_OK, "post: %s", slip_last_error());
+  slip_serve_done d{};
+  EXPECT(!r.ring.wait(t, &d, 300000000ull), "forged output key: an answer reached the reader (status %d)", d.status);
+  EXPECT(r.untouched(), "forged output key: the landing was written");
+  const auto *h = (const slip_serve_ring_header *)slip_serve_ring_host(r.holder_copy);
+  EXPECT(__atomic_load_n(&h->holder_pid, __ATOMIC_ACQUIRE) == 0, "after the error the ring still says it is served");
+  EXPECT(slip_queueset_check(r.qs, 0) != SLIP_OK, "forged output key: the queue set recorded no error");
+  printf("serve: remote reader, forged output key refused by the NIC: %s\n", slip_last_error());
+  T_SLIP(slip_server_stop(r.server));
+  T_SLIP(slip_server_revoke_output(r.server, 12, 61, 1000000000ull));
+
+  // The holder's copy of the next slot, before a write with a forged key of it.
+  const uint8_t *hc = (const uint8_t *)slip_serve_ring_host(r.holder_copy);
+  const uint64_t slot_off = SLIP_SERVE_RING_HEADER + (r.ring.next & (r.ring.nslots - 1)) * SLIP_SERVE_SLOT_BYTES;
+  std::vector<uint8_t> before(hc + slot_off, hc + slot_off + SLIP_SERVE_SLOT_BYTES);
+  r.ring.remote_mkey ^= 0x40u;
+  q.request_id = 801;
+  r.ring.post(q);
+  const slip_status drained = slip_nic_host_drain(r.link_r, 0, 2000000000ull);
+  EXPECT(drained == SLIP_ERR_PEER && strstr(slip_last_error(), "remote access error"),
+         "forged ring key: drain %d (%s), expected SLIP_ERR_PEER with the remote access error", drained,
+         slip_last_error());
+  EXPECT(memcmp(before.data(), hc + slot_off, SLIP_SERVE_SLOT_BYTES) == 0, "forged ring key: the holder's ring was written");
+  r.ring.remote_mkey ^= 0x40u;
+  r.ring.post(q);
+  EXPECT(r.ring.posted == SLIP_ERR_PEER, "a failed queue pair posted again: %d", r.ring.posted);
+  slip_queueset *qs = nullptr;
+  slip_nic_remote any = {slip_region_id(r.landing_region), 1, 4096};
+  EXPECT(slip_queueset_create_link(r.ctx, r.link_r, 0, 1, nullptr, 0, &any, 1, &qs) == SLIP_ERR_STATE &&
+             strstr(slip_last_error(), "posted on by the host"),
+         "a host-driven queue pair given to a queue set: %s", slip_last_error());
+  printf("serve: remote reader, forged ring key refused by the NIC, nothing written\n");
+}
+
 /* Publish-to-answer times of n single-block requests of `bytes`, one at a time. */
 void bench(Rig &r, uint64_t bytes, int n) {
   std::vector<double> us, copy_us, rest_us;
@@ -473,25 +540,118 @@ void bench(Rig &r, uint64_t bytes, int n) {
          rest_us[n * 9 / 10]);
 }
 
+/* Makes `path` as a ring file of n slots (formatted as its maker does) and maps it; *bytes its size. */
+uint8_t *make_ring_file(const std::string &path, uint32_t n, uint64_t *bytes) {
+  *bytes = slip_serve_ring_bytes(n);
+  unlink(path.c_str());
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  EXPECT(fd >= 0 && ftruncate(fd, (off_t)*bytes) == 0, "cannot make %s", path.c_str());
+  void *m = mmap(nullptr, *bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  EXPECT(m != MAP_FAILED, "cannot map %s", path.c_str());
+  if (m != MAP_FAILED) format_header(m, n);
+  return (uint8_t *)m;
+}
+
+/* Reader 0 on another "machine": the reader's NIC has the landing region and its copy of the ring;
+ * the holder's NIC has the outputs, the staging region and the holder's copy. */
+void setup_remote(Rig &r, uint32_t ctas, uint64_t landing_len, Output *bench_out) {
+  constexpr uint32_t kRingId = 40, kMirrorId = 41;
+  T_SLIP(slip_nic_open("softnic", 1, 0, 0, SLIP_NIC_DOORBELL_AUTO, &r.nic_h));
+  T_SLIP(slip_nic_open("softnic", 1, 0, 0, SLIP_NIC_DOORBELL_AUTO, &r.nic_r));
+  T_SLIP(slip_nic_link_create(r.nic_h, 1, 1024, &r.link_h));
+  T_SLIP(slip_nic_link_create(r.nic_r, 1, 1024, &r.link_r));
+  slip_nic_qp_info ih, ir;
+  T_SLIP(slip_nic_qp_info_get(r.link_h, 0, &ih));
+  T_SLIP(slip_nic_qp_info_get(r.link_r, 0, &ir));
+  T_SLIP(slip_nic_connect(r.link_h, 0, &ir));
+  T_SLIP(slip_nic_connect(r.link_r, 0, &ih));
+  uint32_t mkey = 0, landing_mkey = 0;
+  for (Output *o : {&r.out0, &r.out1, bench_out})
+    if (o) T_SLIP(slip_nic_reg(r.nic_h, o->d_bytes, slip_region_length(o->region), slip_region_id(o->region), &o->nic_key));
+  T_SLIP(slip_region_create(r.ctx, SLIP_MEM_DEVICE, (uint64_t)ctas * SLIP_SERVE_STAGING_BYTES, 31, &r.staging));
+  T_SLIP(slip_nic_reg(r.nic_h, slip_region_ptr(r.staging), slip_region_length(r.staging), 31, &mkey));
+  T_SLIP(slip_nic_reg(r.nic_r, r.d_landing, landing_len, slip_region_id(r.landing_region), &landing_mkey));
+  // The rings: the holder's copy attached as a holder attaches a ring file; the reader's mapped and
+  // registered with the GPU here (the software NIC's engine copies through it).
+  const std::string base = "/dev/shm/slipstream-serve-test-" + std::to_string(getpid());
+  r.holder_path = base + "-holder";
+  r.reader_path = base + "-reader";
+  uint8_t *hm = make_ring_file(r.holder_path, 64, &r.ring_bytes);
+  munmap(hm, r.ring_bytes);
+  T_SLIP(slip_serve_ring_attach(r.ctx, r.holder_path.c_str(), &r.holder_copy));
+  r.reader_copy = make_ring_file(r.reader_path, 64, &r.ring_bytes);
+  T_CUDA(cudaHostRegister(r.reader_copy, r.ring_bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  void *rdev = nullptr;
+  T_CUDA(cudaHostGetDevicePointer(&rdev, r.reader_copy, 0));
+  r.ring.format(r.reader_copy, (uint64_t)(uintptr_t)rdev, 64);
+  uint32_t ring_mkey = 0, mirror_mkey = 0;
+  EXPECT(slip_nic_reg_file(r.nic_h, slip_serve_ring_host(r.holder_copy), r.ring_bytes, kRingId,
+                           (base + "-missing").c_str(), &ring_mkey) == SLIP_ERR_INVALID_ARG &&
+             strstr(slip_last_error(), "-missing"),
+         "a ring registered with a file that is not there: %s", slip_last_error());
+  std::vector<uint8_t> unpinned(4096);
+  EXPECT(slip_nic_reg_file(r.nic_h, unpinned.data(), 4096, kRingId, r.holder_path.c_str(), &ring_mkey) ==
+             SLIP_ERR_INVALID_ARG && strstr(slip_last_error(), "not host memory registered with the GPU"),
+         "host memory the GPU cannot address registered: %s", slip_last_error());
+  T_SLIP(slip_nic_reg_file(r.nic_h, slip_serve_ring_host(r.holder_copy), r.ring_bytes, kRingId, r.holder_path.c_str(),
+                           &ring_mkey));
+  T_SLIP(slip_nic_reg_file(r.nic_r, r.reader_copy, r.ring_bytes, kMirrorId, r.reader_path.c_str(), &mirror_mkey));
+  r.ring.link = r.link_r;
+  r.ring.qp = 0;
+  r.ring.local_id = kMirrorId;
+  r.ring.local_mkey = mirror_mkey;
+  r.ring.remote_id = kRingId;
+  r.ring.remote_mkey = ring_mkey;
+  // Table of the holder's queue: 0 its staging region, 1 the reader's landing region.
+  const slip_region *locals[1] = {r.staging};
+  const slip_nic_remote landing = {slip_region_id(r.landing_region), landing_mkey, landing_len};
+  T_SLIP(slip_queueset_create_link(r.ctx, r.link_h, 0, 1, locals, 1, &landing, 1, &r.qs));
+  const uint64_t qdev = (uint64_t)(uintptr_t)slip_queueset_device(r.qs);
+  EXPECT(slip_server_set_reader_remote(r.server, 0, slip_serve_ring_device(r.holder_copy),
+                                       slip_serve_ring_host(r.holder_copy), qdev, 1, 0, landing_len, kKey, kRingId, 0,
+                                       kMirrorId, mirror_mkey) == SLIP_ERR_INVALID_ARG,
+         "a remote reader without its ring's memory key accepted");
+  T_SLIP(slip_server_set_reader_remote(r.server, 0, slip_serve_ring_device(r.holder_copy),
+                                       slip_serve_ring_host(r.holder_copy), qdev, 1, 0, landing_len, kKey, kRingId,
+                                       ring_mkey, kMirrorId, mirror_mkey));
+  slip_serve_ring_ack(r.holder_copy);
+}
+
+void teardown_remote(Rig &r) {
+  slip_nic_link_destroy(r.link_h);
+  slip_nic_link_destroy(r.link_r);
+  slip_serve_ring_detach(r.holder_copy);
+  (void)cudaHostUnregister(r.reader_copy);
+  munmap(r.reader_copy, r.ring_bytes);
+  slip_nic_close(r.nic_h);
+  slip_nic_close(r.nic_r);
+  unlink(r.holder_path.c_str());
+  unlink(r.reader_path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-  // serve_test [bench] [--gpunetio] [--ctas N] [--threads N]: the server's CTAs (2 unless given; a
-  // request over 128 KiB is copied by all of them), threads per CTA (256), and whether reader 0 is
-  // pushed to over gpunetio (the software NIC) instead of with stores.
-  bool do_bench = false, gpunetio = false;
+  // serve_test [bench] [--gpunetio | --remote] [--ctas N] [--threads N]: the server's CTAs (2 unless
+  // given; a request over 128 KiB is copied by all of them), threads per CTA (256), and whether
+  // reader 0 is pushed to over gpunetio (the software NIC) instead of with stores, and is on another
+  // "machine" (two software NICs, rings in two copies).
+  bool do_bench = false, gpunetio = false, remote = false;
   uint32_t ctas = 2, threads = 256;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "bench") == 0) {
       do_bench = true;
     } else if (strcmp(argv[i], "--gpunetio") == 0) {
       gpunetio = true;
+    } else if (strcmp(argv[i], "--remote") == 0) {
+      gpunetio = remote = true;
     } else if (strcmp(argv[i], "--ctas") == 0 && i + 1 < argc) {
       ctas = (uint32_t)strtoul(argv[++i], nullptr, 10);
     } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = (uint32_t)strtoul(argv[++i], nullptr, 10);
     } else {
-      fprintf(stderr, "serve_test: unknown argument %s, expected bench, --gpunetio, --ctas N or --threads N\n",
+      fprintf(stderr, "serve_test: unknown argument %s, expected bench, --gpunetio, --remote, --ctas N or --threads N\n",
               argv[i]);
       return 2;
     }
@@ -509,11 +669,13 @@ int main(int argc, char **argv) {
 #endif
   Rig r;
   r.gpunetio = gpunetio;
+  r.remote = remote;
   T_SLIP(slip_ctx_create(0, &r.ctx));
   const uint64_t idle_ns = do_bench ? 10000000000ull : 20000000ull;
   T_SLIP(slip_server_create(r.ctx, 4, 64, ctas, threads, idle_ns, &r.server));
   printf("serve: %u CTAs x %u threads, reader 0 pushed to %s\n", ctas, threads,
-         gpunetio ? "over gpunetio (software NIC)" : "with stores");
+         remote ? "from another software NIC's host (rings in two copies)"
+                : gpunetio ? "over gpunetio (software NIC)" : "with stores");
   // The bench's largest request (16 MiB) needs a landing region larger than the tests'.
   const uint64_t landing_len = do_bench ? kLanding + (16ull << 20) : kLanding;
   T_SLIP(slip_region_create(r.ctx, SLIP_MEM_DEVICE, landing_len, 30, &r.landing_region));
@@ -525,9 +687,11 @@ int main(int argc, char **argv) {
   r.out1.make(r.ctx, 21, sizes1, 2);
   Output bench_out;
   if (do_bench) bench_out.make(r.ctx, 22, {16 << 20}, 3);
-  r.ring.make(64);
+  if (!remote) r.ring.make(64);
   T_CUDA(cudaDeviceSynchronize());
-  if (gpunetio) {
+  if (remote) {
+    setup_remote(r, ctas, landing_len, do_bench ? &bench_out : nullptr);
+  } else if (gpunetio) {
     // Table: 0 the staging region (a slot per CTA), 1 the landing region (this process's own,
     // aliased: the software NIC writes it as it would a peer's).
     T_SLIP(slip_region_create(r.ctx, SLIP_MEM_DEVICE, (uint64_t)ctas * SLIP_SERVE_STAGING_BYTES, 31, &r.staging));
@@ -574,7 +738,10 @@ int main(int argc, char **argv) {
     directory_slots_are_taken_again(r);
     idle_kernel_leaves_and_a_request_wakes_it(r, idle_ns);
     two_readers_are_served_together(r);
-    if (gpunetio) {
+    if (remote) {
+      T_SLIP(slip_server_start(r.server, nullptr));
+      remote_checks(r);
+    } else if (gpunetio) {
       T_SLIP(slip_server_start(r.server, nullptr));
       nic_checks(r);
     }
@@ -587,6 +754,7 @@ int main(int argc, char **argv) {
   EXPECT(!slip_server_resident(r.server), "resident after stop");
   slip_server_destroy(r.server);
   slip_queueset_destroy(r.qs);
+  if (remote) teardown_remote(r);
   slip_remote_destroy(r.landing_remote);
   slip_region_destroy(r.staging);
   slip_region_destroy(r.landing_region);

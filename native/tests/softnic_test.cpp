@@ -187,6 +187,18 @@ void test_codec() {
   EXPECT(d.raddr == SLIP_IOVA(kDstId, 4097) && d.rkey == kDstKey, "raddr 0x%llx rkey 0x%x",
          (unsigned long long)d.raddr, d.rkey);
   EXPECT(d.seg[0].bytes == 1000003 && d.seg[0].lkey == kSrcKey && d.seg[0].addr == SLIP_IOVA(kSrcId, 3), "dseg");
+  // The host producer's encoder (slipstream/softnic.h) writes the same bytes as this test's.
+  uint8_t mine[64];
+  slip_wqe_encode_write(mine, 0xBEEF, kQpn, 1, SLIP_IOVA(kDstId, 4097), kDstKey, SLIP_IOVA(kSrcId, 3), kSrcKey, 1000003);
+  EXPECT(memcmp(mine, w, 64) == 0, "slip_wqe_encode_write differs from the PRM layout");
+  slip_wqe_encode_write(mine, 3, kQpn, 0, 0, kDstKey, 0, kSrcKey, 64);
+  EXPECT(slip_wqe_decode(mine, &d) == SLIP_OK && d.fm_ce_se == 0 && d.index == 3 && d.seg[0].bytes == 64,
+         "unsignalled write: fm_ce_se 0x%x", d.fm_ce_se);
+  slip_wqe_encode_fadd(mine, 11, kQpn, 1, SLIP_IOVA(kSigId, 24), kSigKey, SLIP_IOVA(kSinkId, 8), kSinkKey, 77);
+  EXPECT(slip_wqe_decode(mine, &d) == SLIP_OK && d.opcode == 0x12 && d.index == 11 && d.ds == 4 &&
+             d.raddr == SLIP_IOVA(kSigId, 24) && d.rkey == kSigKey && d.swap_add == 77 && d.seg[0].bytes == 8 &&
+             d.seg[0].lkey == kSinkKey && d.seg[0].addr == SLIP_IOVA(kSinkId, 8) && (d.fm_ce_se & 0x08),
+         "host producer's fetch-add decoded wrong: %s", slip_last_error());
   enc_fadd(w, 7, kQpn, SLIP_IOVA(kSigId, 16), kSigKey, SLIP_IOVA(kSinkId, 0), kSinkKey, 0x0000010000000040ull);
   EXPECT(slip_wqe_decode(w, &d) == SLIP_OK && d.opcode == 0x12 && d.swap_add == 0x0000010000000040ull &&
              d.seg[0].bytes == 8 && d.seg[0].lkey == kSinkKey,

@@ -26,6 +26,11 @@
  * into a peer whose process is gone completes with the "transport retry counter exceeded" error,
  * as on a NIC whose peer stopped answering.
  *
+ * Host-posted operations (slip_nic_host_post): a queue pair of a link may be driven by the host
+ * instead of the GPU, with the same WQEs written by the CPU into the same send queue (rings in
+ * host memory: the software NIC and the mlx5 implementation; the DOCA host library's rings are in
+ * GPU memory, so it refuses them).
+ *
  * One slip_nic per executor GPU: device, port, protection domain and the registered regions
  * (landing pool, map-output pool: once, never per block). One slip_nic_link per peer: nq queue
  * pairs towards it. Sequence: slip_nic_open, slip_nic_reg for every region, then per peer
@@ -85,6 +90,13 @@ void slip_nic_close(slip_nic *n);
  * memory; or host memory) with iova = id << 40 and strict ordering; *mkey is both its lkey and
  * rkey (the low 32 bits of the region's key on the wire). */
 slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey);
+/* Registers host memory [host, host + len) that is a shared mapping of the file `path` from its
+ * first byte, and is registered with this process's GPU (cudaHostRegister, mapped): a request ring
+ * of resident serving (slipstream/serve.h), which a peer writes with RDMA writes. On a ConnectX
+ * NIC it is host memory like any other; the software NIC's peers map the file and register it with
+ * their GPU (they cannot reach another process's host memory otherwise). Same addressing and key
+ * as slip_nic_reg. */
+slip_status slip_nic_reg_file(slip_nic *n, void *host, uint64_t len, uint32_t id, const char *path, uint32_t *mkey);
 /* Removes the registration (id, mkey): later WQEs naming it complete with an error. Only once no
  * queue pair has WQEs in flight that name it. */
 slip_status slip_nic_dereg(slip_nic *n, uint32_t id, uint32_t mkey);
@@ -116,6 +128,34 @@ slip_status slip_nic_link_mkey(const slip_nic_link *l, uint32_t id, uint32_t *mk
  * record. The queue pairs stay in the error state: the link is replaced (a new link, connected
  * through the peer table), as on a NIC. */
 void slip_nic_link_error(slip_nic_link *l, slip_dev_error *out, uint32_t *syndrome, int clear);
+
+/* ---- host-posted RDMA writes ----
+ * A queue pair of a link is driven by the GPU (slip_nic_dev_qp, through a queue set) or by the host
+ * (these calls), never both: the first use claims it, and the other kind of use is refused. A
+ * reader of resident serving posts its requests into a holder's ring this way (slipstream/serve.h).
+ * Threading: thread-safe per queue pair. */
+enum { SLIP_NIC_OP_WRITE = 0, SLIP_NIC_OP_FETCH_ADD = 1 };
+typedef struct slip_nic_op {
+  uint32_t op;            /* SLIP_NIC_OP_* */
+  uint32_t local_id;      /* write: the source, a region registered on this link's NIC */
+  uint32_t local_mkey;
+  uint32_t remote_id;     /* the destination: the peer's region, as its NIC registered it */
+  uint32_t remote_mkey;
+  uint32_t reserved;
+  uint64_t local_offset;
+  uint64_t remote_offset; /* fetch-add: 8-byte aligned */
+  uint64_t length;        /* write: 1..2^30 bytes; fetch-add: 8 */
+  uint64_t add;           /* fetch-add: added to the 64-bit word (its old value goes to the link's sink) */
+} slip_nic_op;
+/* Posts n (1..64) operations on queue pair q, executed in order by the responder (an atomic after
+ * the writes before it), with one completion for the batch; does not wait for it. Waits (up to
+ * timeout_ns) for room in the send queue. SLIP_ERR_PEER, naming the completion's syndrome, once any
+ * earlier operation failed: the queue pair is in the error state (nothing more is posted; the link
+ * is replaced). SLIP_ERR_STATE when the queue pair is not connected or the GPU drives it. */
+slip_status slip_nic_host_post(slip_nic_link *l, uint32_t q, const slip_nic_op *ops, uint32_t n, uint64_t timeout_ns);
+/* Waits until every operation posted on queue pair q completed: SLIP_OK, SLIP_ERR_PEER (one failed:
+ * its syndrome), or SLIP_ERR_TIMEOUT. */
+slip_status slip_nic_host_drain(slip_nic_link *l, uint32_t q, uint64_t timeout_ns);
 
 /* A peer's region as its NIC registered it: all a requester knows of it. */
 typedef struct slip_nic_remote {

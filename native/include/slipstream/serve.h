@@ -7,6 +7,15 @@
  *
  * Rings. One ring per (reader, holder) pair, in memory both reach: on one machine a shared-memory
  * file the reader writes with CPU stores and the holder maps into its GPU (cudaHostRegister).
+ * Across machines (gpunetio) the ring has two copies of the same layout, each a shared-memory file
+ * of its side registered on that side's NIC: the holder's, which its kernel polls, and the
+ * reader's, in which the reader builds its requests and reads its answers. The reader posts a
+ * request on a queue pair its host drives (slip_nic_host_post): an RDMA write of the slot's bytes
+ * after seq, then a fetch-add that takes the holder's seq word from the slot's previous ticket + 1
+ * (0 on the first lap) to this one's (slip_serve_seq_step); a responder executes an atomic after the
+ * writes before it on the queue pair, so the request is published last. The kernel answers the same
+ * way into the reader's copy (the answer's bytes after seq, then the seq step), on the reader's
+ * queue pair after the request's blocks, table and signal. Each seq word still has one writer.
  * Single producer (the reader process; its threads claim tickets among themselves), single
  * consumer (the holder's kernel). Every word has one writer, so no atomic ever crosses PCIe:
  *   - slot s = ticket % nslots; the reader writes the request, then the slot's seq = ticket + 1
@@ -96,8 +105,9 @@ typedef struct slip_serve_request {
   uint32_t flags;        /* SLIP_SERVE_SIGNAL or 0; with it, bits 8..31 the signal's piece count */
   uint64_t landing_key;  /* the reader's landing registration, as in the holder's reader entry */
   uint64_t table_offset; /* 16-byte aligned; the table is 16 + 16 x nblocks bytes */
-  uint64_t deadline_ns;  /* CLOCK_MONOTONIC time after which the request must not start (reader
-                          * and holder share a machine and so that clock) */
+  uint64_t deadline_ns;  /* the holder's CLOCK_MONOTONIC time after which the request must not
+                          * start (on one machine the reader's clock; across machines the reader
+                          * adds the holder's clock offset, measured when the ring was set up) */
   uint64_t signal_offset; /* with SLIP_SERVE_SIGNAL: 8-byte aligned, disjoint from the table and blocks */
   slip_serve_block blocks[SLIP_SERVE_MAX_BLOCKS];
 } slip_serve_request;
@@ -154,7 +164,15 @@ typedef struct slip_serve_output {
  *             table and signal land after the blocks), and only then lets go of the map outputs.
  *             The landing region is entry landing_index of the queue's region table (its length at
  *             least landing_len), the staging region entry staging_index (a local region); `landing`
- *             is not read. */
+ *             is not read.
+ *   remote    (gpunetio, mirror 1) as gpunetio, for a reader on another machine: `ring` is this
+ *             side's copy of the ring (registered on the NIC as ring_nic_id / ring_mkey), and each
+ *             answer also goes to the reader's copy (mirror_id / mirror_mkey on the reader's NIC)
+ *             as two RDMA writes on the reader's queue pair: in the request's batch when it was
+ *             served (ordered after its blocks, table and signal; copied_ns and answered_ns are
+ *             then when the batch was posted), alone when it was refused. An answer lost with a
+ *             failed queue pair never reaches the reader, whose deadline then sends the request
+ *             the host-driven way. */
 enum { SLIP_SERVE_READER_OFF = 0, SLIP_SERVE_READER_LIVE = 1 };
 typedef struct slip_serve_reader {
   uint64_t ring;         /* device address of the ring (mapped host memory) */
@@ -167,6 +185,13 @@ typedef struct slip_serve_reader {
   uint64_t queue;        /* gpunetio: device address of the reader's slip_dev_queue; 0 for stores */
   uint32_t landing_index; /* gpunetio: the landing region's entry in the queue's region table */
   uint32_t staging_index; /* gpunetio: the staging region's entry there */
+  uint32_t mirror;        /* 1: a remote reader (answers also go to its copy of the ring) */
+  uint32_t ring_nic_id;   /* remote: this copy of the ring as the NIC names it */
+  uint32_t ring_mkey;
+  uint32_t mirror_id;     /* remote: the reader's copy, as its NIC registered it */
+  uint32_t mirror_mkey;
+  uint32_t reserved0;
+  uint64_t reserved[5];
 } slip_serve_reader;
 /* A CTA's block-table staging slot (a table of SLIP_SERVE_MAX_BLOCKS records fits). */
 #define SLIP_SERVE_STAGING_BYTES 512u
@@ -216,6 +241,9 @@ SLIP_SERVE_HD uint32_t slip_serve_hash(uint32_t shuffle_id, uint64_t map_id, uin
   k ^= k >> 29;
   return (uint32_t)k & (slots - 1);
 }
+/* What a remote ring's fetch-add adds to ticket t's seq word (request or answer): it holds the
+ * previous lap's ticket + 1, or 0 on the first lap, and becomes t + 1. */
+SLIP_SERVE_HD uint64_t slip_serve_seq_step(uint64_t t, uint32_t nslots) { return t < nslots ? t + 1 : nslots; }
 SLIP_SERVE_HD uint64_t slip_serve_ring_bytes(uint32_t nslots) {
   return SLIP_SERVE_RING_HEADER + (uint64_t)nslots * (SLIP_SERVE_SLOT_BYTES + sizeof(slip_serve_done));
 }
@@ -245,6 +273,14 @@ slip_status slip_server_set_reader(slip_server *s, uint32_t index, uint64_t ring
 slip_status slip_server_set_reader_nic(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
                                        uint64_t queue_dev, uint32_t landing_index, uint32_t staging_index,
                                        uint64_t landing_len, uint64_t landing_key);
+/* As slip_server_set_reader_nic, for a reader on another machine (see slip_serve_reader, remote):
+ * ring_host/ring_dev this side's copy of the ring, registered on the queue's NIC as (ring_nic_id,
+ * ring_mkey); the reader's copy registered on its NIC as (mirror_id, mirror_mkey), of the same
+ * size. The reader posts into this copy with RDMA writes (slip_nic_host_post). */
+slip_status slip_server_set_reader_remote(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
+                                          uint64_t queue_dev, uint32_t landing_index, uint32_t staging_index,
+                                          uint64_t landing_len, uint64_t landing_key, uint32_t ring_nic_id,
+                                          uint32_t ring_mkey, uint32_t mirror_id, uint32_t mirror_mkey);
 /* Takes no more requests from reader `index`; requests being served finish. Stop the server before
  * unmapping the reader's landing region. */
 slip_status slip_server_clear_reader(slip_server *s, uint32_t index);

@@ -103,6 +103,16 @@ typedef struct slip_wqe {
  * the segment count does not fit the opcode, or the opcode is not one this NIC executes
  * (NOP, RDMA_WRITE, ATOMIC_FA). */
 slip_status slip_wqe_decode(const void *wqe64, slip_wqe *out);
+/* Builds the 64-byte WQE of an RDMA write of `bytes` (1..2^31 - 1) from (laddr, lkey) to
+ * (raddr, rkey) at send-queue index `index` of queue pair `qpn`: control, remote-address and one
+ * data segment, with a CQE requested when `cqe` (else only on error), as the GPU's builders make
+ * it. The host-posted writes of slipstream/gpunetio_nic.h use it. */
+void slip_wqe_encode_write(void *wqe64, uint16_t index, uint32_t qpn, int cqe, uint64_t raddr, uint32_t rkey,
+                           uint64_t laddr, uint32_t lkey, uint32_t bytes);
+/* Builds the 64-byte WQE of a fetch-add of `add` on the 8-byte word (raddr, rkey), its old value to
+ * (laddr, lkey), with a CQE requested when `cqe`. */
+void slip_wqe_encode_fadd(void *wqe64, uint16_t index, uint32_t qpn, int cqe, uint64_t raddr, uint32_t rkey,
+                          uint64_t laddr, uint32_t lkey, uint64_t add);
 /* Total bytes an RDMA write moves (sum of its data segments, or its inline length). */
 uint64_t slip_wqe_write_bytes(const slip_wqe *w);
 /* Writes a requester CQE for the WQE with counter `wqe_counter` into `cqe64`, which is CQ slot

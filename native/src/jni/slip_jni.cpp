@@ -607,6 +607,61 @@ void JNICALL ringDetach(JNIEnv *, jclass, jlong m) { slip_serve_ring_detach(hand
 
 void JNICALL ringAck(JNIEnv *, jclass, jlong m) { slip_serve_ring_ack(handle<slip_serve_ring_map>(m)); }
 
+jlong JNICALL ringHost(JNIEnv *, jclass, jlong m) {
+  return (jlong)(uintptr_t)slip_serve_ring_host(handle<slip_serve_ring_map>(m));
+}
+
+jint JNICALL serverSetReaderRemote(JNIEnv *, jclass, jlong s, jint index, jlong ring, jlong queue, jint landingIndex,
+                                   jint stagingIndex, jlong landingLen, jlong landingKey, jint ringId, jint ringKey,
+                                   jint mirrorId, jint mirrorKey) {
+  slip_serve_ring_map *m = handle<slip_serve_ring_map>(ring);
+  return slip_server_set_reader_remote(handle<slip_server>(s), (uint32_t)index, slip_serve_ring_device(m),
+                                       slip_serve_ring_host(m), (uint64_t)queue, (uint32_t)landingIndex,
+                                       (uint32_t)stagingIndex, (uint64_t)landingLen, (uint64_t)landingKey,
+                                       (uint32_t)ringId, (uint32_t)ringKey, (uint32_t)mirrorId, (uint32_t)mirrorKey);
+}
+
+jint JNICALL nicRegFile(JNIEnv *env, jclass, jlong n, jlong ptr, jlong len, jint id, jstring path, jintArray mkey) {
+  if (!check_array(env, mkey, 1, "memory key out")) return 0;
+  if (path == nullptr) {
+    throw_iae(env, "nicRegFile: null path, expected the file the region maps");
+    return 0;
+  }
+  const char *p = env->GetStringUTFChars(path, nullptr);
+  if (p == nullptr) return 0;  // OutOfMemoryError pending
+  uint32_t k = 0;
+  const slip_status st =
+      slip_nic_reg_file(handle<slip_nic>(n), (void *)(uintptr_t)ptr, (uint64_t)len, (uint32_t)id, p, &k);
+  env->ReleaseStringUTFChars(path, p);
+  jint v = (jint)k;
+  if (st == SLIP_OK) env->SetIntArrayRegion(mkey, 0, 1, &v);
+  return st;
+}
+
+/* ops: n records of 9 longs (op, local id, local key, remote id, remote key, local offset, remote
+ * offset, length, add), as slip_nic_op. */
+jint JNICALL nicHostPost(JNIEnv *env, jclass, jlong l, jint q, jlongArray ops, jint n, jlong timeoutNs) {
+  constexpr int kFields = 9;
+  if (n <= 0 || n > 64) {
+    throw_iae(env, "nicHostPost: %d operations, expected 1..64", (int)n);
+    return 0;
+  }
+  if (!check_array(env, ops, n * kFields, "nicHostPost operations")) return 0;
+  jlong v[64 * kFields];
+  env->GetLongArrayRegion(ops, 0, n * kFields, v);
+  slip_nic_op o[64];
+  for (int i = 0; i < n; i++) {
+    const jlong *f = v + i * kFields;
+    o[i] = slip_nic_op{(uint32_t)f[0], (uint32_t)f[1], (uint32_t)f[2], (uint32_t)f[3], (uint32_t)f[4], 0,
+                       (uint64_t)f[5], (uint64_t)f[6], (uint64_t)f[7], (uint64_t)f[8]};
+  }
+  return slip_nic_host_post(handle<slip_nic_link>(l), (uint32_t)q, o, (uint32_t)n, (uint64_t)timeoutNs);
+}
+
+jint JNICALL nicHostDrain(JNIEnv *, jclass, jlong l, jint q, jlong timeoutNs) {
+  return slip_nic_host_drain(handle<slip_nic_link>(l), (uint32_t)q, (uint64_t)timeoutNs);
+}
+
 #define M(name, sig) {const_cast<char *>(#name), const_cast<char *>(sig), reinterpret_cast<void *>(name)}
 const JNINativeMethod kMethods[] = {
     M(lastError, "()Ljava/lang/String;"),
@@ -662,6 +717,11 @@ const JNINativeMethod kMethods[] = {
     M(ringAttach, "(JLjava/lang/String;[J)I"),
     M(ringDetach, "(J)V"),
     M(ringAck, "(J)V"),
+    M(ringHost, "(J)J"),
+    M(serverSetReaderRemote, "(JIJJIIJJIIII)I"),
+    M(nicRegFile, "(JJJILjava/lang/String;[I)I"),
+    M(nicHostPost, "(JI[JIJ)I"),
+    M(nicHostDrain, "(JIJ)I"),
 };
 #undef M
 

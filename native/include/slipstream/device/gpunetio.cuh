@@ -165,20 +165,23 @@ __device__ inline int post_write(slip_dev_queue &q, Addr dst, Addr src, uint64_t
   return post_write_at(q, addr(q, dst), addr(q, src), len);
 }
 
-// Leader only, under the lock. A fetch-add of `add` on the 8-byte signal word; the old value goes
-// to this queue's slot of the set's sink.
-__device__ inline int post_signal(slip_dev_queue &q, Addr sig, uint64_t add) {
+// Leader only, under the lock. A fetch-add of `add` on the 8-byte word at (r), addressed as the
+// wire has it; the old value goes to this queue's slot of the set's sink.
+__device__ inline int post_add_at(slip_dev_queue &q, doca_gpu_dev_verbs_addr r, uint64_t add) {
   doca_gpu_dev_verbs_qp *p = qp(q);
   uint64_t i;
   const int st = reserve(q, 1, &i);
   if (st != SLIP_OK) return st;
-  const doca_gpu_dev_verbs_addr r = addr(q, sig), l = sink(q);
+  const doca_gpu_dev_verbs_addr l = sink(q);
   doca_gpu_dev_verbs_wqe_prepare_atomic(p, doca_gpu_dev_verbs_get_wqe_ptr(p, (uint16_t)i), (uint16_t)i,
                                         DOCA_GPUNETIO_IB_MLX5_OPCODE_ATOMIC_FA, kNoCqe, r.addr, r.key, l.addr, l.key,
                                         sizeof(uint64_t), add, 0);
   p->sq_ready_index = i + 1;
   return SLIP_OK;
 }
+
+// Leader only, under the lock. A fetch-add of `add` on the 8-byte signal word (a table entry).
+__device__ inline int post_signal(slip_dev_queue &q, Addr sig, uint64_t add) { return post_add_at(q, addr(q, sig), add); }
 
 __device__ inline int write(slip_dev_queue &q, Addr dst, Addr src, uint64_t len) {
   Lock lock(q);

@@ -77,6 +77,30 @@ public final class NativeNic implements NicDevice, dev.slipstream.gpu.shuffle.Ni
   }
 
   /**
+   * Registers {@code length} bytes of host memory at {@code hostPointer} that map {@code file} from
+   * its first byte and are registered with this process's GPU (a request ring's native mapping,
+   * {@link RemoteRing}); returns its memory key. A ConnectX NIC registers the memory as it is; the
+   * software NIC's peers map the file.
+   */
+  public synchronized int registerFile(long hostPointer, long length, int id, java.nio.file.Path file) {
+    return SlipNative.nicRegisterFile(live(), hostPointer, length, id, file.toString());
+  }
+
+  /**
+   * Queue pair {@code q} of {@code link} (made by this NIC) as the host posts on it; the link must
+   * outlive it, and no queue set may use that queue pair.
+   */
+  public HostQueue hostQueue(Link link, int q) {
+    if (!(link instanceof NativeLink l) || l.owner() != this) {
+      throw new IllegalArgumentException("host queue of " + link + ", expected a link this NIC (" + name + ") made");
+    }
+    if (q < 0 || q >= l.queues) {
+      throw new IllegalArgumentException("NIC " + name + ": queue pair " + q + " of a link of " + l.queues);
+    }
+    return new HostQueue(l.open(), q, "NIC " + name);
+  }
+
+  /**
    * Removes registration ({@code id}, {@code mkey}); WQEs naming it later complete with an error.
    * Only once no queue pair has WQEs in flight that name it.
    */
@@ -128,6 +152,10 @@ public final class NativeNic implements NicDevice, dev.slipstream.gpu.shuffle.Ni
     NativeLink(long link, int queues) {
       this.link = link;
       this.queues = queues;
+    }
+
+    NativeNic owner() {
+      return NativeNic.this;
     }
 
     @Override

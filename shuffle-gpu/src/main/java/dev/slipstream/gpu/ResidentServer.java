@@ -43,6 +43,8 @@ public final class ResidentServer implements AutoCloseable {
   private final GpuContext ctx;
   private final Settings settings;
   private final long[] rings;
+  /** Per reader entry: what undoes its ring's NIC registration (remote readers), else null. */
+  private final Runnable[] releases;
   private final Thread waker;
   private long handle;
   private volatile boolean closed;
@@ -53,6 +55,7 @@ public final class ResidentServer implements AutoCloseable {
     this.settings = settings;
     this.handle = handle;
     this.rings = new long[settings.readers()];
+    this.releases = new Runnable[settings.readers()];
     this.waker = new Thread(this::wakeLoop, "slipstream-serve-wake-" + ctx.device());
     this.waker.setDaemon(true);
   }
@@ -114,6 +117,45 @@ public final class ResidentServer implements AutoCloseable {
         NIC_LANDING_INDEX, NIC_STAGING_INDEX, landingLength, landingKey));
   }
 
+  /**
+   * As {@link #attachReaderNic}, for a reader on another machine: {@code ringFile} (made by this
+   * process) is this side's copy of the ring, registered on {@code nic} as region {@code ringId} so
+   * that the reader writes its requests into it; the kernel also answers into the reader's copy,
+   * region ({@code mirrorId}, {@code mirrorKey}) on the reader's NIC ({@link RemoteRing}), on the
+   * queue pair of {@code set} (made over the link to that reader: {@link dev.slipstream.gpu.nic.NicDevice.Link#queueSet},
+   * table: the staging region, then the reader's landing region). Returns the ring's memory key,
+   * which the reader needs to {@link RemoteRing#connect}; {@link #detachReader} deregisters it.
+   */
+  public synchronized int attachReaderRemote(int index, Path ringFile, NativeNic nic, int ringId, QueueSet set,
+      long landingLength, long landingKey, int mirrorId, int mirrorKey) {
+    if (set.backend() != Backend.GPUNETIO || set.size() != 1 || set.tableSize() != 2) {
+      throw new IllegalArgumentException("remote reader entry " + index + ": a " + set.backend() + " set of "
+          + set.size() + " queues and " + set.tableSize() + " regions, expected 1 gpunetio queue over the reader's"
+          + " link and 2 regions (staging, landing)");
+    }
+    long queueAddress = set.devicePointer();
+    int[] key = new int[1];
+    attach(index, ringFile, ring -> {
+      long bytes;
+      try {
+        bytes = java.nio.file.Files.size(ringFile); // the native attach checked it against the header
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException("remote reader entry " + index + ": ring " + ringFile, e);
+      }
+      key[0] = nic.registerFile(SlipNative.ringHostPointer(ring), bytes, ringId, ringFile);
+      try {
+        SlipNative.setServerReaderRemote(handle(), index, ring, queueAddress, NIC_LANDING_INDEX, NIC_STAGING_INDEX,
+            landingLength, landingKey, ringId, key[0], mirrorId, mirrorKey);
+      } catch (RuntimeException e) {
+        nic.deregister(ringId, key[0]);
+        throw e;
+      }
+    });
+    int k = key[0];
+    releases[index] = () -> nic.deregister(ringId, k);
+    return k;
+  }
+
   /** Bytes of staging region a gpunetio reader's entry needs: one block-table slot per CTA. */
   public long stagingBytes() {
     return (long) settings.ctas() * STAGING_SLOT_BYTES;
@@ -149,6 +191,7 @@ public final class ResidentServer implements AutoCloseable {
     }
     SlipNative.clearServerReader(handle(), index);
     SlipNative.stopServer(handle());
+    release(index);
     SlipNative.detachRing(rings[index]);
     rings[index] = 0;
   }
@@ -259,9 +302,19 @@ public final class ResidentServer implements AutoCloseable {
     SlipNative.destroyServer(h);
     for (int i = 0; i < rings.length; i++) {
       if (rings[i] != 0) {
+        release(i);
         SlipNative.detachRing(rings[i]);
         rings[i] = 0;
       }
+    }
+  }
+
+  /** Undoes entry {@code index}'s ring registration on the NIC, once the kernel no longer posts for it. */
+  private void release(int index) {
+    Runnable r = releases[index];
+    releases[index] = null;
+    if (r != null) {
+      r.run();
     }
   }
 }

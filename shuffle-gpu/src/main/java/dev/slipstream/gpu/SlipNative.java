@@ -132,6 +132,17 @@ final class SlipNative {
 
   private static native void ringAck(long ring);
 
+  private static native long ringHost(long ring);
+
+  private static native int serverSetReaderRemote(long server, int index, long ring, long queue, int landingIndex,
+      int stagingIndex, long landingLen, long landingKey, int ringId, int ringKey, int mirrorId, int mirrorKey);
+
+  private static native int nicRegFile(long nic, long ptr, long length, int id, String path, int[] mkey);
+
+  private static native int nicHostPost(long link, int q, long[] ops, int n, long timeoutNs);
+
+  private static native int nicHostDrain(long link, int q, long timeoutNs);
+
   /** Throws the library's error for a failing status, with what the call was doing. */
   private static void check(int code, String what) {
     if (code != 0) {
@@ -439,5 +450,35 @@ final class SlipNative {
 
   static void ackRing(long ring) {
     ringAck(ring);
+  }
+
+  static long ringHostPointer(long ring) {
+    return ringHost(ring);
+  }
+
+  static void setServerReaderRemote(long server, int index, long ring, long queue, int landingIndex,
+      int stagingIndex, long landingLen, long landingKey, int ringId, int ringKey, int mirrorId, int mirrorKey) {
+    check(serverSetReaderRemote(server, index, ring, queue, landingIndex, stagingIndex, landingLen, landingKey, ringId,
+        ringKey, mirrorId, mirrorKey), "remote reader entry " + index);
+  }
+
+  static int nicRegisterFile(long nic, long ptr, long length, int id, String path) {
+    int[] k = new int[1];
+    check(nicRegFile(nic, ptr, length, id, path, k), "NIC registration of region " + Integer.toUnsignedString(id)
+        + " (" + path + ")");
+    return k[0];
+  }
+
+  /** Posts {@code n} operations of 9 longs each (slip_nic_op's fields); returns the status (0, or a failure with {@link #lastError}). */
+  static int nicPost(long link, int q, long[] ops, int n, long timeoutNs) {
+    return nicHostPost(link, q, ops, n, timeoutNs);
+  }
+
+  static int nicDrain(long link, int q, long timeoutNs) {
+    return nicHostDrain(link, q, timeoutNs);
+  }
+
+  static String errorText() {
+    return lastError();
   }
 }

@@ -24,6 +24,11 @@ import java.util.concurrent.locks.LockSupport;
  * {@code t + 1} (release); the kernel takes tickets in order and answers with the answer's
  * sequence word {@code t + 1} last.
  *
+ * <p>For a holder on another machine this memory is the reader's copy of the ring: a
+ * {@link Publisher} then writes each published slot into the holder's copy (an RDMA write and a
+ * fetch-add of its sequence word, {@code native/include/slipstream/serve.h}), and the holder's
+ * kernel writes its answers back into this copy.
+ *
  * <p>Threading: thread-safe. Ownership: the caller owns the memory.
  */
 public final class ServeRing {
@@ -121,14 +126,25 @@ public final class ServeRing {
     }
   }
 
+  /**
+   * Publishes a slot written in this copy of the ring into the holder's copy: its bytes after the
+   * sequence word at {@code slotOffset}, then that word, raised by {@code seqStep}
+   * ({@link #seqStep}). Throws when it cannot (the ring is then broken).
+   */
+  public interface Publisher {
+    void publish(int slotOffset, long ticket, long seqStep);
+  }
+
   private final ByteBuffer memory;
   private final int slots;
+  private volatile Publisher publisher;
   private final AtomicLong claimed = new AtomicLong();
   /** Per slot: the ticket whose answer was taken last, + 1 (0: none yet). */
   private final AtomicLongArray taken;
   /** Per slot: a ticket whose poster gave up on it before its answer came, + 1 (0: none). */
   private final AtomicLongArray abandoned;
   private volatile boolean broken;
+  private volatile RuntimeException lastFailure;
 
   private ServeRing(ByteBuffer memory, int slots) {
     this.memory = memory.duplicate().order(ByteOrder.LITTLE_ENDIAN);
@@ -195,6 +211,20 @@ public final class ServeRing {
     return slots;
   }
 
+  /** Every slot published from now on is also published by {@code p} (a ring of a holder on another machine). */
+  public void publishWith(Publisher p) {
+    publisher = p;
+  }
+
+  /**
+   * What a holder's copy of a ring adds to ticket {@code t}'s sequence word (request or answer): it
+   * holds the previous lap's ticket + 1, or 0 on the first lap, and becomes {@code t + 1}
+   * ({@code slip_serve_seq_step}).
+   */
+  public static long seqStep(long t, int slots) {
+    return t < slots ? t + 1 : slots;
+  }
+
   private int slotAt(long ticket) {
     return HEADER_BYTES + (int) (ticket & (slots - 1)) * SLOT_BYTES;
   }
@@ -234,7 +264,23 @@ public final class ServeRing {
           .putLong(bt + B_DST, b.landingOffset()).putLong(bt + B_CAPACITY, b.capacity());
     }
     LONG.setRelease(memory, at + R_SEQ, t + 1);
+    Publisher p = publisher;
+    if (p != null) {
+      try {
+        p.publish(at, t, seqStep(t, slots));
+      } catch (RuntimeException e) {
+        // Not in the holder's copy: the kernel takes tickets in order, so none after it is taken.
+        broken = true;
+        lastFailure = e;
+        return -1;
+      }
+    }
     return t;
+  }
+
+  /** Why the last publish failed (null: none did). */
+  public RuntimeException publishFailure() {
+    return lastFailure;
   }
 
   /** Whether the holder serves this ring: it wrote its process id into the header once its reader entry was set. */

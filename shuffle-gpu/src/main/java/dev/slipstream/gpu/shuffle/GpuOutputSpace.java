@@ -180,6 +180,11 @@ public final class GpuOutputSpace implements OutputSpace {
       return slab.region;
     }
 
+    /** The memory key of {@link #region} on the space's NIC (0 when the space registers on none). */
+    public int nicKey() {
+      return slab.mkey;
+    }
+
     /** The block's offset in {@link #region}. */
     public long base() {
       return base;

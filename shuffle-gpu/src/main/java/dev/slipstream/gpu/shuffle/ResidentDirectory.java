@@ -31,12 +31,26 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
   private final DeviceBuffer table;
   private final RangeAllocator ranges;
   private final Duration revokeTimeout;
+  /** The keys gpunetio readers' WQEs present for an output's region: its NIC memory key, else its context key. */
+  private final boolean nicKeys;
   /** Per output entered: {table offset, table bytes}. */
   private final Map<DeviceMapOutputStore.Key, long[]> entered = new HashMap<>();
   private boolean fullLogged;
 
   /** A directory for {@code server} whose offsets table holds {@code tableBytes} of partition offsets and counts. */
   public ResidentDirectory(GpuContext ctx, ResidentServer server, long tableBytes, Duration revokeTimeout) {
+    this(ctx, server, tableBytes, revokeTimeout, false);
+  }
+
+  /**
+   * As above; with {@code nicKeys} the outputs' regions are named by their memory keys on the store's
+   * NIC ({@link GpuOutputSpace} made with a {@link NicRegistrar}), as queue pairs of NIC links
+   * present them (readers on other machines), else by their keys on the context (the software
+   * NIC's local queue sets).
+   */
+  public ResidentDirectory(GpuContext ctx, ResidentServer server, long tableBytes, Duration revokeTimeout,
+      boolean nicKeys) {
+    this.nicKeys = nicKeys;
     this.server = server;
     this.table = ctx.allocate(tableBytes);
     this.ranges = new RangeAllocator(tableBytes, 16);
@@ -68,7 +82,8 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
     table.write(at, b.array());
     long base = table.address() + at;
     try {
-      server.putOutput(shuffleId, mapAttemptId, block.address(), base, base + 8L * (n + 1), n, nicSource(block));
+      server.putOutput(shuffleId, mapAttemptId, block.address(), base, base + 8L * (n + 1), n,
+          nicSource(block, nicKeys));
     } catch (GpuException e) {
       ranges.give(at, ranges.rounded(bytes));
       if (!fullLogged) {
@@ -95,9 +110,9 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
    * Where gpunetio readers' WQEs read a block: its slab's region as registered on the GPU context
    * (the software NIC checks the key against that registration), or null for memory that is not.
    */
-  static ResidentServer.NicSource nicSource(OutputSpace.Block block) {
-    if (block instanceof GpuOutputSpace.SlabBlock b) {
-      return new ResidentServer.NicSource(b.region().id(), (int) b.region().key(), b.base());
+  static ResidentServer.NicSource nicSource(OutputSpace.Block block, boolean nicKeys) {
+    if (block instanceof GpuOutputSpace.SlabBlock b && (!nicKeys || b.nicKey() != 0)) {
+      return new ResidentServer.NicSource(b.region().id(), nicKeys ? b.nicKey() : (int) b.region().key(), b.base());
     }
     return null;
   }

@@ -33,6 +33,8 @@ class ServeRingTest {
   /** Takes tickets in order and answers them: status 0 and value = request id when whole, 9 otherwise. */
   private static final class Consumer extends Thread {
     final ByteBuffer m;
+    /** Where answers go: {@code m}, or the reader's copy of a remote ring (seq raised by its step, as a fetch-add does). */
+    final ByteBuffer answers;
     final int slots;
     final LongPredicate holdBack; // tickets answered only once released
     final ConcurrentHashMap<Long, CountDownLatch> released = new ConcurrentHashMap<>();
@@ -40,7 +42,12 @@ class ServeRingTest {
     final AtomicInteger answered = new AtomicInteger();
 
     Consumer(ByteBuffer memory, int slots, LongPredicate holdBack) {
+      this(memory, memory, slots, holdBack);
+    }
+
+    Consumer(ByteBuffer memory, ByteBuffer answerMemory, int slots, LongPredicate holdBack) {
       this.m = memory.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      this.answers = answerMemory == memory ? m : answerMemory.duplicate().order(ByteOrder.LITTLE_ENDIAN);
       this.slots = slots;
       this.holdBack = holdBack;
       setDaemon(true);
@@ -79,9 +86,14 @@ class ServeRingTest {
           }
         }
         int a = ServeRing.HEADER_BYTES + slots * ServeRing.SLOT_BYTES + (int) (t & (slots - 1)) * ServeRing.ANSWER_BYTES;
-        m.putInt(a + ServeRing.A_STATUS, whole ? 0 : 9).putInt(a + ServeRing.A_BLOCK, n)
+        answers.putInt(a + ServeRing.A_STATUS, whole ? 0 : 9).putInt(a + ServeRing.A_BLOCK, n)
             .putLong(a + ServeRing.A_BYTES, bytes).putLong(a + ServeRing.A_VALUE, id);
-        LONG.setRelease(m, a + ServeRing.A_SEQ, t + 1);
+        if (answers == m) {
+          LONG.setRelease(m, a + ServeRing.A_SEQ, t + 1);
+        } else {
+          long old = (long) LONG.getAcquire(answers, a + ServeRing.A_SEQ);
+          LONG.setRelease(answers, a + ServeRing.A_SEQ, old + ServeRing.seqStep(t, slots));
+        }
         answered.incrementAndGet();
       }
     }
@@ -99,15 +111,11 @@ class ServeRingTest {
     return new ServeRing.Request(id, 7, key(id), 0, Long.MAX_VALUE, bs);
   }
 
-  @Test
-  void readersOnManyThreadsGetEachTheirOwnAnswerThroughASmallRing() throws Exception {
-    int slots = 8;
-    ByteBuffer mem = ByteBuffer.allocateDirect((int) ServeRing.bytes(slots));
-    ServeRing ring = ServeRing.format(mem, slots, 1);
-    Consumer c = new Consumer(mem, slots, t -> false);
-    c.start();
-    int threads = 4;
-    int each = 2000;
+  /**
+   * {@code threads} threads each post {@code each} requests of 1 to 30 blocks and wait for each
+   * answer; fails naming a few requests that got a wrong or no answer; returns those answered right.
+   */
+  private static int postFromThreads(ServeRing ring, int threads, int each) throws InterruptedException {
     List<Thread> posters = new ArrayList<>();
     ConcurrentHashMap<Long, String> bad = new ConcurrentHashMap<>();
     AtomicInteger ok = new AtomicInteger();
@@ -132,10 +140,83 @@ class ServeRingTest {
     for (Thread th : posters) {
       th.join(60_000);
     }
-    c.stop = true;
     assertTrue(bad.isEmpty(), bad.size() + " requests got a wrong or no answer, e.g. " + bad.entrySet().stream().limit(3).toList());
-    assertEquals(threads * each, ok.get());
+    return ok.get();
+  }
+
+  @Test
+  void readersOnManyThreadsGetEachTheirOwnAnswerThroughASmallRing() throws Exception {
+    int slots = 8;
+    ByteBuffer mem = ByteBuffer.allocateDirect((int) ServeRing.bytes(slots));
+    ServeRing ring = ServeRing.format(mem, slots, 1);
+    Consumer c = new Consumer(mem, slots, t -> false);
+    c.start();
+    int threads = 4;
+    int each = 2000;
+    int ok = postFromThreads(ring, threads, each);
+    c.stop = true;
+    assertEquals(threads * each, ok);
     assertEquals(threads * each, c.answered.get(), "every ticket was published and answered once");
+  }
+
+  /**
+   * A remote holder: posts go into the reader's copy and a publisher writes each slot into the
+   * holder's copy (the bytes, then the sequence word raised by its step, as the NIC's write and
+   * fetch-add do, in order); the holder answers into the reader's copy the same way. Every reader
+   * gets its own answer, and the sequence words reach ticket + 1 on every lap.
+   */
+  @Test
+  void readersReachAHolderCopyThroughAPublisherAndGetTheirAnswersInTheirOwn() throws Exception {
+    int slots = 8;
+    ByteBuffer mine = ByteBuffer.allocateDirect((int) ServeRing.bytes(slots));
+    ByteBuffer holder = ByteBuffer.allocateDirect((int) ServeRing.bytes(slots)).order(ByteOrder.LITTLE_ENDIAN);
+    ServeRing ring = ServeRing.format(mine, slots, 1);
+    ServeRing.format(holder, slots, 2);
+    ByteBuffer src = mine.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    ConcurrentHashMap<Long, String> wrongStep = new ConcurrentHashMap<>();
+    ring.publishWith((at, t, step) -> {
+      synchronized (holder) { // one queue pair: executed in order
+        for (int i = 8; i < ServeRing.SLOT_BYTES; i += 8) {
+          holder.putLong(at + i, src.getLong(at + i));
+        }
+        long old = (long) LONG.getAcquire(holder, at + ServeRing.R_SEQ);
+        if (old + step != t + 1) {
+          wrongStep.put(t, "seq " + old + " + " + step);
+        }
+        LONG.setRelease(holder, at + ServeRing.R_SEQ, old + step);
+      }
+    });
+    Consumer c = new Consumer(holder, mine, slots, t -> false);
+    c.start();
+    int ok = postFromThreads(ring, 4, 1000);
+    c.stop = true;
+    assertEquals(4000, ok);
+    assertTrue(wrongStep.isEmpty(), "sequence steps that did not reach ticket + 1: " + wrongStep);
+    assertEquals(4000, c.answered.get());
+  }
+
+  @Test
+  void aPublishThatFailsBreaksTheRingAndSaysWhy() {
+    ByteBuffer mem = ByteBuffer.allocateDirect((int) ServeRing.bytes(4));
+    ServeRing ring = ServeRing.format(mem, 4, 1);
+    IllegalStateException down = new IllegalStateException("queue pair failed");
+    List<Long> published = new ArrayList<>();
+    ring.publishWith((at, t, step) -> {
+      if (t == 2) {
+        throw down;
+      }
+      published.add(t);
+    });
+    assertEquals(0, ring.post(request(1, 1), SECOND));
+    assertEquals(1, ring.post(request(2, 1), SECOND));
+    assertEquals(-1, ring.post(request(3, 1), SECOND), "a request not in the holder's copy");
+    assertTrue(ring.broken());
+    assertEquals(down, ring.publishFailure());
+    assertEquals(-1, ring.post(request(4, 1), SECOND), "nothing after it is taken: the ring stays broken");
+    assertEquals(List.of(0L, 1L), published);
+    assertEquals(1, ServeRing.seqStep(0, 4));
+    assertEquals(4, ServeRing.seqStep(3, 4));
+    assertEquals(4, ServeRing.seqStep(9, 4));
   }
 
   @Test

@@ -80,15 +80,24 @@ class PushServingConformanceGpuTest extends ServingConformanceSuite {
    * back to these lanes as the product does).
    */
   static class DeviceRig extends NodeRig {
-    final GpuOutputs outputs = new GpuOutputs();
-    private final PushKernel kernel = PushKernel.load(outputs.ctx);
-    final DeviceLanding landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
-    final RemoteRegion view = RemoteRegion.alias(landing.region());
+    final GpuOutputs outputs;
+    private final PushKernel kernel;
+    final DeviceLanding landing;
+    final RemoteRegion view;
     private final PushScheduler server;
     private long next;
 
     DeviceRig(Backend backend) throws Exception {
+      this(backend, null);
+    }
+
+    /** {@code nic}: where the holder's map outputs are registered too (null: none). */
+    DeviceRig(Backend backend, NicRegistrar nic) throws Exception {
       super("loopback");
+      outputs = new GpuOutputs(nic);
+      kernel = PushKernel.load(outputs.ctx);
+      landing = new DeviceLanding(outputs.ctx, 96L << 20, 1);
+      view = RemoteRegion.alias(landing.region());
       server = new PushScheduler(outputs.ctx, kernel, outputs.store, d -> view, 1 << 20, 4,
           PushScheduler.Lanes.of(backend));
       GpuEndpoint self = new GpuEndpoint("host/boot", 0, "p", "u", landing.export());

@@ -33,22 +33,35 @@ import java.util.List;
  * last timed requests' blocks are compared with the store's bytes. With {@code gpunetio} the reader
  * entry is pushed to over gpunetio: the kernel posts RDMA writes of the blocks and the table on a
  * queue pair the native library's software NIC executes ({@code copy} is then the posting and the
- * NIC's work up to the batch's completion).
+ * NIC's work up to the batch's completion). With {@code remote} the reader is on "another machine":
+ * two software NICs linked to each other, the reader's own copy of the ring published into the
+ * holder's with an RDMA write and a fetch-add from the host, and the kernel's answer written back
+ * into the reader's copy ({@code total} then includes both NIC trips).
  */
 final class ResidentPath {
   private static final long KEY = 0x51_1b57_ea3dL;
 
   private ResidentPath() {}
 
-  static void run(int rows, int parts, int blocks, int iters, int warmup, int inflight, int ctas, boolean gpunetio)
+  /** How the reader entry is pushed to: stores, gpunetio on this machine, or a reader on another. */
+  enum Mode {
+    STORES,
+    GPUNETIO,
+    REMOTE
+  }
+
+  static void run(int rows, int parts, int blocks, int iters, int warmup, int inflight, int ctas, Mode mode)
       throws Exception {
+    boolean gpunetio = mode != Mode.STORES;
+    boolean remote = mode == Mode.REMOTE;
     BatchLayout whole = BatchLayout.packed(rows, ServePathBench.W);
     long mapBytes = whole.bufferBytes();
     Path dir = Files.createTempDirectory(Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm")
         : Path.of(System.getProperty("java.io.tmpdir")), "slipstream-serve-bench");
+    ResidentServingConformanceGpuTest.Nics nics = remote ? ResidentServingConformanceGpuTest.Nics.open() : null;
     try (GpuContext ctx = GpuContext.open(0);
-        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000), 2 * mapBytes + (64 << 20),
-            0)) {
+        DeviceMapOutputStore store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, 3000,
+            nics == null ? null : nics.holder()), 2 * mapBytes + (64 << 20), 0)) {
       try (DeviceBatch b = ServePathBench.upload(ctx, rows)) {
         DeviceMapOutputWriter.write(ctx, store, ServePathBench.SHUFFLE, 1, List.of(b), parts, ServePathBench.W, 60_000);
       }
@@ -82,21 +95,30 @@ final class ResidentPath {
             ServeRingFile file = ServeRingFile.create(dir.resolve("ring"), slots);
             ResidentServer server = ResidentServer.create(ctx, settings);
             GpuRegion staging = GpuRegion.create(ctx, MemoryKind.DEVICE, server.stagingBytes(), 2);
-            QueueSet queues = gpunetio ? ResidentServer.nicQueues(ctx, staging, view) : null) {
+            RemoteSide far = remote ? new RemoteSide(ctx, nics, staging, landing, dir.resolve("reader-copy"), slots)
+                : null;
+            QueueSet queues = far != null ? far.queues : gpunetio ? ResidentServer.nicQueues(ctx, staging, view)
+                : null) {
           dOffsets.write(0, offs.array());
-          if (gpunetio) {
+          ServeRing ring = file.ring();
+          if (far != null) {
+            int ringKey = server.attachReaderRemote(0, file.path(), nics.holder(), 40, queues, landingBytes, KEY,
+                far.copy.regionId(), far.copy.key());
+            far.copy.connect(far.host, 40, ringKey, 30_000_000_000L);
+            ring = far.copy.ring();
+          } else if (gpunetio) {
             server.attachReaderNic(0, file.path(), queues, landingBytes, KEY);
           } else {
             server.attachReader(0, file.path(), landing.devicePointer(), landingBytes, KEY);
           }
           server.putOutput(ServePathBench.SHUFFLE, 1, p.block().address(), dOffsets.address(), 0, parts,
-              ResidentDirectory.nicSource(p.block()));
+              ResidentDirectory.nicSource(p.block(), remote));
           server.start();
           System.out.printf("serve path (resident, %s): 1 GPU, map of %d rows (%d bytes) in %d partitions, %d block(s)"
               + " of up to %d bytes per request, %d in flight, %d CTAs x 256 threads, %d untimed then %d timed"
-              + " requests%n", gpunetio ? "gpunetio, software NIC" : "stores", rows, mapBytes, parts, blocks, room,
-              inflight, ctas, warmup, iters);
-          Rig rig = new Rig(file.ring(), landing, p, offsets, room, tableBytes, perRequest, slots, parts, blocks);
+              + " requests%n", remote ? "remote reader, two software NICs" : gpunetio ? "gpunetio, software NIC"
+              : "stores", rows, mapBytes, parts, blocks, room, inflight, ctas, warmup, iters);
+          Rig rig = new Rig(ring, landing, p, offsets, room, tableBytes, perRequest, slots, parts, blocks);
           rig.measure(warmup, inflight, null);
           long[][] t = new long[4][iters];
           long t0 = System.nanoTime();
@@ -115,13 +137,63 @@ final class ResidentPath {
           if (st.failed() != 0) {
             throw new IllegalStateException(st.failed() + " requests refused");
           }
+          server.close(); // before the reader's side goes
         }
       }
     } finally {
+      if (nics != null) {
+        nics.reader().close();
+        nics.holder().close();
+      }
       try (var files = Files.list(dir)) {
         files.forEach(f -> f.toFile().delete());
       }
       Files.deleteIfExists(dir);
+    }
+  }
+
+  /**
+   * The reader's side of a remote ring and the holder's queue to it: a link each way between the two
+   * NICs, the reader's landing region and the holder's staging region registered, the reader's copy
+   * of the ring.
+   */
+  private static final class RemoteSide implements AutoCloseable {
+    final dev.slipstream.gpu.nic.NicDevice.Link holderLink;
+    final dev.slipstream.gpu.nic.NicDevice.Link readerLink;
+    final QueueSet queues;
+    final dev.slipstream.gpu.RemoteRing copy;
+    final dev.slipstream.gpu.HostQueue host;
+    private final ResidentServingConformanceGpuTest.Nics nics;
+    private final GpuRegion staging;
+    private final GpuRegion landing;
+    private final int stagingKey;
+    private final int landingKey;
+
+    RemoteSide(GpuContext ctx, ResidentServingConformanceGpuTest.Nics nics, GpuRegion staging, GpuRegion landing,
+        Path copyFile, int slots) throws java.io.IOException {
+      this.nics = nics;
+      this.staging = staging;
+      this.landing = landing;
+      holderLink = nics.holder().createLink(1, 1024);
+      readerLink = nics.reader().createLink(1, 1024);
+      holderLink.connect(0, readerLink.records().get(0));
+      readerLink.connect(0, holderLink.records().get(0));
+      stagingKey = nics.holder().register(staging.devicePointer(), staging.length(), staging.id());
+      landingKey = nics.reader().register(landing.devicePointer(), landing.length(), landing.id());
+      queues = holderLink.queueSet(ctx, 0, 1, List.of(staging),
+          List.of(new dev.slipstream.gpu.nic.NicLanding(landing.id(), landingKey, landing.length())));
+      copy = dev.slipstream.gpu.RemoteRing.create(ctx, nics.reader(), copyFile, slots, 41);
+      host = nics.reader().hostQueue(readerLink, 0);
+    }
+
+    @Override
+    public void close() throws java.io.IOException {
+      queues.close();
+      copy.close();
+      holderLink.close();
+      readerLink.close();
+      nics.holder().deregister(staging.id(), stagingKey);
+      nics.reader().deregister(landing.id(), landingKey);
     }
   }
 

@@ -11,7 +11,11 @@ import dev.slipstream.gpu.GpuRegion;
 import dev.slipstream.gpu.QueueSet;
 import dev.slipstream.gpu.GpuProbe;
 import dev.slipstream.gpu.GpuRuntime;
+import dev.slipstream.gpu.NativeNic;
+import dev.slipstream.gpu.RemoteRing;
 import dev.slipstream.gpu.ResidentServer;
+import dev.slipstream.gpu.nic.NicDevice;
+import dev.slipstream.gpu.nic.NicLanding;
 import dev.slipstream.gpu.serve.RingRequests;
 import dev.slipstream.gpu.serve.ServeRing;
 import dev.slipstream.gpu.serve.ServeRingFile;
@@ -20,6 +24,7 @@ import dev.slipstream.testkit.ServingRig;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -47,6 +52,19 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
     return new ResidentRig(Backend.NVLINK);
   }
 
+  /** The holder's and the reader's software NICs of a rig whose reader is on "another machine". */
+  record Nics(NativeNic holder, NativeNic reader) {
+    static Nics open() {
+      NativeNic h = NativeNic.open(NativeNic.SOFTWARE, 1, 0, 0, NativeNic.Doorbell.AUTO);
+      try {
+        return new Nics(h, NativeNic.open(NativeNic.SOFTWARE, 1, 0, 0, NativeNic.Doorbell.AUTO));
+      } catch (RuntimeException e) {
+        h.close();
+        throw e;
+      }
+    }
+  }
+
   static final class ResidentRig extends PushServingConformanceGpuTest.DeviceRig {
     private record Pending(long ticket, WriteRequest req, Duration answerWithin, CompletableFuture<WriteResult> answer) {}
 
@@ -66,25 +84,67 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
     private final Thread answers;
     private final GpuRegion staging;
     private final QueueSet queues;
+    // A reader on "another machine": the two NICs, a link each way, the reader's copy of the ring.
+    private final Nics nics;
+    private final NicDevice.Link holderLink;
+    private final NicDevice.Link readerLink;
+    private final RemoteRing readerCopy;
+    private final int landingKey;
+    private final int stagingKey;
     private volatile boolean readerLost;
     private volatile boolean closed;
 
     ResidentRig(Backend backend) throws Exception {
-      super(backend);
+      this(backend, null);
+    }
+
+    /** A rig whose reader posts from another software NIC's host into the holder's copy of its ring. */
+    static ResidentRig remote() throws Exception {
+      return new ResidentRig(Backend.GPUNETIO, Nics.open());
+    }
+
+    private ResidentRig(Backend backend, Nics nics) throws Exception {
+      super(backend, nics == null ? null : nics.holder());
+      this.nics = nics;
       Path shm = Path.of("/dev/shm");
       dir = Files.createTempDirectory(Files.isDirectory(shm) ? shm : Path.of(System.getProperty("java.io.tmpdir")),
           "slipstream-resident-conformance");
       file = ServeRingFile.create(dir.resolve("ring"), 64);
       server = ResidentServer.create(outputs.ctx, new ResidentServer.Settings(1, 256, 4, 256, Duration.ofMillis(200),
           Duration.ofNanos(50_000)));
-      directory = new ResidentDirectory(outputs.ctx, server, 1 << 20, Duration.ofSeconds(10));
+      directory = new ResidentDirectory(outputs.ctx, server, 1 << 20, Duration.ofSeconds(10), nics != null);
       outputs.store.follow(directory);
-      if (backend == Backend.GPUNETIO) {
+      if (nics != null) {
+        holderLink = nics.holder().createLink(1, 1024);
+        readerLink = nics.reader().createLink(1, 1024);
+        holderLink.connect(0, readerLink.records().get(0));
+        readerLink.connect(0, holderLink.records().get(0));
+        landingKey = nics.reader().register(landing.region().devicePointer(), landing.region().length(),
+            landing.region().id());
+        staging = GpuRegion.create(outputs.ctx, MemoryKind.DEVICE, server.stagingBytes(), 7);
+        stagingKey = nics.holder().register(staging.devicePointer(), staging.length(), staging.id());
+        queues = holderLink.queueSet(outputs.ctx, 0, 1, List.of(staging),
+            List.of(new NicLanding(landing.region().id(), landingKey, landing.region().length())));
+        readerCopy = RemoteRing.create(outputs.ctx, nics.reader(), dir.resolve("reader-copy"), 64, 41);
+        int ringKey = server.attachReaderRemote(0, file.path(), nics.holder(), 40, queues, landing.capacity(),
+            own().key(), readerCopy.regionId(), readerCopy.key());
+        readerCopy.connect(nics.reader().hostQueue(readerLink, 0), 40, ringKey, Duration.ofSeconds(1).toNanos());
+      } else if (backend == Backend.GPUNETIO) {
+        holderLink = null;
+        readerLink = null;
+        readerCopy = null;
+        landingKey = 0;
+        stagingKey = 0;
         // The reader's landing region is this process's own, aliased.
         staging = GpuRegion.create(outputs.ctx, MemoryKind.DEVICE, server.stagingBytes(), 7);
         queues = ResidentServer.nicQueues(outputs.ctx, staging, view);
         server.attachReaderNic(0, file.path(), queues, landing.capacity(), own().key());
       } else {
+        holderLink = null;
+        readerLink = null;
+        readerCopy = null;
+        landingKey = 0;
+        stagingKey = 0;
         staging = null;
         queues = null;
         server.attachReader(0, file.path(), landing.region().devicePointer(), landing.capacity(), own().key());
@@ -98,15 +158,20 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
       return landing.export().descriptor();
     }
 
+    /** Where the reader posts and reads answers: its own copy when the holder is "remote". */
+    private ServeRing ring() {
+      return readerCopy != null ? readerCopy.ring() : file.ring();
+    }
+
     @Override
     public CompletableFuture<WriteResult> send(WriteRequest req, Duration answerWithin) {
       if (!RingRequests.fits(req) || !req.landing().equals(own())) {
         return super.send(req, answerWithin);
       }
-      long ticket = file.ring().post(RingRequests.request(req, own().key(), System.nanoTime()),
-          answerWithin.toNanos());
+      long ticket = ring().post(RingRequests.request(req, own().key(), System.nanoTime()), answerWithin.toNanos());
       if (ticket < 0) {
-        return CompletableFuture.failedFuture(new IllegalStateException("resident rig: the ring is broken"));
+        return CompletableFuture.failedFuture(new IllegalStateException("resident rig: the ring is broken",
+            ring().publishFailure()));
       }
       posted.incrementAndGet();
       CompletableFuture<WriteResult> f = new CompletableFuture<>();
@@ -118,7 +183,7 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
       while (!closed) {
         boolean any = false;
         for (Pending p : pending) {
-          ServeRing.Answer a = file.ring().poll(p.ticket());
+          ServeRing.Answer a = ring().poll(p.ticket());
           if (a == null) {
             continue;
           }
@@ -208,18 +273,34 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
       pending.forEach(p -> p.answer().completeExceptionally(new IllegalStateException("resident rig closed")));
       outputs.store.follow(null); // revokes every entry: a push still pinning one would fail this
       directory.close();
-      server.close();
+      server.close(); // deregisters the holder's copy of a remote ring
       if (queues != null) {
         queues.close();
-        staging.close();
       }
       try {
+        if (nics != null) {
+          readerCopy.close();
+          holderLink.close();
+          readerLink.close();
+          nics.reader().deregister(landing.region().id(), landingKey);
+          nics.holder().deregister(staging.id(), stagingKey);
+        }
+        if (staging != null) {
+          staging.close();
+        }
         file.close();
+        try (var left = Files.list(dir)) {
+          left.forEach(f -> f.toFile().delete());
+        }
         Files.deleteIfExists(dir);
       } catch (Exception e) {
         throw new IllegalStateException(e);
       }
-      super.close();
+      super.close(); // the store's slabs leave the holder's NIC
+      if (nics != null) {
+        nics.reader().close();
+        nics.holder().close();
+      }
     }
   }
 }

@@ -43,6 +43,9 @@ import java.util.concurrent.CompletableFuture;
  * pushes it and answers in the ring; no host thread of the holder is on the request's path.
  * {@code --path resident-gpunetio}: the same with the kernel posting GPUNetIO RDMA writes that the
  * native library's software NIC executes.
+ * {@code --path resident-remote}: the reader on "another machine": two software NICs linked to each
+ * other; the reader publishes each request into the holder's copy of the ring with an RDMA write and
+ * a fetch-add posted from the host, and the kernel answers into the reader's copy over its link.
  *
  * <p>Run on the GPU machine through {@code dev/slipstream-gpu-java main
  * dev.slipstream.gpu.shuffle.ServePathBench --rows 4000000 --parts 4 --blocks 1 --iters 2000};
@@ -71,8 +74,10 @@ public final class ServePathBench {
       }
       if (args[i].equals("--path")) {
         path = args[i + 1];
-        if (!path.equals("scheduler") && !path.equals("resident") && !path.equals("resident-gpunetio")) {
-          throw new IllegalArgumentException("--path " + path + ", expected scheduler, resident or resident-gpunetio");
+        if (!path.equals("scheduler") && !path.equals("resident") && !path.equals("resident-gpunetio")
+            && !path.equals("resident-remote")) {
+          throw new IllegalArgumentException("--path " + path
+              + ", expected scheduler, resident, resident-gpunetio or resident-remote");
         }
         continue;
       }
@@ -95,7 +100,11 @@ public final class ServePathBench {
           + " rows >= 1");
     }
     if (path.startsWith("resident")) {
-      ResidentPath.run(rows, parts, blocks, iters, warmup, inflight, ctas, path.equals("resident-gpunetio"));
+      ResidentPath.run(rows, parts, blocks, iters, warmup, inflight, ctas, switch (path) {
+        case "resident-gpunetio" -> ResidentPath.Mode.GPUNETIO;
+        case "resident-remote" -> ResidentPath.Mode.REMOTE;
+        default -> ResidentPath.Mode.STORES;
+      });
     } else {
       run(rows, parts, blocks, iters, warmup, inflight);
     }
