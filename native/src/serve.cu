@@ -31,7 +31,7 @@ using slip::sync::st_release_sys;
 static_assert(sizeof(slip_serve_ring_header) == SLIP_SERVE_RING_HEADER, "ring header");
 static_assert(sizeof(slip_serve_request) == SLIP_SERVE_SLOT_BYTES, "request slot");
 static_assert(sizeof(slip_serve_done) == 64, "answer");
-static_assert(sizeof(slip_serve_output) == 64, "directory entry");
+static_assert(sizeof(slip_serve_output) == 128, "directory entry");
 static_assert(sizeof(slip_serve_reader) == 128, "reader entry");
 
 __device__ __forceinline__ slip_serve_request *slot_of(const slip_serve_reader &r, uint64_t t) {
@@ -309,7 +309,8 @@ __device__ Verdict nic_push(const slip_serve_launch &a, const slip_serve_reader 
   st = dev::detail::check(one, dq, stage, SLIP_SERVE_STAGING_BYTES, SLIP_DEV_REGION_READABLE);
   if (st != SLIP_OK) return {st, nb, stage.offset};
   for (uint32_t i = 0; i < nb; i++)
-    if (lens[i] > 0 && outs[i]->nic_id == SLIP_SERVE_NO_NIC) return {SLIP_ERR_BAD_REGION, i, q.blocks[i].map_id};
+    if (lens[i] > 0 && (outs[i]->nic_id == SLIP_SERVE_NO_NIC || (rd.link_keys && outs[i]->link_key == 0)))
+      return {SLIP_ERR_BAD_REGION, i, q.blocks[i].map_id};
   uint64_t *tb = (uint64_t *)dev::detail::ptr(dq, stage);
   for (uint32_t k = 0; k <= nb; k++) table_words(tb, k, q.request_id, nb, lens, rowss);
   Verdict v{SLIP_OK, nb, 0};
@@ -321,7 +322,7 @@ __device__ Verdict nic_push(const slip_serve_launch &a, const slip_serve_reader 
       const slip_serve_output &o = *outs[i];
       doca_gpu_dev_verbs_addr l;
       l.addr = SLIP_IOVA(o.nic_id, o.nic_offset + (uint64_t)(srcs[i] - (const char *)(uintptr_t)o.base));
-      l.key = gn::mkey(o.nic_key);
+      l.key = gn::mkey(rd.link_keys ? o.link_key : o.nic_key);
       const int p = gn::post_write_at(dq, gn::addr(dq, dev::Addr{rd.landing_index, q.blocks[i].dst_offset}), l, lens[i]);
       if (p != SLIP_OK) v = {p, i, lens[i]};
     }
@@ -797,6 +798,7 @@ slip_status set_reader(slip_server *s, uint32_t index, uint64_t ring_dev, const 
       r.ring_mkey = mirror->ring_mkey;
       r.mirror_id = mirror->mirror_id;
       r.mirror_mkey = mirror->mirror_mkey;
+      r.link_keys = 1;
     }
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
     SLIP_CHECK(set_state(s, &s->d_readers[index].state, SLIP_SERVE_READER_OFF));
@@ -852,7 +854,8 @@ done:
 
 extern "C" slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t base,
                                               uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts,
-                                              uint32_t nic_id, uint32_t nic_key, uint64_t nic_offset) {
+                                              uint32_t nic_id, uint32_t nic_key, uint64_t nic_offset,
+                                              uint32_t link_key) {
   slip_status st = SLIP_OK;
   if (!s || !base || !offsets_dev) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_put_output: null argument");
   if (nparts == 0) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_server_put_output: 0 partitions");
@@ -880,6 +883,7 @@ extern "C" slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_i
     e.nic_id = nic_id;
     e.nic_key = nic_key;
     e.nic_offset = nic_offset;
+    e.link_key = link_key;
     SLIP_CUDA_CHECK(cudaSetDevice(s->ctx->device));
     // The words after the pins, then those up to the pins, which only the kernel changes (a push
     // that looked at the old entry may still let go of its pin), then the state.

@@ -157,10 +157,10 @@ int holder(Pair &p) {
   T_SLIP(slip_server_set_reader(server, 0, slip_serve_ring_device(ring), slip_serve_ring_host(ring),
                                 (uint64_t)(uintptr_t)landing, kLanding, kKey));
   const uint64_t base = (uint64_t)(uintptr_t)out, d_offs = (uint64_t)(uintptr_t)d_offsets;
-  T_SLIP(slip_server_put_output(server, 3, 42, base, d_offs, 0, kParts, SLIP_SERVE_NO_NIC, 0, 0));
-  T_SLIP(slip_server_put_output(server, 3, 43, base, d_offs + 8 * (kParts + 1), 0, 1, SLIP_SERVE_NO_NIC, 0, 0));
-  T_SLIP(slip_server_put_output(server, 3, 44, base, d_offs + 8 * (kParts + 3), 0, 1, SLIP_SERVE_NO_NIC, 0, 0));
-  T_SLIP(slip_server_put_output(server, 3, 45, base, d_offs + 8 * (kParts + 5), 0, 1, SLIP_SERVE_NO_NIC, 0, 0));
+  T_SLIP(slip_server_put_output(server, 3, 42, base, d_offs, 0, kParts, SLIP_SERVE_NO_NIC, 0, 0, 0));
+  T_SLIP(slip_server_put_output(server, 3, 43, base, d_offs + 8 * (kParts + 1), 0, 1, SLIP_SERVE_NO_NIC, 0, 0, 0));
+  T_SLIP(slip_server_put_output(server, 3, 44, base, d_offs + 8 * (kParts + 3), 0, 1, SLIP_SERVE_NO_NIC, 0, 0, 0));
+  T_SLIP(slip_server_put_output(server, 3, 45, base, d_offs + 8 * (kParts + 5), 0, 1, SLIP_SERVE_NO_NIC, 0, 0, 0));
   T_SLIP(slip_server_start(server, nullptr));
   pair_barrier(&p);  // serving
   pair_barrier(&p);  // the reader is done

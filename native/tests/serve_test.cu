@@ -54,7 +54,7 @@ struct Output {
   uint64_t *d_counts = nullptr;
   std::vector<uint64_t> offsets, counts;
   std::vector<uint8_t> host;
-  uint32_t nic_key = 0;  // remote mode: the memory key of `region` on the holder's NIC
+  uint32_t link_key = 0;  // remote mode: the memory key of `region` on the holder's NIC
   void make(slip_ctx *ctx, uint32_t id, const std::vector<uint64_t> &sizes, uint64_t seed) {
     offsets.assign(1, 0);
     for (uint64_t s : sizes) offsets.push_back(offsets.back() + (s + 15) / 16 * 16);
@@ -75,13 +75,13 @@ struct Output {
   }
 };
 
-/* Enters output o as (shuffle, map), with its region for gpunetio readers (nic_key: the key
- * the WQEs present; the region's own unless forged). */
+/* Enters output o as (shuffle, map), with its region for gpunetio readers: its key on the context
+ * (the software NIC's local queue sets) and, in remote mode, on the holder's NIC (link queue pairs). */
 slip_status put(slip_server *s, uint32_t shuffle, uint64_t map, const Output &o, bool nic = true) {
   return slip_server_put_output(s, shuffle, map, (uint64_t)(uintptr_t)o.d_bytes, (uint64_t)(uintptr_t)o.d_offsets,
                                 (uint64_t)(uintptr_t)o.d_counts, (uint32_t)o.offsets.size() - 1,
                                 nic ? slip_region_id(o.region) : SLIP_SERVE_NO_NIC,
-                                nic ? (o.nic_key ? o.nic_key : (uint32_t)slip_region_key(o.region)) : 0u, 0);
+                                nic ? (uint32_t)slip_region_key(o.region) : 0u, 0, nic ? o.link_key : 0u);
 }
 
 struct Rig {
@@ -418,7 +418,7 @@ void nic_checks(Rig &r) {
   T_SLIP(slip_server_revoke_output(r.server, 12, 60, 1000000000ull));
   T_SLIP(slip_server_put_output(r.server, 12, 61, (uint64_t)(uintptr_t)r.out1.d_bytes,
                                 (uint64_t)(uintptr_t)r.out1.d_offsets, 0, kParts, slip_region_id(r.out1.region),
-                                (uint32_t)slip_region_key(r.out1.region) ^ 0x40u, 0));
+                                (uint32_t)slip_region_key(r.out1.region) ^ 0x40u, 0, 0));
   q.blocks[0].map_id = 61;
   q.request_id = 701;
   t = r.ring.post(q);
@@ -476,7 +476,7 @@ void remote_checks(Rig &r) {
   r.reset_landing();
   T_SLIP(slip_server_put_output(r.server, 12, 61, (uint64_t)(uintptr_t)r.out1.d_bytes,
                                 (uint64_t)(uintptr_t)r.out1.d_offsets, 0, kParts, slip_region_id(r.out1.region),
-                                r.out1.nic_key ^ 0x40u, 0));
+                                (uint32_t)slip_region_key(r.out1.region), 0, r.out1.link_key ^ 0x40u));
   uint64_t t = r.ring.post(q);
   EXPECT(r.ring.posted == SLIP_OK, "post: %s", slip_last_error());
   slip_serve_done d{};
@@ -568,7 +568,7 @@ void setup_remote(Rig &r, uint32_t ctas, uint64_t landing_len, Output *bench_out
   T_SLIP(slip_nic_connect(r.link_r, 0, &ih));
   uint32_t mkey = 0, landing_mkey = 0;
   for (Output *o : {&r.out0, &r.out1, bench_out})
-    if (o) T_SLIP(slip_nic_reg(r.nic_h, o->d_bytes, slip_region_length(o->region), slip_region_id(o->region), &o->nic_key));
+    if (o) T_SLIP(slip_nic_reg(r.nic_h, o->d_bytes, slip_region_length(o->region), slip_region_id(o->region), &o->link_key));
   T_SLIP(slip_region_create(r.ctx, SLIP_MEM_DEVICE, (uint64_t)ctas * SLIP_SERVE_STAGING_BYTES, 31, &r.staging));
   T_SLIP(slip_nic_reg(r.nic_h, slip_region_ptr(r.staging), slip_region_length(r.staging), 31, &mkey));
   T_SLIP(slip_nic_reg(r.nic_r, r.d_landing, landing_len, slip_region_id(r.landing_region), &landing_mkey));

@@ -144,10 +144,16 @@ typedef struct slip_serve_output {
   uint32_t pins;       /* pushes reading the output now */
   /* For readers served over gpunetio: the registered region that holds the output's bytes, as a
    * WQE names it (iova = nic_id << 40 | offset, memory key nic_key), and the offset of `base` in
-   * it. nic_id SLIP_SERVE_NO_NIC: not registered (such readers are refused the output). */
+   * it. nic_id SLIP_SERVE_NO_NIC: not registered (such readers are refused the output). nic_key
+   * is the key of queue sets of this process's software NIC (the region's key on the context),
+   * link_key its memory key on the executor's NIC, which queue pairs of NIC links present (readers
+   * with link_keys: those on other machines); 0 when it is not registered there. */
   uint32_t nic_id;
   uint32_t nic_key;
   uint64_t nic_offset;
+  uint32_t link_key;
+  uint32_t reserved0;
+  uint64_t reserved[7];
 } slip_serve_output;
 #define SLIP_SERVE_NO_NIC 0xffffffffu
 
@@ -190,7 +196,7 @@ typedef struct slip_serve_reader {
   uint32_t ring_mkey;
   uint32_t mirror_id;     /* remote: the reader's copy, as its NIC registered it */
   uint32_t mirror_mkey;
-  uint32_t reserved0;
+  uint32_t link_keys;     /* 1: WQEs name outputs by their link_key (queue pairs of NIC links) */
   uint64_t reserved[5];
 } slip_serve_reader;
 /* A CTA's block-table staging slot (a table of SLIP_SERVE_MAX_BLOCKS records fits). */
@@ -276,7 +282,8 @@ slip_status slip_server_set_reader_nic(slip_server *s, uint32_t index, uint64_t 
 /* As slip_server_set_reader_nic, for a reader on another machine (see slip_serve_reader, remote):
  * ring_host/ring_dev this side's copy of the ring, registered on the queue's NIC as (ring_nic_id,
  * ring_mkey); the reader's copy registered on its NIC as (mirror_id, mirror_mkey), of the same
- * size. The reader posts into this copy with RDMA writes (slip_nic_host_post). */
+ * size. The reader posts into this copy with RDMA writes (slip_nic_host_post). The entry's WQEs name
+ * outputs by their link_key. */
 slip_status slip_server_set_reader_remote(slip_server *s, uint32_t index, uint64_t ring_dev, const void *ring_host,
                                           uint64_t queue_dev, uint32_t landing_index, uint32_t staging_index,
                                           uint64_t landing_len, uint64_t landing_key, uint32_t ring_nic_id,
@@ -285,13 +292,13 @@ slip_status slip_server_set_reader_remote(slip_server *s, uint32_t index, uint64
  * unmapping the reader's landing region. */
 slip_status slip_server_clear_reader(slip_server *s, uint32_t index);
 /* Enters a map output: nparts blocks at base + offsets[p] .. base + offsets[p + 1] (device
- * addresses; counts may be 0). nic_id/nic_key/nic_offset: the registered region holding the bytes
- * as gpunetio readers' WQEs name it (slip_serve_output), or SLIP_SERVE_NO_NIC, 0, 0. SLIP_ERR_STATE
+ * addresses; counts may be 0). nic_id/nic_key/nic_offset/link_key: the registered region holding
+ * the bytes as gpunetio readers' WQEs name it (slip_serve_output), or SLIP_SERVE_NO_NIC, 0, 0, 0. SLIP_ERR_STATE
  * when it is already there, SLIP_ERR_NO_MEMORY when the directory has no free slot on its probe
  * sequence. */
 slip_status slip_server_put_output(slip_server *s, uint32_t shuffle_id, uint64_t map_id, uint64_t base,
                                    uint64_t offsets_dev, uint64_t counts_dev, uint32_t nparts, uint32_t nic_id,
-                                   uint32_t nic_key, uint64_t nic_offset);
+                                   uint32_t nic_key, uint64_t nic_offset, uint32_t link_key);
 /* Removes a map output: no push starts from it after the call, and the call returns once none
  * reads it (SLIP_ERR_TIMEOUT after timeout_ns, the output still pinned: do not free it). The slot
  * stays a tombstone for lookups; once no push reads it, a later put may take it again. */

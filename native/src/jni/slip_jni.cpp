@@ -547,10 +547,10 @@ jint JNICALL serverClearReader(JNIEnv *, jclass, jlong s, jint index) {
 }
 
 jint JNICALL serverPutOutput(JNIEnv *, jclass, jlong s, jint shuffle, jlong map, jlong base, jlong offsets,
-                             jlong counts, jint nparts, jint nicId, jint nicKey, jlong nicOffset) {
+                             jlong counts, jint nparts, jint nicId, jint nicKey, jlong nicOffset, jint linkKey) {
   return slip_server_put_output(handle<slip_server>(s), (uint32_t)shuffle, (uint64_t)map, (uint64_t)base,
                                 (uint64_t)offsets, (uint64_t)counts, (uint32_t)nparts, (uint32_t)nicId,
-                                (uint32_t)nicKey, (uint64_t)nicOffset);
+                                (uint32_t)nicKey, (uint64_t)nicOffset, (uint32_t)linkKey);
 }
 
 jint JNICALL serverRevokeOutput(JNIEnv *, jclass, jlong s, jint shuffle, jlong map, jlong timeoutNs) {
@@ -707,7 +707,7 @@ const JNINativeMethod kMethods[] = {
     M(serverSetReader, "(JIJJJJ)I"),
     M(serverSetReaderNic, "(JIJJIIJJ)I"),
     M(serverClearReader, "(JI)I"),
-    M(serverPutOutput, "(JIJJJJIIIJ)I"),
+    M(serverPutOutput, "(JIJJJJIIIJI)I"),
     M(serverRevokeOutput, "(JIJJ)I"),
     M(serverStart, "(JZ[I)I"),
     M(serverResident, "(J)Z"),

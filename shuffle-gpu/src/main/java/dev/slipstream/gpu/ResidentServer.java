@@ -203,9 +203,12 @@ public final class ResidentServer implements AutoCloseable {
 
   /**
    * Where a map output's bytes lie as a gpunetio WQE names them: registered region {@code id}
-   * (iova {@code id << 40}), memory key {@code key}, the output at {@code offset} in it.
+   * (iova {@code id << 40}), the output at {@code offset} in it; {@code key} the region's key on the
+   * context (what queue sets of this process's software NIC present), {@code linkKey} its memory
+   * key on the executor's NIC (what queue pairs of NIC links present: readers on other machines), 0
+   * when it is not registered there.
    */
-  public record NicSource(int id, int key, long offset) {}
+  public record NicSource(int id, int key, long offset, int linkKey) {}
 
   /**
    * As {@link #putOutput(int, long, long, long, long, int)}, with where gpunetio readers' WQEs read
@@ -213,7 +216,7 @@ public final class ResidentServer implements AutoCloseable {
    */
   public void putOutput(int shuffleId, long mapId, long base, long offsets, long counts, int nparts, NicSource nic) {
     SlipNative.putServerOutput(handle(), shuffleId, mapId, base, offsets, counts, nparts, nic == null ? -1 : nic.id(),
-        nic == null ? 0 : nic.key(), nic == null ? 0 : nic.offset());
+        nic == null ? 0 : nic.key(), nic == null ? 0 : nic.offset(), nic == null ? 0 : nic.linkKey());
   }
 
   /**

@@ -112,7 +112,7 @@ final class SlipNative {
   private static native int serverClearReader(long server, int index);
 
   private static native int serverPutOutput(long server, int shuffle, long map, long base, long offsets, long counts,
-      int nparts, int nicId, int nicKey, long nicOffset);
+      int nparts, int nicId, int nicKey, long nicOffset, int linkKey);
 
   private static native int serverRevokeOutput(long server, int shuffle, long map, long timeoutNs);
 
@@ -398,8 +398,8 @@ final class SlipNative {
   }
 
   static void putServerOutput(long server, int shuffle, long map, long base, long offsets, long counts, int nparts,
-      int nicId, int nicKey, long nicOffset) {
-    check(serverPutOutput(server, shuffle, map, base, offsets, counts, nparts, nicId, nicKey, nicOffset),
+      int nicId, int nicKey, long nicOffset, int linkKey) {
+    check(serverPutOutput(server, shuffle, map, base, offsets, counts, nparts, nicId, nicKey, nicOffset, linkKey),
         "directory entry of shuffle " + shuffle + " map " + map);
   }
 

@@ -41,7 +41,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A link's queue pairs are {@code slots} groups of {@code slotQueues}; a push posts on one group,
  * under a {@link Lease} of it, so pushes to one peer run side by side without sharing a queue
- * pair. A link leaves the table at once when replaced, lost or {@linkplain Lease#failed failed},
+ * pair. With resident rings over the NIC a link has two more ({@link #ringLease}): the one this
+ * side's resident kernel posts on for the peer as its reader, and the one this side's host posts
+ * its requests into the peer's ring on, as the peer's reader. A link leaves the table at once when replaced, lost or {@linkplain Lease#failed failed},
  * and is closed when its last lease ends. Thread-safe.
  */
 public final class NicLinks implements AutoCloseable {
@@ -52,6 +54,7 @@ public final class NicLinks implements AutoCloseable {
   private final int queues;
   private final int slotQueues;
   private final int slots;
+  private final boolean rings;
   private final int depth;
   private final Consumer<NicOffer> send;
   private final SecureRandom random = new SecureRandom();
@@ -64,7 +67,13 @@ public final class NicLinks implements AutoCloseable {
    * @param depth WQEs per queue pair
    */
   public NicLinks(String self, NicDevice nic, int slotQueues, int slots, int depth, Consumer<NicOffer> send) {
-    if (slotQueues < 1 || slots < 1 || (long) slotQueues * slots > NicOffer.MAX_QUEUES) {
+    this(self, nic, slotQueues, slots, false, depth, send);
+  }
+
+  /** @param rings whether links also have the two queue pairs of resident rings over the NIC ({@link #ringLease}) */
+  public NicLinks(String self, NicDevice nic, int slotQueues, int slots, boolean rings, int depth,
+      Consumer<NicOffer> send) {
+    if (slotQueues < 1 || slots < 1 || (long) slotQueues * slots + (rings ? 2 : 0) > NicOffer.MAX_QUEUES) {
       throw new IllegalArgumentException("NIC links: " + slots + " slots of " + slotQueues + " queue pairs per link,"
           + " expected at least 1 of 1 and at most " + NicOffer.MAX_QUEUES + " queue pairs");
     }
@@ -72,7 +81,8 @@ public final class NicLinks implements AutoCloseable {
     this.nic = nic;
     this.slotQueues = slotQueues;
     this.slots = slots;
-    this.queues = slotQueues * slots;
+    this.rings = rings;
+    this.queues = slotQueues * slots + (rings ? 2 : 0);
     this.depth = depth;
     this.send = send;
   }
@@ -84,13 +94,13 @@ public final class NicLinks implements AutoCloseable {
     long peerNonce;  // the peer link ours is connected to; 0 until connected
     boolean confirmed;  // the peer's link is connected to ours too
     int leases;
-    final boolean[] leased;
+    final boolean[] leased;  // push slots, then the two ring queue pairs
     boolean retired;  // out of the table: closed when the last lease ends
 
     Entry(NicDevice.Link link, long nonce, int slots) {
       this.link = link;
       this.nonce = nonce;
-      this.leased = new boolean[slots];
+      this.leased = new boolean[slots + 2];
     }
   }
 
@@ -102,12 +112,16 @@ public final class NicLinks implements AutoCloseable {
     private final String peer;
     private final Entry e;
     private final int slot;
+    private final int first;
+    private final int count;
     private boolean done;
 
-    private Lease(String peer, Entry e, int slot) {
+    private Lease(String peer, Entry e, int slot, int first, int count) {
       this.peer = peer;
       this.e = e;
       this.slot = slot;
+      this.first = first;
+      this.count = count;
     }
 
     public NicDevice.Link link() {
@@ -115,11 +129,11 @@ public final class NicLinks implements AutoCloseable {
     }
 
     public int firstQueue() {
-      return slot * slotQueues;
+      return first;
     }
 
     public int queues() {
-      return slotQueues;
+      return count;
     }
 
     /** False once the link was replaced, failed or lost: pushes take a lease of the current one. */
@@ -256,11 +270,39 @@ public final class NicLinks implements AutoCloseable {
       if (!e.leased[s]) {
         e.leased[s] = true;
         e.leases++;
-        return Optional.of(new Lease(peer, e, s));
+        return Optional.of(new Lease(peer, e, s, s * slotQueues, slotQueues));
       }
     }
     throw new IllegalStateException("gpunetio link to " + peer + ": all " + slots + " slots of " + slotQueues
         + " queue pairs are in use");
+  }
+
+  /** The two ring queue pairs of a link: the resident kernel's (this side holds, the peer reads) and the host's. */
+  public enum RingRole {
+    KERNEL,
+    HOST
+  }
+
+  /**
+   * A lease of ring queue pair {@code role} of the connected link to {@code peer} (one queue pair,
+   * for as long as the ring lives); empty when there is no connected link (yet). Throws when these
+   * links have no ring queue pairs, or that one is leased already.
+   */
+  public synchronized Optional<Lease> ringLease(String peer, RingRole role) {
+    if (!rings) {
+      throw new IllegalStateException("gpunetio links of executor " + self + " have no resident ring queue pairs");
+    }
+    Entry e = links.get(peer);
+    if (e == null || e.peerNonce == 0) {
+      return Optional.empty();
+    }
+    int s = slots + role.ordinal();
+    if (e.leased[s]) {
+      throw new IllegalStateException("gpunetio link to " + peer + ": its " + role + " ring queue pair is leased");
+    }
+    e.leased[s] = true;
+    e.leases++;
+    return Optional.of(new Lease(peer, e, s, slots * slotQueues + role.ordinal(), 1));
   }
 
   /**

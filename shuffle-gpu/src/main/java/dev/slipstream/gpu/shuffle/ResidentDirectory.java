@@ -31,26 +31,17 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
   private final DeviceBuffer table;
   private final RangeAllocator ranges;
   private final Duration revokeTimeout;
-  /** The keys gpunetio readers' WQEs present for an output's region: its NIC memory key, else its context key. */
-  private final boolean nicKeys;
   /** Per output entered: {table offset, table bytes}. */
   private final Map<DeviceMapOutputStore.Key, long[]> entered = new HashMap<>();
   private boolean fullLogged;
 
-  /** A directory for {@code server} whose offsets table holds {@code tableBytes} of partition offsets and counts. */
-  public ResidentDirectory(GpuContext ctx, ResidentServer server, long tableBytes, Duration revokeTimeout) {
-    this(ctx, server, tableBytes, revokeTimeout, false);
-  }
-
   /**
-   * As above; with {@code nicKeys} the outputs' regions are named by their memory keys on the store's
-   * NIC ({@link GpuOutputSpace} made with a {@link NicRegistrar}), as queue pairs of NIC links
-   * present them (readers on other machines), else by their keys on the context (the software
-   * NIC's local queue sets).
+   * A directory for {@code server} whose offsets table holds {@code tableBytes} of partition offsets
+   * and counts. Outputs are entered with their region's key on the context and, when the store's
+   * space registers on a NIC ({@link GpuOutputSpace} made with a {@link NicRegistrar}), their
+   * memory key there, for readers on other machines.
    */
-  public ResidentDirectory(GpuContext ctx, ResidentServer server, long tableBytes, Duration revokeTimeout,
-      boolean nicKeys) {
-    this.nicKeys = nicKeys;
+  public ResidentDirectory(GpuContext ctx, ResidentServer server, long tableBytes, Duration revokeTimeout) {
     this.server = server;
     this.table = ctx.allocate(tableBytes);
     this.ranges = new RangeAllocator(tableBytes, 16);
@@ -83,7 +74,7 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
     long base = table.address() + at;
     try {
       server.putOutput(shuffleId, mapAttemptId, block.address(), base, base + 8L * (n + 1), n,
-          nicSource(block, nicKeys));
+          nicSource(block));
     } catch (GpuException e) {
       ranges.give(at, ranges.rounded(bytes));
       if (!fullLogged) {
@@ -110,9 +101,9 @@ public final class ResidentDirectory implements DeviceResidency, AutoCloseable {
    * Where gpunetio readers' WQEs read a block: its slab's region as registered on the GPU context
    * (the software NIC checks the key against that registration), or null for memory that is not.
    */
-  static ResidentServer.NicSource nicSource(OutputSpace.Block block, boolean nicKeys) {
-    if (block instanceof GpuOutputSpace.SlabBlock b && (!nicKeys || b.nicKey() != 0)) {
-      return new ResidentServer.NicSource(b.region().id(), nicKeys ? b.nicKey() : (int) b.region().key(), b.base());
+  static ResidentServer.NicSource nicSource(OutputSpace.Block block) {
+    if (block instanceof GpuOutputSpace.SlabBlock b) {
+      return new ResidentServer.NicSource(b.region().id(), (int) b.region().key(), b.base(), b.nicKey());
     }
     return null;
   }

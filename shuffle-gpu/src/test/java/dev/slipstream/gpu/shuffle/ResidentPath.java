@@ -112,7 +112,7 @@ final class ResidentPath {
             server.attachReader(0, file.path(), landing.devicePointer(), landingBytes, KEY);
           }
           server.putOutput(ServePathBench.SHUFFLE, 1, p.block().address(), dOffsets.address(), 0, parts,
-              ResidentDirectory.nicSource(p.block(), remote));
+              ResidentDirectory.nicSource(p.block()));
           server.start();
           System.out.printf("serve path (resident, %s): 1 GPU, map of %d rows (%d bytes) in %d partitions, %d block(s)"
               + " of up to %d bytes per request, %d in flight, %d CTAs x 256 threads, %d untimed then %d timed"

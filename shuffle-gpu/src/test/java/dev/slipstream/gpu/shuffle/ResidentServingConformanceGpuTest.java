@@ -112,7 +112,7 @@ class ResidentServingConformanceGpuTest extends ServingConformanceSuite {
       file = ServeRingFile.create(dir.resolve("ring"), 64);
       server = ResidentServer.create(outputs.ctx, new ResidentServer.Settings(1, 256, 4, 256, Duration.ofMillis(200),
           Duration.ofNanos(50_000)));
-      directory = new ResidentDirectory(outputs.ctx, server, 1 << 20, Duration.ofSeconds(10), nics != null);
+      directory = new ResidentDirectory(outputs.ctx, server, 1 << 20, Duration.ofSeconds(10));
       outputs.store.follow(directory);
       if (nics != null) {
         holderLink = nics.holder().createLink(1, 1024);
