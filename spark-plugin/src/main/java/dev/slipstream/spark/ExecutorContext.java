@@ -47,4 +47,7 @@ public interface ExecutorContext {
 
   /** Sends a gpunetio link offer to the executor it names, through the driver (one-way). */
   void relay(dev.slipstream.gpu.nic.NicOffer offer);
+
+  /** Sends a resident ring's set-up message to the executor it names, through the driver (one-way). */
+  void relay(dev.slipstream.gpu.serve.RingOffer offer);
 }

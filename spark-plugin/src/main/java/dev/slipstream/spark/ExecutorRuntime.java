@@ -92,7 +92,7 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
     this.gpu = new ExecutorGpu(this, env.conf().get("spark.plugins", "").contains(SlipstreamGpuPlugin.class.getName()));
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
-        this::metrics, o -> gpu.nicOffer(o));
+        this::metrics, o -> gpu.nicOffer(o), o -> gpu.ringOffer(o));
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
     this.driver = register();
     this.metricsSource = new SlipstreamMetricsSource(this::metrics);
@@ -227,11 +227,20 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
 
   @Override
   public void relay(dev.slipstream.gpu.nic.NicOffer offer) {
+    toDriver(new RpcMessages.NicOfferMessage(offer));
+  }
+
+  @Override
+  public void relay(dev.slipstream.gpu.serve.RingOffer offer) {
+    toDriver(new RpcMessages.RingOfferMessage(offer));
+  }
+
+  private void toDriver(RpcMessages.Message m) {
     RpcEndpointRef d = driver;
     if (d == null) {
       throw new IllegalStateException("executor " + executorId + " is not registered with the driver yet");
     }
-    d.send(RpcMessages.encode(new RpcMessages.NicOfferMessage(offer)));
+    d.send(RpcMessages.encode(m));
   }
 
   @Override

@@ -136,6 +136,7 @@ class NicLinksTest {
     final Map<String, NicLinks> links = new HashMap<>();
     final Map<String, ModelNic> nics = new HashMap<>();
     int delivered;
+    int lastRecords;
 
     NicLinks start(String id) {
       ModelNic nic = new ModelNic(fabric);
@@ -150,6 +151,7 @@ class NicLinksTest {
         assertTrue(i < 100, "the offers do not settle");
         NicOffer o = bus.poll();
         NicLinks to = links.get(o.to());
+        lastRecords = o.records().size();
         if (to != null) {
           delivered++;
           to.offered(o);
@@ -275,6 +277,38 @@ class NicLinksTest {
     c.links.get("2").peerJoined("1");
     c.settle();
     c.assertConnected("1", "2");
+  }
+
+  /** Links with ring queue pairs: two past the push slots, one lease each, refused to links without them. */
+  @Test
+  void ringQueuePairsComeAfterThePushSlotsAndAreLeasedOnce() {
+    Cluster c = new Cluster();
+    NicLinks a = new NicLinks("1", new ModelNic(c.fabric), 1, QUEUES, true, 64, c.bus::add);
+    NicLinks b = new NicLinks("2", new ModelNic(c.fabric), 1, QUEUES, true, 64, c.bus::add);
+    c.links.put("1", a);
+    c.links.put("2", b);
+    assertTrue(a.ringLease("2", NicLinks.RingRole.HOST).isEmpty(), "no link yet");
+    b.peerJoined("1");
+    c.settle();
+    assertEquals(QUEUES + 2, c.delivered > 0 ? c.lastRecords : -1, "records per offer: push slots and two ring queue pairs");
+    NicLinks.Lease kernel = a.ringLease("2", NicLinks.RingRole.KERNEL).orElseThrow();
+    NicLinks.Lease host = a.ringLease("2", NicLinks.RingRole.HOST).orElseThrow();
+    assertEquals(QUEUES, kernel.firstQueue());
+    assertEquals(QUEUES + 1, host.firstQueue());
+    assertEquals(1, host.queues());
+    IllegalStateException twice = assertThrows(IllegalStateException.class,
+        () -> a.ringLease("2", NicLinks.RingRole.HOST));
+    assertTrue(twice.getMessage().contains("HOST ring queue pair is leased"), twice.getMessage());
+    NicLinks.Lease push = a.lease("2").orElseThrow();
+    assertTrue(push.firstQueue() < QUEUES, "push slots stay below the ring queue pairs");
+    push.close();
+    host.close();
+    a.ringLease("2", NicLinks.RingRole.HOST).orElseThrow().close();
+    kernel.close();
+    NicLinks plain = c.start("3");
+    IllegalStateException none = assertThrows(IllegalStateException.class,
+        () -> plain.ringLease("1", NicLinks.RingRole.KERNEL));
+    assertTrue(none.getMessage().contains("have no resident ring queue pairs"), none.getMessage());
   }
 
   @Test

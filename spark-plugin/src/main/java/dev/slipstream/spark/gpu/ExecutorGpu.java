@@ -8,6 +8,7 @@ import dev.slipstream.core.shuffle.ShuffleMessages.WriteResult;
 import dev.slipstream.core.shuffle.SpinningPool;
 import dev.slipstream.core.transport.EndpointDescriptor;
 import dev.slipstream.core.transport.MemoryKind;
+import dev.slipstream.core.transport.RegionDescriptor;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import dev.slipstream.gpu.shuffle.GpuEndpoint;
@@ -252,9 +253,18 @@ public final class ExecutorGpu implements AutoCloseable {
         () -> executor.node().writeExchange().send(p.get().endpoint(), request, ringOf(p.get()), answerWithin);
     ResidentRequests rr = resident;
     GpuExecutor g = gpu;
-    if (rr != null && g != null && p.get().gpu().map(h -> h.hostId().equals(g.endpoint().hostId())).orElse(false)) {
-      Optional<CompletableFuture<WriteResult>> posted = rr.trySend(holder, request,
-          g.landing().export().descriptor(), answerWithin, viaTransport);
+    Optional<GpuEndpoint> h = p.get().gpu();
+    if (rr != null && g != null && h.isPresent()) {
+      Optional<CompletableFuture<WriteResult>> posted = Optional.empty();
+      if (g.nicRing(h.get())) {
+        // Offered (and used) once the link is connected at both ends, as the push lanes' are.
+        Optional<RegionDescriptor> nicLanding = g.nicLandingDescriptor();
+        if (nicLanding.isPresent() && g.nicLinked(holder)) {
+          posted = rr.trySendRemote(holder, request, nicLanding.get(), answerWithin, viaTransport, g, executor::relay);
+        }
+      } else if (h.get().hostId().equals(g.endpoint().hostId())) {
+        posted = rr.trySend(holder, request, g.landing().export().descriptor(), answerWithin, viaTransport);
+      }
       if (posted.isPresent()) {
         return posted.get();
       }
@@ -316,6 +326,30 @@ public final class ExecutorGpu implements AutoCloseable {
       g.nicOffer(o);
     } catch (RuntimeException e) {
       LOG.warn("gpunetio link offer from {} refused: {}", o.from(), e.getMessage());
+    }
+  }
+
+  /**
+   * A resident ring's set-up message, relayed by the driver: an offer goes to this executor's
+   * resident server (which answers through the driver), an answer to this executor's requests.
+   */
+  public void ringOffer(dev.slipstream.gpu.serve.RingOffer o) {
+    GpuExecutor g = gpu;
+    if (g == null) {
+      LOG.info("resident ring {} from {} dropped: this executor's GPU is not open", o.kind(), o.from());
+      return;
+    }
+    try {
+      if (o.kind() == dev.slipstream.gpu.serve.RingOffer.Kind.OFFER) {
+        g.ringOffer(o, executor::relay);
+      } else {
+        ResidentRequests rr = resident;
+        if (rr != null) {
+          rr.remoteAnswered(o, g);
+        }
+      }
+    } catch (RuntimeException e) {
+      LOG.warn("resident ring {} from {} refused: {}", o.kind(), o.from(), e.getMessage());
     }
   }
 

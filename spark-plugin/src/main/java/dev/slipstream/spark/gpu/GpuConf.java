@@ -65,15 +65,23 @@ public final class GpuConf {
           + " (up to 100 us apart); at most 1s.");
   public static final ConfigEntry<Boolean> SERVE_RESIDENT = ConfigEntry.bool("spark.slipstream.gpu.serve.resident",
       "false",
-      "Whether this executor's GPU also runs a resident serving kernel for readers of the same machine: it makes"
-          + " a request ring (a shared-memory file in spark.slipstream.gpu.requestRing.dir, mode 0600) for each such"
-          + " reader, and the kernel takes their device write requests from it, checks them on the device, pushes"
-          + " the blocks (stores into the reader's landing region, or with spark.slipstream.gpu.path=gpunetio RDMA"
-          + " writes it posts itself) and answers in the ring, with no CPU thread on a request's path. Readers use a"
-          + " holder's ring once the holder serves it; requests of more than 30 blocks, for outputs spilled to host memory,"
-          + " over NIC links, or under spark.authenticate (the ring bypasses the transport's authentication) go the"
-          + " host-driven way. Executor processes that share one GPU take turns on it (without MPS), so their"
-          + " resident kernels wait milliseconds for each other: use it with one executor per GPU.");
+      "Whether this executor's GPU also runs a resident serving kernel: it makes a request ring (a shared-memory"
+          + " file in spark.slipstream.gpu.requestRing.dir, mode 0600) for each reader of the same machine, and, with"
+          + " spark.slipstream.gpu.path=gpunetio and a NIC, one in two copies for each reader it has a gpunetio link to"
+          + " on another machine (spark.slipstream.gpu.serve.resident.rings); the kernel takes their device write"
+          + " requests from it, checks them on the device, pushes the blocks (stores into the reader's landing region,"
+          + " or with spark.slipstream.gpu.path=gpunetio RDMA writes it posts itself) and answers in the ring, with no"
+          + " CPU thread on a request's path. Readers use a holder's ring once the holder serves it; requests of more"
+          + " than 30 blocks, for outputs spilled to host memory, or under spark.authenticate (the ring bypasses the"
+          + " transport's authentication) go the host-driven way. Executor processes that share one GPU take turns on"
+          + " it (without MPS), so their resident kernels wait milliseconds for each other: use it with one executor"
+          + " per GPU.");
+  public static final ConfigEntry<String> SERVE_RESIDENT_RINGS = ConfigEntry.choice(
+      "spark.slipstream.gpu.serve.resident.rings", "auto", List.of("auto", "nic"),
+      "Which readers' resident rings go over the NIC: auto = readers on other machines that this executor has a"
+          + " gpunetio link to (readers of its machine get a shared-memory ring file); nic = every reader it has a"
+          + " gpunetio link to (with spark.slipstream.gpu.nic=softnic: the readers of its machine), to run the"
+          + " NIC's ring path on one machine. A NIC ring costs each link two more queue pairs.");
   public static final ConfigEntry<Integer> SERVE_RESIDENT_CTAS = ConfigEntry.integer(
       "spark.slipstream.gpu.serve.resident.ctas", "4", 1, 64,
       "CUDA blocks (of 256 threads) the resident serving kernel holds while it has work; a request over 128 KiB is"
@@ -153,6 +161,7 @@ public final class GpuConf {
   private final boolean serveResident;
   private final int serveResidentCtas;
   private final java.time.Duration serveResidentIdle;
+  private final boolean nicRingsOnly;
   private final java.time.Duration requestRingPoll;
   private final long requestMinBytes;
   private final int pushBlocks;
@@ -188,6 +197,7 @@ public final class GpuConf {
     this.serveResident = SERVE_RESIDENT.get(source);
     this.serveResidentCtas = SERVE_RESIDENT_CTAS.get(source);
     this.serveResidentIdle = upToASecond(SERVE_RESIDENT_IDLE, source);
+    this.nicRingsOnly = "nic".equals(SERVE_RESIDENT_RINGS.get(source));
     this.requestMinBytes = atLeast(REQUEST_MIN_BYTES, REQUEST_MIN_BYTES.get(source), 1);
     this.pushBlocks = PUSH_BLOCKS.get(source);
     this.pushThreads = PUSH_THREADS.get(source);
@@ -251,6 +261,8 @@ public final class GpuConf {
   public boolean serveResident() { return serveResident; }
   public int serveResidentCtas() { return serveResidentCtas; }
   public java.time.Duration serveResidentIdle() { return serveResidentIdle; }
+  /** Whether every reader with a gpunetio link gets a NIC ring, this machine's too ({@link #SERVE_RESIDENT_RINGS} nic). */
+  public boolean nicRingsOnly() { return nicRingsOnly; }
   public long requestMinBytes() { return requestMinBytes; }
   public int pushBlocks() { return pushBlocks; }
   public int pushThreads() { return pushThreads; }

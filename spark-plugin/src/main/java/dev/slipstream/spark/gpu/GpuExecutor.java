@@ -56,6 +56,8 @@ public final class GpuExecutor implements AutoCloseable {
   static final int LANDING_REGION_ID = 1;
   /** The resident server's block-table staging region (gpunetio reader entries). */
   static final int STAGING_REGION_ID = 2;
+  /** Region ids of this executor's copies of remote holders' rings (below the tables' ids). */
+  static final int FIRST_COPY_REGION_ID = 1 << 19;
   static final int FIRST_TABLE_ID = 1 << 20;
   static final int FIRST_OUTPUT_ID = 1 << 21;
 
@@ -82,6 +84,13 @@ public final class GpuExecutor implements AutoCloseable {
   private final java.util.concurrent.atomic.AtomicLong nicLanes = new java.util.concurrent.atomic.AtomicLong();
   /** The resident server for readers of this machine (spark.slipstream.gpu.serve.resident); null when off. */
   private final ResidentServing resident;
+  private final GpuConf conf;
+  private final PeerLandings.PeerTable peers;
+  /** Whether links carry the two ring queue pairs: resident serving over gpunetio (the same on every executor). */
+  private final boolean ringLinks;
+  /** Region ids of this executor's copies of holders' rings on its NIC. */
+  private final java.util.concurrent.atomic.AtomicInteger nextCopyId = new java.util.concurrent.atomic.AtomicInteger(
+      FIRST_COPY_REGION_ID);
   /** Whether the warning about an executor sharing this GPU with resident serving on was logged. */
   private volatile boolean sharedGpuWarned;
   private volatile boolean closed;
@@ -91,6 +100,8 @@ public final class GpuExecutor implements AutoCloseable {
       java.util.function.Consumer<NicOffer> relay, String residentApp) {
     this.executorId = executorId;
     this.ctx = ctx;
+    this.conf = conf;
+    this.peers = peers;
     List<AutoCloseable> made = new ArrayList<>();
     // This GPU's memory in the executor's accounting tree, beside the host pools: its landing
     // region (reserved whole, as the host landing memory is), and the device map outputs with the
@@ -117,6 +128,7 @@ public final class GpuExecutor implements AutoCloseable {
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
       this.backend = pushBackend(conf);
+      this.ringLinks = residentApp != null && backend == Backend.GPUNETIO;
       this.server = new PushScheduler(ctx, kernel, store, FIRST_TABLE_ID, conf.serveInFlight(),
           new PushScheduler.Lanes(backend, conf.pushBlocks(), conf.pushThreads(),
               pool.child("push-tables", Long.MAX_VALUE)), this::laneTarget);
@@ -128,7 +140,7 @@ public final class GpuExecutor implements AutoCloseable {
         int mkey = nic.register(landing.region().devicePointer(), landing.region().length(), LANDING_REGION_ID);
         // A link's queue pairs: one slot per push in flight to that peer.
         this.nicLinks = new NicLinks(executorId, nic, conf.nicQueues(), conf.serveInFlight(),
-            PushScheduler.GPUNETIO_QUEUE_DEPTH, relay);
+            ringLinks, PushScheduler.GPUNETIO_QUEUE_DEPTH, relay);
         made.add(nicLinks);
         this.endpoint = base.withNic(new NicLanding(LANDING_REGION_ID, mkey, landing.region().length()));
       } else {
@@ -138,7 +150,7 @@ public final class GpuExecutor implements AutoCloseable {
       this.writer = new PushWriter(server, new PeerLandings(executorId, endpoint, peers), this::importLanding,
           fetchTimeoutMs);
       this.resident = residentApp == null ? null : new ResidentServing(executorId, residentApp, ctx, store, conf,
-          this::importLanding, java.time.Duration.ofMillis(fetchTimeoutMs), backend, STAGING_REGION_ID);
+          this::importLanding, java.time.Duration.ofMillis(fetchTimeoutMs), backend, STAGING_REGION_ID, nic);
     } catch (RuntimeException e) {
       for (int i = made.size() - 1; i >= 0; i--) {
         try {
@@ -211,7 +223,8 @@ public final class GpuExecutor implements AutoCloseable {
    * or, with the software NIC (which reaches this machine only), when both are on this machine.
    */
   public void peerJoined(String peerId, GpuEndpoint peer) {
-    if (resident != null && !closed && peer.hostId().equals(endpoint.hostId()) && !peerId.equals(executorId)) {
+    if (resident != null && !closed && peer.hostId().equals(endpoint.hostId()) && !peerId.equals(executorId)
+        && !nicRing(peer)) {
       resident.readerJoined(peerId, peer);
       if (peer.uuid().equals(endpoint.uuid()) && !sharedGpuWarned) {
         sharedGpuWarned = true;
@@ -225,6 +238,80 @@ public final class GpuExecutor implements AutoCloseable {
         && peer.hostId().equals(endpoint.hostId()) == nic.software()) {
       nicLinks.peerJoined(peerId);
     }
+  }
+
+  /** Whether this executor has (or gets) a gpunetio link to {@code peer}: both have a NIC, and the NIC reaches it. */
+  private boolean linkable(GpuEndpoint peer) {
+    return nicLinks != null && peer.gpunetio() && peer.hostId().equals(endpoint.hostId()) == nic.software();
+  }
+
+  /**
+   * Whether resident rings between this executor and {@code peer} (either way) go over their gpunetio
+   * link, in two copies: resident serving over gpunetio, a link, and the peer on another machine (or
+   * any linked peer with {@code spark.slipstream.gpu.serve.resident.rings=nic}). The same on both sides.
+   */
+  public boolean nicRing(GpuEndpoint peer) {
+    return ringLinks && linkable(peer) && (conf.nicRingsOnly() || !peer.hostId().equals(endpoint.hostId()));
+  }
+
+  /**
+   * A resident ring's set-up message from a peer, relayed by the driver. An offer (this executor as the
+   * holder) is answered through {@code relay}; answers to this executor's offers go to
+   * {@code answers} (the reader's side, {@link ResidentRequests}).
+   */
+  public void ringOffer(dev.slipstream.gpu.serve.RingOffer o, java.util.function.Consumer<dev.slipstream.gpu.serve.RingOffer> relay) {
+    if (o.kind() != dev.slipstream.gpu.serve.RingOffer.Kind.OFFER) {
+      throw new IllegalArgumentException("ring " + o.kind() + " from " + o.from() + " for the holder's side, expected"
+          + " an offer");
+    }
+    if (!o.to().equals(executorId)) {
+      throw new IllegalArgumentException("ring offer from " + o.from() + " is addressed to executor " + o.to()
+          + ", expected " + executorId);
+    }
+    java.util.Optional<GpuEndpoint> reader = peers.peer(o.from()).flatMap(PeerLandings.Peer::gpu);
+    dev.slipstream.gpu.serve.RingOffer answer;
+    if (resident == null || closed || reader.isEmpty() || !nicRing(reader.get())) {
+      answer = dev.slipstream.gpu.serve.RingOffer.refuse(executorId, o.from(), reader.isEmpty()
+          ? "reader " + o.from() + " has no GPU in the peer table"
+          : "executor " + executorId + " serves no resident ring over a NIC link to " + o.from());
+    } else {
+      answer = resident.remoteReaderOffered(o, reader.get(), nicLinks);
+    }
+    relay.accept(answer);
+  }
+
+  /**
+   * A new copy of holder {@code holder}'s ring for this executor as its reader, registered on this
+   * executor's NIC, in {@code dir}; the caller closes it.
+   */
+  public dev.slipstream.gpu.RemoteRing remoteRingCopy(String dir, String app, String holder, int slots)
+      throws java.io.IOException {
+    java.nio.file.Path path = java.nio.file.Path.of(ResidentServing.ringPath(dir, app, holder, executorId) + "-copy");
+    java.nio.file.Files.deleteIfExists(path); // left by an executor of the same id that is gone
+    int id = nextCopyId.getAndIncrement();
+    if (id >= FIRST_TABLE_ID) {
+      throw new IllegalStateException("executor " + executorId + " made " + (id - FIRST_COPY_REGION_ID)
+          + " copies of holders' rings, more than its region ids allow");
+    }
+    return dev.slipstream.gpu.RemoteRing.create(ctx, nic, path, slots, id);
+  }
+
+  /**
+   * The host's queue pair of the connected link to {@code holder}, leased for one ring (the reader
+   * posts its requests on it); empty when the link is not connected (yet).
+   */
+  public java.util.Optional<NicLinks.Lease> ringHostLease(String holder) {
+    return nicLinks == null ? java.util.Optional.empty() : nicLinks.ringLease(holder, NicLinks.RingRole.HOST);
+  }
+
+  /** The host queue of a lease from {@link #ringHostLease}. */
+  public dev.slipstream.gpu.HostQueue hostQueue(NicLinks.Lease lease) {
+    return nic.hostQueue(lease.link(), lease.firstQueue());
+  }
+
+  /** This executor's NIC landing region as requests into it name it (holders on other machines push there). */
+  public java.util.Optional<RegionDescriptor> nicLandingDescriptor() {
+    return endpoint.nic().map(n -> n.descriptor(ctx.device()));
   }
 
   /** Whether the gpunetio link to {@code peer} is connected (both sides can write over it). */

@@ -34,6 +34,14 @@ import org.slf4j.LoggerFactory;
  * holder's answer. A served answer carries the kernel's instants as a timeline
  * ({@link RingRequests#timeline}).
  *
+ * <p>A holder whose rings go over the NIC ({@link GpuExecutor#nicRing}: another machine) is offered a
+ * copy of a ring made here ({@link #trySendRemote}: the first request to it goes the host-driven way
+ * while the holder sets up its side); once it accepts, requests are written into this copy and
+ * published into the holder's copy from this host ({@link dev.slipstream.gpu.RemoteRing}), their
+ * deadlines in the holder's clock as estimated from its answer (good to half the offer's round trip
+ * through the driver), and the kernel's answers arrive in this copy, read as those of rings of this
+ * machine are. A refused offer is offered again after {@link #OFFER_AGAIN_NANOS}.
+ *
  * <p>Threading: thread-safe. Ownership: maps the rings (their files are the holders');
  * {@link #close()} stops the answer thread and fails what is still waiting.
  */
@@ -43,11 +51,16 @@ final class ResidentRequests implements AutoCloseable {
   private static final long RETRY_NANOS = 200_000_000L;
   /** How long the answer thread reads the rings back to back after the last answer. */
   private static final long SPIN_NANOS = 5_000_000L;
+  /** How long after a holder refused a ring over the NIC (or never answered) this executor offers one again. */
+  static final long OFFER_AGAIN_NANOS = 10_000_000_000L;
+  /** Slots of this executor's copy of a holder's ring over the NIC. */
+  static final int REMOTE_RING_SLOTS = ResidentServing.RING_SLOTS;
 
   private final String executorId;
   private final String applicationId;
   private final String ringDir;
   private final Map<String, Ring> rings = new ConcurrentHashMap<>();
+  private final Map<String, Remote> remotes = new ConcurrentHashMap<>();
   private final ConcurrentLinkedQueue<Posted> posted = new ConcurrentLinkedQueue<>();
   private final Thread answers;
   private final java.util.concurrent.atomic.AtomicLong postedCount = new java.util.concurrent.atomic.AtomicLong();
@@ -56,6 +69,38 @@ final class ResidentRequests implements AutoCloseable {
 
   /** A holder's ring as this reader sees it: mapped (null until the file exists), or looked for again after {@code retryAt}. */
   private record Ring(ServeRingFile file, long retryAt) {}
+
+  /**
+   * A holder's ring over the NIC as this reader has it: its copy, when it was offered, and once the
+   * holder accepted, the host queue pair's lease it publishes on and the holder's clock less this one.
+   */
+  private static final class Remote {
+    final dev.slipstream.gpu.RemoteRing copy;
+    final long offeredAt;
+    volatile dev.slipstream.gpu.nic.NicLinks.Lease host;
+    volatile long clockOffset;
+    volatile boolean ready;
+    volatile boolean refused;
+
+    Remote(dev.slipstream.gpu.RemoteRing copy, long offeredAt) {
+      this.copy = copy;
+      this.offeredAt = offeredAt;
+    }
+
+    void close() {
+      try {
+        if (copy != null) {
+          copy.close();
+        }
+      } catch (IOException | RuntimeException e) {
+        LOG.debug("closing {}: {}", copy, e.toString());
+      }
+      dev.slipstream.gpu.nic.NicLinks.Lease l = host;
+      if (l != null) {
+        l.close();
+      }
+    }
+  }
 
   private record Posted(String holder, ServeRing ring, long ticket, long requestId, long giveUpAt,
       RingAnswer answer, Supplier<CompletableFuture<WriteResult>> fallback) {}
@@ -99,11 +144,20 @@ final class ResidentRequests implements AutoCloseable {
     if (ring == null || ring.broken()) {
       return Optional.empty();
     }
-    long now = System.nanoTime();
-    long ticket = ring.post(RingRequests.request(req, ownLanding.key(), now), 1_000_000_000L);
+    return post(holder, ring, req, ownLanding.key(), System.nanoTime(), 0, answerWithin, fallback);
+  }
+
+  /**
+   * Posts {@code req} into {@code ring} (its deadline in the holder's clock: this one's plus
+   * {@code clockOffset}) and waits for its answer there; empty when the ring is broken.
+   */
+  private Optional<CompletableFuture<WriteResult>> post(String holder, ServeRing ring, WriteRequest req, long key,
+      long now, long clockOffset, Duration answerWithin, Supplier<CompletableFuture<WriteResult>> fallback) {
+    long ticket = ring.post(RingRequests.request(req, key, now + clockOffset), 1_000_000_000L);
     if (ticket < 0) {
-      LOG.warn("Slipstream executor {}: the resident ring of holder {} is broken (a request was never answered);"
-          + " its requests go the host-driven way", executorId, holder);
+      RuntimeException why = ring.publishFailure();
+      LOG.warn("Slipstream executor {}: the resident ring of holder {} is broken ({}); its requests go the host-driven"
+          + " way", executorId, holder, why != null ? why.toString() : "a request was never answered");
       return Optional.empty();
     }
     postedCount.incrementAndGet();
@@ -111,6 +165,89 @@ final class ResidentRequests implements AutoCloseable {
     posted.add(new Posted(holder, ring, ticket, req.requestId(), now + answerWithin.toNanos(), answer, fallback));
     LockSupport.unpark(answers);
     return Optional.of(answer);
+  }
+
+  /**
+   * As {@link #trySend}, for holder {@code holder} whose rings go over the NIC: {@code ownLanding} is
+   * this executor's NIC landing region; {@code gpu} makes the copy of the ring and leases the link's
+   * host queue pair. Empty until the holder accepted this executor's offer (which the first call
+   * sends through {@code relay}).
+   */
+  Optional<CompletableFuture<WriteResult>> trySendRemote(String holder, WriteRequest req, RegionDescriptor ownLanding,
+      Duration answerWithin, Supplier<CompletableFuture<WriteResult>> fallback, GpuExecutor gpu,
+      java.util.function.Consumer<dev.slipstream.gpu.serve.RingOffer> relay) {
+    if (closed || !RingRequests.fits(req) || !req.landing().equals(ownLanding)) {
+      return Optional.empty();
+    }
+    long now = System.nanoTime();
+    Remote r = remotes.get(holder);
+    if (r == null || (!r.ready && now - r.offeredAt > OFFER_AGAIN_NANOS)) {
+      offer(holder, r, now, gpu, relay);
+      return Optional.empty();
+    }
+    if (!r.ready || r.copy == null || r.copy.ring().broken()) {
+      return Optional.empty();
+    }
+    return post(holder, r.copy.ring(), req, ownLanding.key(), now, r.clockOffset, answerWithin, fallback);
+  }
+
+  /** Makes a copy of holder {@code holder}'s ring (replacing {@code old}) and offers it to the holder. */
+  private synchronized void offer(String holder, Remote old, long now, GpuExecutor gpu,
+      java.util.function.Consumer<dev.slipstream.gpu.serve.RingOffer> relay) {
+    if (closed || remotes.get(holder) != old) {
+      return; // another thread offered meanwhile
+    }
+    if (old != null) {
+      remotes.remove(holder);
+      old.close();
+    }
+    try {
+      dev.slipstream.gpu.RemoteRing copy = gpu.remoteRingCopy(ringDir, applicationId, holder, REMOTE_RING_SLOTS);
+      Remote r = new Remote(copy, now);
+      remotes.put(holder, r);
+      relay.accept(dev.slipstream.gpu.serve.RingOffer.offer(executorId, holder, copy.regionId(), copy.key(),
+          REMOTE_RING_SLOTS, System.nanoTime()));
+    } catch (IOException | RuntimeException e) {
+      // Offered again after OFFER_AGAIN_NANOS; until then requests to it go the host-driven way.
+      Remote none = new Remote(null, now);
+      none.refused = true;
+      LOG.warn("Slipstream executor {}: no resident ring over the NIC to holder {} ({}); its requests go the"
+          + " host-driven way", executorId, holder, e.toString());
+      remotes.put(holder, none);
+    }
+  }
+
+  /**
+   * A holder's answer to this executor's offer: accepted, the copy is connected to the holder's
+   * over the link's host queue pair (leased from {@code gpu}); refused, it waits to be offered again.
+   */
+  void remoteAnswered(dev.slipstream.gpu.serve.RingOffer o, GpuExecutor gpu) {
+    Remote r = remotes.get(o.from());
+    if (r == null || r.copy == null || r.ready) {
+      return; // an answer to an offer replaced since, or a duplicate
+    }
+    long now = System.nanoTime();
+    if (o.kind() != dev.slipstream.gpu.serve.RingOffer.Kind.ACCEPT) {
+      r.refused = true;
+      LOG.info("Slipstream executor {}: holder {} serves no resident ring over the NIC to it ({}); its requests go"
+          + " the host-driven way", executorId, o.from(), o.reason());
+      return;
+    }
+    try {
+      dev.slipstream.gpu.nic.NicLinks.Lease lease = gpu.ringHostLease(o.from()).orElseThrow(
+          () -> new IllegalStateException("no connected gpunetio link to holder " + o.from()));
+      r.host = lease;
+      r.copy.connect(gpu.hostQueue(lease), o.regionId(), o.key(), 1_000_000_000L);
+      // The holder read its clock between the offer's send and this answer: about half way.
+      r.clockOffset = o.nanos() - (r.offeredAt + (now - r.offeredAt) / 2);
+      r.ready = true;
+      LOG.info("Slipstream executor {} posts into the resident ring of holder {} over the NIC (holder's clock {} us"
+          + " ahead, within {} us)", executorId, o.from(), r.clockOffset / 1000, (now - r.offeredAt) / 2000);
+    } catch (RuntimeException e) {
+      r.refused = true;
+      LOG.warn("Slipstream executor {}: holder {} accepted a resident ring over the NIC, but it cannot be used ({});"
+          + " its requests go the host-driven way", executorId, o.from(), e.toString());
+    }
   }
 
   /** Requests posted into resident rings since start. */
@@ -152,11 +289,15 @@ final class ResidentRequests implements AutoCloseable {
   /** Forgets a lost holder's ring; its requests still waiting fail (their landing ranges stay retained). */
   void holderLost(String holder) {
     rings.remove(holder);
+    Remote remote = remotes.remove(holder);
     for (Posted p : posted) {
       if (p.holder().equals(holder) && posted.remove(p)) {
         p.answer().completeExceptionally(new IllegalStateException("holder " + holder + " was lost before it answered"
             + " device write request " + p.requestId()));
       }
+    }
+    if (remote != null) {
+      remote.close(); // its kernel writes nothing more into this copy: its process is gone
     }
   }
 
@@ -225,5 +366,7 @@ final class ResidentRequests implements AutoCloseable {
     }
     posted.clear();
     rings.clear();
+    remotes.values().forEach(Remote::close);
+    remotes.clear();
   }
 }

@@ -58,27 +58,35 @@ public final class DriverEndpoint implements ThreadSafeRpcEndpoint {
   }
 
   /**
-   * One-way messages: a gpunetio link offer is forwarded to the executor it names (dropped, with a
-   * line in the log, when that executor is gone: its peers hear of the loss and close their links).
+   * One-way messages: a gpunetio link offer or a resident ring's set-up is forwarded to the executor
+   * it names (dropped, with a line in the log, when that executor is gone: its peers hear of the
+   * loss and close their links and rings).
    */
   @Override
   public PartialFunction<Object, BoxedUnit> receive() {
     return Scala.partial(m -> m instanceof byte[], m -> {
       try {
-        if (RpcMessages.decode((byte[]) m) instanceof RpcMessages.NicOfferMessage o) {
-          RpcEndpointRef to = executors.get(o.offer().to());
-          if (to == null || !peers.containsKey(o.offer().from())) {
-            LOG.info("gpunetio link offer from {} to {} dropped: {} is not registered", o.offer().from(),
-                o.offer().to(), to == null ? o.offer().to() : o.offer().from());
-          } else {
-            to.send(m);
-          }
+        RpcMessages.Message msg = RpcMessages.decode((byte[]) m);
+        if (msg instanceof RpcMessages.NicOfferMessage o) {
+          forward(m, "gpunetio link offer", o.offer().from(), o.offer().to());
+        } else if (msg instanceof RpcMessages.RingOfferMessage o) {
+          forward(m, "resident ring " + o.offer().kind().name().toLowerCase(java.util.Locale.ROOT), o.offer().from(),
+              o.offer().to());
         }
       } catch (TransportException e) {
         LOG.warn("Slipstream driver dropped a malformed one-way message: {}", e.getMessage());
       }
       return true;
     });
+  }
+
+  private void forward(Object m, String what, String from, String toId) {
+    RpcEndpointRef to = executors.get(toId);
+    if (to == null || !peers.containsKey(from)) {
+      LOG.info("{} from {} to {} dropped: {} is not registered", what, from, toId, to == null ? toId : from);
+    } else {
+      to.send(m);
+    }
   }
 
   @Override

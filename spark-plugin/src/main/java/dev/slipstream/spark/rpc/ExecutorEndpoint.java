@@ -30,16 +30,19 @@ public final class ExecutorEndpoint implements ThreadSafeRpcEndpoint {
   private final java.util.function.BiConsumer<String, String> onLost;
   private final Supplier<Map<String, Long>> metrics;
   private final Consumer<dev.slipstream.gpu.nic.NicOffer> onNicOffer;
+  private final Consumer<dev.slipstream.gpu.serve.RingOffer> onRingOffer;
 
   public ExecutorEndpoint(RpcEnv rpcEnv, String executorId, Consumer<PeerInfo> onJoined,
                           java.util.function.BiConsumer<String, String> onLost, Supplier<Map<String, Long>> metrics,
-                          Consumer<dev.slipstream.gpu.nic.NicOffer> onNicOffer) {
+                          Consumer<dev.slipstream.gpu.nic.NicOffer> onNicOffer,
+                          Consumer<dev.slipstream.gpu.serve.RingOffer> onRingOffer) {
     this.rpcEnv = rpcEnv;
     this.executorId = executorId;
     this.onJoined = onJoined;
     this.onLost = onLost;
     this.metrics = metrics;
     this.onNicOffer = onNicOffer;
+    this.onRingOffer = onRingOffer;
   }
 
   @Override
@@ -58,6 +61,8 @@ public final class ExecutorEndpoint implements ThreadSafeRpcEndpoint {
           onLost.accept(l.executorId(), l.reason());
         } else if (msg instanceof RpcMessages.NicOfferMessage o) {
           onNicOffer.accept(o.offer());
+        } else if (msg instanceof RpcMessages.RingOfferMessage o) {
+          onRingOffer.accept(o.offer());
         }
       } catch (Exception e) {
         LOG.warn("Executor {} dropped a malformed driver message: {}", executorId, e.toString());

@@ -24,12 +24,13 @@ public final class RpcMessages {
   public static final byte METRICS = 38;
   // Type ids 39..41 are retired (device write requests go executor to executor over the shuffle transport).
   public static final byte NIC_OFFER = 42;
+  public static final byte RING_OFFER = 43;
   private static final int MAX_PEERS = 1 << 16;
 
   private RpcMessages() {}
 
   public sealed interface Message permits Register, Peers, Lookup, PeerJoined, PeerLost, MetricsRequest, Metrics,
-      NicOfferMessage {}
+      NicOfferMessage, RingOfferMessage {}
 
   public record Register(PeerInfo peer) implements Message {}
 
@@ -56,6 +57,9 @@ public final class RpcMessages {
   /** A gpunetio link offer from one executor to another; the driver forwards it to {@code offer.to()}. */
   public record NicOfferMessage(dev.slipstream.gpu.nic.NicOffer offer) implements Message {}
 
+  /** A resident ring's set-up between a reader and a holder of different machines; forwarded to {@code offer.to()}. */
+  public record RingOfferMessage(dev.slipstream.gpu.serve.RingOffer offer) implements Message {}
+
   public static byte[] encode(Message m) {
     WireWriter w = new WireWriter(256);
     if (m instanceof Register r) {
@@ -78,6 +82,9 @@ public final class RpcMessages {
       x.values().forEach((k, v) -> w.putString(k).putLong(v));
     } else if (m instanceof NicOfferMessage o) {
       w.putHeader(NIC_OFFER);
+      o.offer().encode(w);
+    } else if (m instanceof RingOfferMessage o) {
+      w.putHeader(RING_OFFER);
       o.offer().encode(w);
     }
     return w.toByteArray();
@@ -110,9 +117,10 @@ public final class RpcMessages {
         yield new Metrics(id, values);
       }
       case NIC_OFFER -> new NicOfferMessage(dev.slipstream.gpu.nic.NicOffer.decode(r));
+      case RING_OFFER -> new RingOfferMessage(dev.slipstream.gpu.serve.RingOffer.decode(r));
       default -> throw new TransportException(TransportError.UNKNOWN_TYPE,
-          "slipstream rpc message: got type id " + type + ", expected " + REGISTER + ".." + METRICS + " or "
-              + NIC_OFFER);
+          "slipstream rpc message: got type id " + type + ", expected " + REGISTER + ".." + METRICS + ", "
+              + NIC_OFFER + " or " + RING_OFFER);
     };
     r.expectEnd("slipstream rpc message");
     return m;
