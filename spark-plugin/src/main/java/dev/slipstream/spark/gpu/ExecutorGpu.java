@@ -326,6 +326,14 @@ public final class ExecutorGpu implements AutoCloseable {
       g.nicOffer(o);
     } catch (RuntimeException e) {
       LOG.warn("gpunetio link offer from {} refused: {}", o.from(), e.getMessage());
+      return;
+    }
+    // Once the link is connected at both ends, this executor offers its copy of a ring to that
+    // holder, so the ring is set up before the first request to it.
+    ResidentRequests rr = resident;
+    Optional<GpuEndpoint> h = executor.knownPeer(o.from()).flatMap(PeerInfo::gpu);
+    if (rr != null && h.isPresent() && g.nicRing(h.get()) && g.nicLinked(o.from())) {
+      rr.prepareRemote(o.from(), g, executor::relay);
     }
   }
 

@@ -35,8 +35,9 @@ import org.slf4j.LoggerFactory;
  * ({@link RingRequests#timeline}).
  *
  * <p>A holder whose rings go over the NIC ({@link GpuExecutor#nicRing}: another machine) is offered a
- * copy of a ring made here ({@link #trySendRemote}: the first request to it goes the host-driven way
- * while the holder sets up its side); once it accepts, requests are written into this copy and
+ * copy of a ring made here once the link to it is connected at both ends ({@link #prepareRemote}; or
+ * by the first request to it, {@link #trySendRemote}, which then goes the host-driven way while the
+ * holder sets up its side); once it accepts, requests are written into this copy and
  * published into the holder's copy from this host ({@link dev.slipstream.gpu.RemoteRing}), their
  * deadlines in the holder's clock as estimated from its answer (good to half the offer's round trip
  * through the driver), and the kernel's answers arrive in this copy, read as those of rings of this
@@ -189,6 +190,17 @@ final class ResidentRequests implements AutoCloseable {
       return Optional.empty();
     }
     return post(holder, r.copy.ring(), req, ownLanding.key(), now, r.clockOffset, answerWithin, fallback);
+  }
+
+  /**
+   * Offers holder {@code holder} a copy of a ring over the NIC unless one was offered already (the
+   * link to it just connected at both ends), so that its first request finds the ring set up.
+   */
+  void prepareRemote(String holder, GpuExecutor gpu,
+      java.util.function.Consumer<dev.slipstream.gpu.serve.RingOffer> relay) {
+    if (!closed && !remotes.containsKey(holder)) {
+      offer(holder, null, System.nanoTime(), gpu, relay);
+    }
   }
 
   /** Makes a copy of holder {@code holder}'s ring (replacing {@code old}) and offers it to the holder. */
