@@ -74,8 +74,9 @@ public final class NicLinks implements AutoCloseable {
   public NicLinks(String self, NicDevice nic, int slotQueues, int slots, boolean rings, int depth,
       Consumer<NicOffer> send) {
     if (slotQueues < 1 || slots < 1 || (long) slotQueues * slots + (rings ? 2 : 0) > NicOffer.MAX_QUEUES) {
-      throw new IllegalArgumentException("NIC links: " + slots + " slots of " + slotQueues + " queue pairs per link,"
-          + " expected at least 1 of 1 and at most " + NicOffer.MAX_QUEUES + " queue pairs");
+      throw new IllegalArgumentException("NIC links: " + slots + " slots of " + slotQueues + " queue pairs per link"
+          + (rings ? " and 2 for resident rings" : "") + ", expected at least 1 of 1 and at most " + NicOffer.MAX_QUEUES
+          + " queue pairs in all");
     }
     this.self = self;
     this.nic = nic;

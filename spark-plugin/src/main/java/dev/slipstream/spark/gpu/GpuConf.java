@@ -133,8 +133,8 @@ public final class GpuConf {
           + " from the producer index the kernel publishes, auto = gpu where the register can be mapped, else host.");
   public static final ConfigEntry<Integer> NIC_QUEUES = ConfigEntry.integer("spark.slipstream.gpu.nic.queues", "8",
       2, 128, "Queue pairs one push over a gpunetio link posts on (one CUDA block each; one carries the block"
-          + " table). A link to a peer has this many for each of spark.slipstream.gpu.serve.inFlight pushes at once:"
-          + " at most 256 in all.");
+          + " table). A link to a peer has this many for each of spark.slipstream.gpu.serve.inFlight pushes at once,"
+          + " and 2 more with resident serving over gpunetio: at most 256 in all.");
 
   public static final ConfigEntry<java.time.Duration> RETAIN_GRACE = ConfigEntry.duration(
       "spark.slipstream.gpu.landing.retainGrace", "30s",
@@ -216,10 +216,12 @@ public final class GpuConf {
     this.nicGidIndex = NIC_GID_INDEX.get(source);
     this.nicDoorbell = NIC_DOORBELL.get(source);
     this.nicQueues = NIC_QUEUES.get(source);
-    if ((long) nicQueues * serveInFlight > 256) {
+    // Resident serving over gpunetio adds the two queue pairs of resident rings to every link.
+    int ringQueues = serveResident && gpunetio ? 2 : 0;
+    if ((long) nicQueues * serveInFlight + ringQueues > 256) {
       throw new IllegalArgumentException(NIC_QUEUES.key() + " x " + SERVE_IN_FLIGHT.key() + ": got " + nicQueues + " x "
-          + serveInFlight + " = " + (long) nicQueues * serveInFlight + " queue pairs per gpunetio link, expected at"
-          + " most 256");
+          + serveInFlight + " = " + (long) nicQueues * serveInFlight + " queue pairs per gpunetio link"
+          + (ringQueues > 0 ? " and 2 for resident rings" : "") + ", expected at most 256 in all");
     }
     this.retainGrace = RETAIN_GRACE.get(source);
     if (retainGrace.isNegative() || retainGrace.toMillis() > 3_600_000L) {

@@ -92,6 +92,27 @@ class GpuConfTest {
             () -> conf(Map.of("spark.slipstream.gpu.resourceName", " "))).getMessage());
   }
 
+  /** Resident serving over gpunetio adds two queue pairs to every link, within the 256 a link may have. */
+  @Test
+  void residentRingsCountInALinksQueuePairs() {
+    Map<String, String> full = Map.of("spark.slipstream.gpu.nic.queues", "128", "spark.slipstream.gpu.serve.inFlight",
+        "2", "spark.slipstream.gpu.path", "gpunetio");
+    assertEquals(128, conf(full).nicQueues(), "256 queue pairs without resident rings");
+    java.util.Map<String, String> resident = new java.util.HashMap<>(full);
+    resident.put("spark.slipstream.gpu.serve.resident", "true");
+    assertEquals("spark.slipstream.gpu.nic.queues x spark.slipstream.gpu.serve.inFlight: got 128 x 2 = 256 queue pairs"
+        + " per gpunetio link and 2 for resident rings, expected at most 256 in all",
+        assertThrows(IllegalArgumentException.class, () -> conf(resident)).getMessage());
+    resident.put("spark.slipstream.gpu.nic.queues", "127");
+    assertEquals(127, conf(resident).nicQueues());
+    assertFalse(conf(resident).nicRingsOnly());
+    resident.put("spark.slipstream.gpu.serve.resident.rings", "nic");
+    assertTrue(conf(resident).nicRingsOnly());
+    resident.put("spark.slipstream.gpu.serve.resident.rings", "shm");
+    assertEquals("spark.slipstream.gpu.serve.resident.rings: got 'shm', expected one of [auto, nic]",
+        assertThrows(IllegalArgumentException.class, () -> conf(resident)).getMessage());
+  }
+
   @Test
   void theNicIsOptionalUnlessNamed() {
     GpuConf d = conf(Map.of());
@@ -120,7 +141,7 @@ class GpuConfTest {
       }
     }
     assertEquals("spark.slipstream.gpu.nic.queues x spark.slipstream.gpu.serve.inFlight: got 64 x 8 = 512 queue pairs"
-        + " per gpunetio link, expected at most 256", assertThrows(IllegalArgumentException.class,
+        + " per gpunetio link, expected at most 256 in all", assertThrows(IllegalArgumentException.class,
             () -> conf(Map.of("spark.slipstream.gpu.nic.queues", "64", "spark.slipstream.gpu.serve.inFlight", "8")))
             .getMessage());
     assertThrows(IllegalArgumentException.class, () -> conf(Map.of("spark.slipstream.gpu.nic.queues", "1")),
