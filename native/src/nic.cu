@@ -117,14 +117,19 @@ extern "C" void slip_nic_close(slip_nic *n) {
 
 extern "C" const char *slip_nic_kind(const slip_nic *n) { return n ? n->name.c_str() : "none"; }
 
+namespace {
+// A registration made: the NIC's table, which slip_nic_link_mkey and slip_nic_dereg read.
+void record(slip_nic *n, uint32_t id, uint32_t mkey) {
+  std::lock_guard<std::mutex> g(n->mu);
+  n->regs.push_back({id, mkey});
+}
+}  // namespace
+
 extern "C" slip_status slip_nic_reg(slip_nic *n, void *ptr, uint64_t len, uint32_t id, uint32_t *mkey) {
   slip_status st = SLIP_OK;
   SLIP_CHECK(slip_nic_check_reg(n, ptr, len, id, mkey));
   SLIP_CHECK(reg(n, ptr, len, id, mkey));
-  {
-    std::lock_guard<std::mutex> g(n->mu);
-    n->regs.push_back({id, *mkey});
-  }
+  record(n, id, *mkey);
 done:
   return st;
 }
@@ -136,10 +141,7 @@ extern "C" slip_status slip_nic_reg_file(slip_nic *n, void *host, uint64_t len, 
   if (!path || !*path) SLIP_FAIL(SLIP_ERR_INVALID_ARG, "slip_nic_reg_file: region %u without its file's path", id);
   // A ConnectX NIC registers host memory as it is; only the software NIC's peers need the file.
   SLIP_CHECK(n->soft ? soft_nic_reg_file(n->soft, host, len, id, path, mkey) : hw_nic_reg(n->hw, host, len, id, mkey));
-  {
-    std::lock_guard<std::mutex> g(n->mu);
-    n->regs.push_back({id, *mkey});
-  }
+  record(n, id, *mkey);
 done:
   return st;
 }

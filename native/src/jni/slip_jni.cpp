@@ -46,6 +46,31 @@ void throw_iae(JNIEnv *env, const char *fmt, ...) {
   env->ThrowNew(g_iae, msg);
 }
 
+// A Java string's modified UTF-8 bytes for the length of a call. A null string throws
+// IllegalArgumentException with `null_message`; either way, or on OutOfMemoryError, the object is
+// false and an exception is pending: the caller returns right after.
+class Utf8 {
+ public:
+  Utf8(JNIEnv *env, jstring s, const char *null_message) : env_(env), s_(s) {
+    if (s == nullptr)
+      throw_iae(env, "%s", null_message);
+    else
+      p_ = env->GetStringUTFChars(s, nullptr);
+  }
+  Utf8(const Utf8 &) = delete;
+  Utf8 &operator=(const Utf8 &) = delete;
+  ~Utf8() {
+    if (p_) env_->ReleaseStringUTFChars(s_, p_);
+  }
+  explicit operator bool() const { return p_ != nullptr; }
+  const char *c_str() const { return p_; }
+
+ private:
+  JNIEnv *env_;
+  jstring s_;
+  const char *p_ = nullptr;
+};
+
 // True if `a` is a non-null array of at least `min` elements; otherwise throws and returns false.
 bool check_array(JNIEnv *env, jarray a, jsize min, const char *what) {
   if (a == nullptr) {
@@ -419,14 +444,10 @@ jint JNICALL nicQpInfoParse(JNIEnv *env, jclass, jbyteArray rec) {
 
 jint JNICALL nicOpen(JNIEnv *env, jclass, jstring ibdev, jint port, jint gid, jint device, jint doorbell, jlongArray out) {
   if (!check_array(env, out, 1, "NIC handle out")) return 0;
-  if (ibdev == nullptr) {
-    throw_iae(env, "RDMA device name: null, expected a name (empty: the first mlx5 device)");
-    return 0;
-  }
-  const char *name = env->GetStringUTFChars(ibdev, nullptr);
+  const Utf8 name(env, ibdev, "RDMA device name: null, expected a name (empty: the first mlx5 device)");
+  if (!name) return 0;
   slip_nic *n = nullptr;
-  const slip_status st = slip_nic_open(name, port, gid, device, doorbell, &n);
-  env->ReleaseStringUTFChars(ibdev, name);
+  const slip_status st = slip_nic_open(name.c_str(), port, gid, device, doorbell, &n);
   jlong h = (jlong)(uintptr_t)n;
   if (st == SLIP_OK) env->SetLongArrayRegion(out, 0, 1, &h);
   return st;
@@ -590,15 +611,10 @@ void JNICALL serverDestroy(JNIEnv *, jclass, jlong s) { slip_server_destroy(hand
 
 jint JNICALL ringAttach(JNIEnv *env, jclass, jlong ctx, jstring path, jlongArray out) {
   if (!check_array(env, out, 1, "ringAttach out")) return 0;
-  if (path == nullptr) {
-    throw_iae(env, "ringAttach: null path, expected a ring file's path");
-    return 0;
-  }
-  const char *p = env->GetStringUTFChars(path, nullptr);
-  if (p == nullptr) return 0;  // OutOfMemoryError pending
+  const Utf8 p(env, path, "ringAttach: null path, expected a ring file's path");
+  if (!p) return 0;
   slip_serve_ring_map *m = nullptr;
-  const slip_status st = slip_serve_ring_attach(handle<slip_ctx>(ctx), p, &m);
-  env->ReleaseStringUTFChars(path, p);
+  const slip_status st = slip_serve_ring_attach(handle<slip_ctx>(ctx), p.c_str(), &m);
   if (st == SLIP_OK) put_long(env, out, to_handle(m));
   return st;
 }
@@ -623,16 +639,11 @@ jint JNICALL serverSetReaderRemote(JNIEnv *, jclass, jlong s, jint index, jlong 
 
 jint JNICALL nicRegFile(JNIEnv *env, jclass, jlong n, jlong ptr, jlong len, jint id, jstring path, jintArray mkey) {
   if (!check_array(env, mkey, 1, "memory key out")) return 0;
-  if (path == nullptr) {
-    throw_iae(env, "nicRegFile: null path, expected the file the region maps");
-    return 0;
-  }
-  const char *p = env->GetStringUTFChars(path, nullptr);
-  if (p == nullptr) return 0;  // OutOfMemoryError pending
+  const Utf8 p(env, path, "nicRegFile: null path, expected the file the region maps");
+  if (!p) return 0;
   uint32_t k = 0;
   const slip_status st =
-      slip_nic_reg_file(handle<slip_nic>(n), (void *)(uintptr_t)ptr, (uint64_t)len, (uint32_t)id, p, &k);
-  env->ReleaseStringUTFChars(path, p);
+      slip_nic_reg_file(handle<slip_nic>(n), (void *)(uintptr_t)ptr, (uint64_t)len, (uint32_t)id, p.c_str(), &k);
   jint v = (jint)k;
   if (st == SLIP_OK) env->SetIntArrayRegion(mkey, 0, 1, &v);
   return st;
