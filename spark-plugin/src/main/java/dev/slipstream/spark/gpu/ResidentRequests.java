@@ -81,7 +81,6 @@ final class ResidentRequests implements AutoCloseable {
     volatile dev.slipstream.gpu.nic.NicLinks.Lease host;
     volatile long clockOffset;
     volatile boolean ready;
-    volatile boolean refused;
 
     Remote(dev.slipstream.gpu.RemoteRing copy, long offeredAt) {
       this.copy = copy;
@@ -213,19 +212,21 @@ final class ResidentRequests implements AutoCloseable {
       remotes.remove(holder);
       old.close();
     }
+    Remote made = null;
     try {
       dev.slipstream.gpu.RemoteRing copy = gpu.remoteRingCopy(ringDir, applicationId, holder, REMOTE_RING_SLOTS);
-      Remote r = new Remote(copy, now);
-      remotes.put(holder, r);
+      made = new Remote(copy, now);
+      remotes.put(holder, made);
       relay.accept(dev.slipstream.gpu.serve.RingOffer.offer(executorId, holder, copy.regionId(), copy.key(),
           REMOTE_RING_SLOTS, System.nanoTime()));
     } catch (IOException | RuntimeException e) {
       // Offered again after OFFER_AGAIN_NANOS; until then requests to it go the host-driven way.
-      Remote none = new Remote(null, now);
-      none.refused = true;
       LOG.warn("Slipstream executor {}: no resident ring over the NIC to holder {} ({}); its requests go the"
           + " host-driven way", executorId, holder, e.toString());
-      remotes.put(holder, none);
+      if (made != null) {
+        made.close(); // the offer never left: nothing will answer into this copy
+      }
+      remotes.put(holder, new Remote(null, now));
     }
   }
 
@@ -240,7 +241,6 @@ final class ResidentRequests implements AutoCloseable {
     }
     long now = System.nanoTime();
     if (o.kind() != dev.slipstream.gpu.serve.RingOffer.Kind.ACCEPT) {
-      r.refused = true;
       LOG.info("Slipstream executor {}: holder {} serves no resident ring over the NIC to it ({}); its requests go"
           + " the host-driven way", executorId, o.from(), o.reason());
       return;
@@ -256,7 +256,6 @@ final class ResidentRequests implements AutoCloseable {
       LOG.info("Slipstream executor {} posts into the resident ring of holder {} over the NIC (holder's clock {} us"
           + " ahead, within {} us)", executorId, o.from(), r.clockOffset / 1000, (now - r.offeredAt) / 2000);
     } catch (RuntimeException e) {
-      r.refused = true;
       LOG.warn("Slipstream executor {}: holder {} accepted a resident ring over the NIC, but it cannot be used ({});"
           + " its requests go the host-driven way", executorId, o.from(), e.toString());
     }
