@@ -35,11 +35,15 @@ public final class LocalCluster {
     return app.isEmpty() ? jar : jar + File.pathSeparator + app;
   }
 
+  /** A builder for a local cluster; {@code shuffleManager} null leaves {@code spark.shuffle.manager} unset. */
   public static SparkSession.Builder builder(String name, String shuffleManager, int executors) {
-    return SparkSession.builder().appName(name)
+    SparkSession.Builder b = SparkSession.builder();
+    if (shuffleManager != null) {
+      b.config("spark.shuffle.manager", shuffleManager);
+    }
+    return b.appName(name)
         .master("local-cluster[" + executors + ",1,1024]")
         .config("spark.executor.memory", "512m")
-        .config("spark.shuffle.manager", shuffleManager)
         .config("spark.executor.extraClassPath", executorClassPath())
         .config("spark.driver.extraClassPath", executorClassPath())
         .config("spark.ui.enabled", "false")

@@ -21,9 +21,20 @@ import java.util.Locale;
  * @param dataDir where generated Parquet data is kept between runs
  * @param outDir where the JSON, markdown and PNG go
  * @param jfrDir when set, executors record JFR profiles there (one folder per manager)
+ * @param rapidsJar when set, the GPU mode: the RAPIDS Accelerator jar the queries run with
+ * @param rapidsNatives in the GPU mode, a folder of cudf's native libraries to load in place of
+ *     those inside the jar (null: the jar's)
+ * @param gpuAllocFraction in the GPU mode, each executor's share of GPU memory for RAPIDS' pool
+ * @param confs further {@code key=value} Spark settings for every benchmark cluster
  */
 public record BenchOptions(double scaleFactor, List<String> queries, int executors, int cores, String executorMemory,
-    int warmups, int reps, List<String> transports, int shufflePartitions, Path dataDir, Path outDir, Path jfrDir) {
+    int warmups, int reps, List<String> transports, int shufflePartitions, Path dataDir, Path outDir, Path jfrDir,
+    Path rapidsJar, Path rapidsNatives, double gpuAllocFraction, List<String> confs) {
+
+  /** The GPU mode's managers: RAPIDS with its own shuffle manager (Spark 4: set by RAPIDS itself). */
+  public static final String RAPIDS_DEFAULT = "rapids-default";
+  /** The GPU mode's prefix of RAPIDS on Slipstream's manager, followed by the transport. */
+  public static final String RAPIDS_SLIPSTREAM = "rapids-slipstream-";
 
   public static final String USAGE = """
       Usage: slipstream-bench [options]
@@ -39,11 +50,19 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         --data DIR            generated data, reused across runs (default data/tpch)
         --out DIR             report folder (default bench-out/tpch)
         --jfr DIR             record a JFR profile (settings=default) of every executor into DIR/<manager>/
+        --conf KEY=VALUE      a further Spark setting for every benchmark cluster (repeatable)
+      GPU mode (Spark 4 line, a GPU on this machine):
+        --rapids JAR          run the queries with the RAPIDS Accelerator from JAR: CPU Spark once for
+                              the reference rows, then rapids-default (RAPIDS' own shuffle manager) and
+                              rapids-slipstream-<transport> per transport
+        --rapids-natives DIR  cudf's native libraries from DIR instead of from the jar
+        --gpu-alloc-fraction F  each executor's share of GPU memory for RAPIDS' pool
+                              (default 0.8 / executors, at most 0.4)
       """;
 
   public static BenchOptions defaults() {
     return new BenchOptions(0.1, allQueries(), 2, 1, "1g", 1, 2, List.of("tcp"), 200, Path.of("data/tpch"),
-        Path.of("bench-out/tpch"), null);
+        Path.of("bench-out/tpch"), null, null, null, Double.NaN, List.of());
   }
 
   public static List<String> allQueries() {
@@ -59,7 +78,23 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
   }
 
   public static BenchOptions parse(String[] args) {
-    BenchOptions o = defaults();
+    BenchOptions d = defaults();
+    double sf = d.scaleFactor;
+    List<String> queries = d.queries;
+    int executors = d.executors;
+    int cores = d.cores;
+    String memory = d.executorMemory;
+    int warmups = d.warmups;
+    int reps = d.reps;
+    List<String> transports = d.transports;
+    int partitions = d.shufflePartitions;
+    Path data = d.dataDir;
+    Path out = d.outDir;
+    Path jfr = d.jfrDir;
+    Path rapids = null;
+    Path natives = null;
+    double fraction = Double.NaN;
+    List<String> confs = new ArrayList<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("-h") || a.equals("--help")) {
@@ -69,41 +104,61 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         throw new IllegalArgumentException("option " + a + " needs a value");
       }
       String v = args[++i];
-      o = switch (a) {
-        case "--sf", "--scale-factor" -> o.with(positive(a, Double.parseDouble(v)), o.queries, o.executors, o.cores,
-            o.executorMemory, o.warmups, o.reps, o.transports, o.shufflePartitions, o.dataDir, o.outDir, o.jfrDir);
-        case "--queries" -> o.with(o.scaleFactor, queries(v), o.executors, o.cores, o.executorMemory, o.warmups,
-            o.reps, o.transports, o.shufflePartitions, o.dataDir, o.outDir, o.jfrDir);
-        case "--executors" -> o.with(o.scaleFactor, o.queries, (int) positive(a, Integer.parseInt(v)), o.cores,
-            o.executorMemory, o.warmups, o.reps, o.transports, o.shufflePartitions, o.dataDir, o.outDir, o.jfrDir);
-        case "--cores" -> o.with(o.scaleFactor, o.queries, o.executors, (int) positive(a, Integer.parseInt(v)),
-            o.executorMemory, o.warmups, o.reps, o.transports, o.shufflePartitions, o.dataDir, o.outDir, o.jfrDir);
-        case "--executor-memory" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, v, o.warmups, o.reps,
-            o.transports, o.shufflePartitions, o.dataDir, o.outDir, o.jfrDir);
-        case "--reps" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, o.executorMemory, o.warmups,
-            (int) positive(a, Integer.parseInt(v)), o.transports, o.shufflePartitions, o.dataDir, o.outDir, o.jfrDir);
-        case "--warmups" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, o.executorMemory,
-            Math.max(0, Integer.parseInt(v)), o.reps, o.transports, o.shufflePartitions, o.dataDir, o.outDir, o.jfrDir);
-        case "--transports" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, o.executorMemory, o.warmups,
-            o.reps, v.equals("none") ? List.of() : List.of(v.split(",")), o.shufflePartitions, o.dataDir, o.outDir,
-            o.jfrDir);
-        case "--shuffle-partitions" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, o.executorMemory,
-            o.warmups, o.reps, o.transports, (int) positive(a, Integer.parseInt(v)), o.dataDir, o.outDir, o.jfrDir);
-        case "--data" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, o.executorMemory, o.warmups, o.reps,
-            o.transports, o.shufflePartitions, Path.of(v), o.outDir, o.jfrDir);
-        case "--out" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, o.executorMemory, o.warmups, o.reps,
-            o.transports, o.shufflePartitions, o.dataDir, Path.of(v), o.jfrDir);
-        case "--jfr" -> o.with(o.scaleFactor, o.queries, o.executors, o.cores, o.executorMemory, o.warmups, o.reps,
-            o.transports, o.shufflePartitions, o.dataDir, o.outDir, Path.of(v));
+      switch (a) {
+        case "--sf", "--scale-factor" -> sf = positive(a, number(a, v));
+        case "--queries" -> queries = queries(v);
+        case "--executors" -> executors = (int) positive(a, integer(a, v));
+        case "--cores" -> cores = (int) positive(a, integer(a, v));
+        case "--executor-memory" -> memory = v;
+        case "--reps" -> reps = (int) positive(a, integer(a, v));
+        case "--warmups" -> warmups = Math.max(0, integer(a, v));
+        case "--transports" -> transports = v.equals("none") ? List.of() : List.of(v.split(","));
+        case "--shuffle-partitions" -> partitions = (int) positive(a, integer(a, v));
+        case "--data" -> data = Path.of(v);
+        case "--out" -> out = Path.of(v);
+        case "--jfr" -> jfr = Path.of(v);
+        case "--conf" -> {
+          int eq = v.indexOf('=');
+          if (eq <= 0) {
+            throw new IllegalArgumentException("--conf: got '" + v + "', expected KEY=VALUE");
+          }
+          confs.add(v);
+        }
+        case "--rapids" -> rapids = Path.of(v);
+        case "--rapids-natives" -> natives = Path.of(v);
+        case "--gpu-alloc-fraction" -> {
+          fraction = number(a, v);
+          if (!(fraction > 0 && fraction <= 1)) {
+            throw new IllegalArgumentException(a + ": got " + v + ", expected a fraction above 0 and at most 1");
+          }
+        }
         default -> throw new IllegalArgumentException("unknown option " + a);
-      };
+      }
     }
-    return o;
+    if (rapids == null && (natives != null || !Double.isNaN(fraction))) {
+      throw new IllegalArgumentException("--rapids-natives and --gpu-alloc-fraction need --rapids JAR (the GPU mode)");
+    }
+    if (rapids != null && Double.isNaN(fraction)) {
+      fraction = Math.min(0.4, 0.8 / executors);
+    }
+    return new BenchOptions(sf, queries, executors, cores, memory, warmups, reps, transports, partitions, data, out,
+        jfr, rapids, natives, fraction, List.copyOf(confs));
   }
 
-  private BenchOptions with(double sf, List<String> q, int e, int c, String mem, int w, int r, List<String> t, int sp,
-      Path data, Path out, Path jfr) {
-    return new BenchOptions(sf, q, e, c, mem, w, r, t, sp, data, out, jfr);
+  private static double number(String option, String v) {
+    try {
+      return Double.parseDouble(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(option + ": got '" + v + "', expected a number");
+    }
+  }
+
+  private static int integer(String option, String v) {
+    try {
+      return Integer.parseInt(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(option + ": got '" + v + "', expected a whole number");
+    }
   }
 
   private static double positive(String option, double v) {
@@ -131,12 +186,54 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
     return out;
   }
 
-  /** Shuffle managers in run order: {@code sort}, then {@code slipstream-<transport>} per transport. */
+  /** The GPU mode: the queries run with the RAPIDS Accelerator. */
+  public boolean gpu() {
+    return rapidsJar != null;
+  }
+
+  /**
+   * Shuffle managers in run order: {@code sort}, then {@code slipstream-<transport>} per transport;
+   * in the GPU mode {@code sort} (CPU Spark, first round only: the reference rows), {@code
+   * rapids-default}, then {@code rapids-slipstream-<transport>} per transport.
+   */
   public List<String> managers() {
     List<String> m = new ArrayList<>();
     m.add("sort");
-    transports.forEach(t -> m.add("slipstream-" + t));
+    if (gpu()) {
+      m.add(RAPIDS_DEFAULT);
+      transports.forEach(t -> m.add(RAPIDS_SLIPSTREAM + t));
+    } else {
+      transports.forEach(t -> m.add("slipstream-" + t));
+    }
     return m;
+  }
+
+  /** The manager the others are compared with: sort, or in the GPU mode RAPIDS' own. */
+  public String baseline() {
+    return gpu() ? RAPIDS_DEFAULT : "sort";
+  }
+
+  /** The managers compared with {@link #baseline()}, in run order. */
+  public List<String> compared() {
+    List<String> m = new ArrayList<>(managers());
+    m.remove("sort");
+    m.remove(baseline());
+    return m;
+  }
+
+  /** Whether {@code manager} runs in {@code round}: in the GPU mode CPU Spark runs in the first round only. */
+  public boolean runs(String manager, int round) {
+    return !(gpu() && manager.equals("sort") && round > 0);
+  }
+
+  /** Slipstream is the shuffle manager of {@code manager}. */
+  public static boolean slipstream(String manager) {
+    return manager.startsWith("slipstream-") || manager.startsWith(RAPIDS_SLIPSTREAM);
+  }
+
+  /** The transport of a Slipstream manager. */
+  public static String transport(String manager) {
+    return manager.substring(manager.lastIndexOf('-') + 1);
   }
 
   /** Executor memory in MiB, for the local cluster's worker size. */

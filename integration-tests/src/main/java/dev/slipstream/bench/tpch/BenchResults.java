@@ -11,16 +11,17 @@ import java.util.stream.Collectors;
 /**
  * Every query run of a benchmark and the statistics the reports show: per query and manager the
  * median wall time with its min and max over the measured rounds, the median of each metric, the
- * Slipstream/sort ratio, and which queries are shuffle-heavy (sort's shuffle bytes written above
- * {@link #HEAVY_FRACTION} of the bytes its scans read).
+ * ratio to the baseline manager (sort, or in the GPU mode RAPIDS' own), and which queries are
+ * shuffle-heavy (under CPU Spark's sort shuffle the shuffle bytes written are above {@link
+ * #HEAVY_FRACTION} of the bytes its scans read).
  *
  * <p>Threading: filled by the runner's thread, read after the run.
  */
 public final class BenchResults {
   public static final double HEAVY_FRACTION = 0.10;
-  /** The target: total time over shuffle-heavy queries at most this fraction of sort's. */
+  /** The target: total time over shuffle-heavy queries at most this fraction of the baseline's (1.3x). */
   public static final double TARGET_HEAVY_RATIO = 0.77;
-  /** The target: no query slower than sort by more than this factor. */
+  /** The target: no query slower than the baseline by more than this factor. */
   public static final double TARGET_MAX_QUERY_RATIO = 1.05;
 
   /** One query run. */
@@ -55,6 +56,16 @@ public final class BenchResults {
     return managers;
   }
 
+  /** The manager the others are compared with ({@link BenchOptions#baseline()}). */
+  public String baseline() {
+    return options.baseline();
+  }
+
+  /** The managers compared with the baseline. */
+  public List<String> compared() {
+    return options.compared();
+  }
+
   public synchronized void sparkVersion(String v) {
     sparkVersion = v;
   }
@@ -79,9 +90,13 @@ public final class BenchResults {
     return List.copyOf(mismatches);
   }
 
-  /** Measured (not warm-up) runs of one query under one manager, in round order. */
+  /**
+   * Measured (not warm-up) runs of one query under one manager, in round order; for a manager that
+   * runs in the first round only (CPU Spark in the GPU mode), that run even when it was a warm-up.
+   */
   public List<Run> measured(String query, String manager) {
-    return runs().stream().filter(r -> !r.warmup() && r.query().equals(query) && r.manager().equals(manager))
+    boolean once = !options.runs(manager, 1);
+    return runs().stream().filter(r -> (once || !r.warmup()) && r.query().equals(query) && r.manager().equals(manager))
         .collect(Collectors.toList());
   }
 
@@ -117,10 +132,10 @@ public final class BenchResults {
     return s != null && s.medianMetrics().shuffleBytesWritten() > HEAVY_FRACTION * s.medianMetrics().inputBytes();
   }
 
-  /** Median time of {@code manager} over median time of sort, or NaN. */
+  /** Median time of {@code manager} over median time of the baseline, or NaN. */
   public double ratio(String query, String manager) {
     Stat a = stat(query, manager);
-    Stat b = stat(query, "sort");
+    Stat b = stat(query, baseline());
     return a == null || b == null || b.medianMillis() == 0 ? Double.NaN : (double) a.medianMillis() / b.medianMillis();
   }
 
@@ -139,17 +154,17 @@ public final class BenchResults {
   }
 
   public double totalRatio(String manager, List<String> qs) {
-    long sort = total("sort", qs);
-    return sort == 0 ? Double.NaN : (double) total(manager, qs) / sort;
+    long base = total(baseline(), qs);
+    return base == 0 ? Double.NaN : (double) total(manager, qs) / base;
   }
 
-  /** Per measured round: sum over {@code qs} of that round's time under {@code manager} over sort's. */
+  /** Per measured round: sum over {@code qs} of that round's time under {@code manager} over the baseline's. */
   public List<Double> roundRatios(String manager, List<String> qs) {
     Map<Integer, long[]> byRound = new LinkedHashMap<>();
     for (Run r : runs()) {
       if (!r.warmup() && qs.contains(r.query())) {
         long[] t = byRound.computeIfAbsent(r.round(), k -> new long[2]);
-        if (r.manager().equals("sort")) {
+        if (r.manager().equals(baseline())) {
           t[0] += r.wallMillis();
         } else if (r.manager().equals(manager)) {
           t[1] += r.wallMillis();

@@ -14,8 +14,8 @@ import javax.imageio.ImageIO;
 
 /**
  * Draws the benchmark chart with Java2D (headless): top, the median time per query per manager
- * with a min-max whisker; bottom, each Slipstream manager's time over sort's per query, with
- * lines at 1.0 and at the target's 1.05. Shuffle-heavy queries are marked with {@code *}.
+ * with a min-max whisker; bottom, each Slipstream manager's time over the baseline's per query
+ * (sort, or in the GPU mode RAPIDS' own manager), with lines at 1.0 and at the target's 1.05. Shuffle-heavy queries are marked with {@code *}.
  */
 final class ChartWriter {
   private static final Color[] COLORS = {new Color(0x7f7f7f), new Color(0x1f77b4), new Color(0xff7f0e),
@@ -53,7 +53,7 @@ final class ChartWriter {
 
   private static void times(Graphics2D g, BenchResults r, int top, int bottom) {
     List<String> qs = r.queries();
-    List<String> ms = r.managers();
+    List<String> ms = charted(r);
     long max = 1;
     for (String q : qs) {
       for (String m : ms) {
@@ -92,10 +92,10 @@ final class ChartWriter {
 
   private static void ratios(Graphics2D g, BenchResults r, int top, int bottom) {
     List<String> qs = r.queries();
-    List<String> ms = r.managers().subList(1, r.managers().size());
+    List<String> ms = r.compared();
     g.setColor(Color.BLACK);
     g.setFont(new Font(Font.SANS_SERIF, Font.BOLD, 15));
-    StringBuilder title = new StringBuilder("Slipstream time / sort time per query (below 1 = faster)");
+    StringBuilder title = new StringBuilder("Slipstream time / " + r.baseline() + " time per query (below 1 = faster)");
     for (String m : ms) {
       title.append(String.format(Locale.ROOT, "   %s, shuffle-heavy total: %.2f", m,
           r.totalRatio(m, r.heavyQueries())));
@@ -136,11 +136,20 @@ final class ChartWriter {
         }
         int x = (int) (LEFT + i * slot + slot * 0.2 + k * bar);
         int y = y(v, maxR, top, bottom);
-        g.setColor(COLORS[(k + 1) % COLORS.length]);
+        g.setColor(COLORS[charted(r).indexOf(ms.get(k)) % COLORS.length]);
         g.fillRect(x, y, Math.max(1, (int) bar - 1), bottom - y);
       }
       label(g, r, qs.get(i), (int) (LEFT + i * slot + slot / 2), bottom + 16);
     }
+  }
+
+  /** The managers in the time chart: all, but in the GPU mode not CPU Spark (its one run is in the report). */
+  private static List<String> charted(BenchResults r) {
+    List<String> ms = new java.util.ArrayList<>(r.managers());
+    if (r.options().gpu()) {
+      ms.remove("sort");
+    }
+    return ms;
   }
 
   private static void label(Graphics2D g, BenchResults r, String q, int cx, int y) {

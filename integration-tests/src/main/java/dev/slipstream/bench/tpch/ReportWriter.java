@@ -42,7 +42,7 @@ public final class ReportWriter {
     for (String m : managers) {
       sb.append(String.format(Locale.ROOT, " %26s", m + " ms (min-max)"));
     }
-    for (String m : managers.subList(1, managers.size())) {
+    for (String m : r.compared()) {
       sb.append(String.format(Locale.ROOT, " %8s", "ratio"));
     }
     sb.append(String.format(Locale.ROOT, " %10s %10s%n", "shuffle MB", "input MB"));
@@ -53,10 +53,10 @@ public final class ReportWriter {
         sb.append(String.format(Locale.ROOT, " %26s",
             s == null ? "-" : s.medianMillis() + " (" + s.minMillis() + "-" + s.maxMillis() + ")"));
       }
-      for (String m : managers.subList(1, managers.size())) {
+      for (String m : r.compared()) {
         sb.append(String.format(Locale.ROOT, " %8s", ratio(r.ratio(q, m))));
       }
-      BenchResults.Stat sort = r.stat(q, "sort");
+      BenchResults.Stat sort = r.stat(q, "sort"); // CPU Spark's figures, the query's own
       sb.append(String.format(Locale.ROOT, " %10s %10s%n", sort == null ? "-" : mb(sort.medianMetrics().shuffleBytesWritten()),
           sort == null ? "-" : mb(sort.medianMetrics().inputBytes())));
     }
@@ -67,13 +67,13 @@ public final class ReportWriter {
       for (String m : managers) {
         sb.append(String.format(Locale.ROOT, " %26d", r.total(m, qs)));
       }
-      for (String m : managers.subList(1, managers.size())) {
+      for (String m : r.compared()) {
         sb.append(String.format(Locale.ROOT, " %8s", ratio(r.totalRatio(m, qs))));
       }
       sb.append(System.lineSeparator());
     }
     sb.append("Shuffle-heavy (sort's shuffle bytes > 10% of input bytes): ").append(heavy).append(System.lineSeparator());
-    for (String m : managers.subList(1, managers.size())) {
+    for (String m : r.compared()) {
       sb.append(verdict(r, m)).append(System.lineSeparator());
     }
     return sb.toString();
@@ -88,8 +88,8 @@ public final class ReportWriter {
     boolean met = total <= BenchResults.TARGET_HEAVY_RATIO && worst != null
         && worst.getValue() <= BenchResults.TARGET_MAX_QUERY_RATIO;
     return String.format(Locale.ROOT,
-        "%s / sort over shuffle-heavy queries: %s (per round: %s; target <= %.2f); slowest query %s at %s (target <= %.2f): %s",
-        manager, ratio(total), rounds.stream().map(ReportWriter::ratio).collect(Collectors.joining(", ")),
+        "%s / %s over shuffle-heavy queries: %s (per round: %s; target <= %.2f); slowest query %s at %s (target <= %.2f): %s",
+        manager, r.baseline(), ratio(total), rounds.stream().map(ReportWriter::ratio).collect(Collectors.joining(", ")),
         BenchResults.TARGET_HEAVY_RATIO, worst == null ? "-" : worst.getKey(),
         worst == null ? "-" : ratio(worst.getValue()), BenchResults.TARGET_MAX_QUERY_RATIO,
         met ? "target met" : "target NOT met");
@@ -105,6 +105,12 @@ public final class ReportWriter {
             + "%d warm-up + %d measured rounds (median, min-max). Machine: %s. Load average before %s, after %s.%n%n",
         when, r.sparkVersion(), o.executors(), o.cores(), o.executorMemory(), o.shufflePartitions(), o.warmups(), o.reps(),
         machine.summary(), before, after));
+    if (o.gpu()) {
+      sb.append(String.format(Locale.ROOT, "GPU mode: the RAPIDS Accelerator (%s), %s of GPU memory per executor for "
+          + "its pool; ratios are to %s (RAPIDS with its own shuffle manager). CPU Spark with sort shuffle ran once, "
+          + "in the first round, for the reference rows.%s%n%n", o.rapidsJar().getFileName(), o.gpuAllocFraction(),
+          r.baseline(), o.confs().isEmpty() ? "" : " Further settings: " + String.join(", ", o.confs()) + "."));
+    }
     if (!r.mismatches().isEmpty()) {
       sb.append("**RESULT MISMATCH, run failed:**\n\n");
       r.mismatches().forEach(m -> sb.append("- ").append(m).append('\n'));
@@ -112,10 +118,10 @@ public final class ReportWriter {
     }
     sb.append("![time per query](tpch.png)\n\n| query | shuffle-heavy |");
     managers.forEach(m -> sb.append(' ').append(m).append(" ms |"));
-    managers.subList(1, managers.size()).forEach(m -> sb.append(' ').append(m).append(" / sort |"));
+    r.compared().forEach(m -> sb.append(' ').append(m).append(" / ").append(r.baseline()).append(" |"));
     sb.append("\n|---|---|");
     managers.forEach(m -> sb.append("---:|"));
-    managers.subList(1, managers.size()).forEach(m -> sb.append("---:|"));
+    r.compared().forEach(m -> sb.append("---:|"));
     sb.append('\n');
     for (String q : r.queries()) {
       sb.append("| ").append(q).append(" | ").append(r.heavy(q) ? "yes" : "").append(" |");
@@ -124,18 +130,18 @@ public final class ReportWriter {
         sb.append(' ').append(s == null ? "-" : s.medianMillis() + " (" + s.minMillis() + "-" + s.maxMillis() + ")")
             .append(" |");
       }
-      managers.subList(1, managers.size()).forEach(m -> sb.append(' ').append(ratio(r.ratio(q, m))).append(" |"));
+      r.compared().forEach(m -> sb.append(' ').append(ratio(r.ratio(q, m))).append(" |"));
       sb.append('\n');
     }
     for (String label : List.of("total, all queries", "total, shuffle-heavy")) {
       List<String> qs = label.endsWith("all queries") ? r.queries() : r.heavyQueries();
       sb.append("| **").append(label).append("** | |");
       managers.forEach(m -> sb.append(" **").append(r.total(m, qs)).append("** |"));
-      managers.subList(1, managers.size()).forEach(m -> sb.append(" **").append(ratio(r.totalRatio(m, qs))).append("** |"));
+      r.compared().forEach(m -> sb.append(" **").append(ratio(r.totalRatio(m, qs))).append("** |"));
       sb.append('\n');
     }
     sb.append('\n');
-    managers.subList(1, managers.size()).forEach(m -> sb.append("- ").append(verdict(r, m)).append('\n'));
+    r.compared().forEach(m -> sb.append("- ").append(verdict(r, m)).append('\n'));
     sb.append("\nSpark's task metrics (medians; MiB; times in ms; peak memory = largest executor heap + direct "
         + "buffers seen at a task's end):\n\n| query | manager | input | shuffle written | shuffle read (remote) "
         + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | tasks |\n"
@@ -165,7 +171,11 @@ public final class ReportWriter {
     j.key("options").open('{').field("executors", o.executors()).field("coresPerExecutor", o.cores())
         .field("executorMemory", o.executorMemory()).field("warmups", o.warmups()).field("reps", o.reps())
         .field("shufflePartitions", o.shufflePartitions()).strings("queries", o.queries())
-        .strings("managers", r.managers()).close('}');
+        .strings("managers", r.managers()).field("baseline", r.baseline()).strings("confs", o.confs());
+    if (o.gpu()) {
+      j.field("rapidsJar", o.rapidsJar().getFileName().toString()).field("gpuAllocFraction", o.gpuAllocFraction());
+    }
+    j.close('}');
     j.key("machine").open('{').field("cores", machine.cores()).field("cpu", machine.cpu())
         .field("memoryBytes", machine.memoryBytes()).field("java", machine.java()).field("os", machine.os())
         .field("loadBefore", before.toString()).field("loadAfter", after.toString()).close('}');
@@ -186,8 +196,8 @@ public final class ReportWriter {
         j.close('}');
       }
       j.close('}');
-      j.key("ratioToSort").open('{');
-      r.managers().subList(1, r.managers().size()).forEach(m -> j.field(m, r.ratio(q, m)));
+      j.key("ratioToBaseline").open('{');
+      r.compared().forEach(m -> j.field(m, r.ratio(q, m)));
       j.close('}').close('}');
     }
     j.close(']');
@@ -195,7 +205,7 @@ public final class ReportWriter {
     for (String m : r.managers()) {
       j.key(m).open('{').field("allMillis", r.total(m, r.queries()))
           .field("shuffleHeavyMillis", r.total(m, r.heavyQueries()));
-      if (!m.equals("sort")) {
+      if (r.compared().contains(m)) {
         j.field("ratioAll", r.totalRatio(m, r.queries())).field("ratioShuffleHeavy", r.totalRatio(m, r.heavyQueries()));
         j.key("ratioShuffleHeavyPerRound").open('[');
         r.roundRatios(m, r.heavyQueries()).forEach(j::value);

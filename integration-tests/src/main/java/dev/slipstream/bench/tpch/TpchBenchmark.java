@@ -1,7 +1,9 @@
 package dev.slipstream.bench.tpch;
 
 import dev.slipstream.bench.LocalCluster;
+import java.io.File;
 import java.io.IOException;
+import java.net.URL;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -13,12 +15,22 @@ import java.util.Map;
 import java.util.stream.Collectors;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.util.MutableURLClassLoader;
 
 /**
  * The TPC-H benchmark runner: generates (or reuses) the data, then runs the selected queries on a
  * local cluster under Spark's sort shuffle and under Slipstream with each transport, checks that
  * every run of a query returns the same rows as the first one, and writes a console table, JSON,
  * markdown and a PNG chart.
+ *
+ * <p>GPU mode ({@code --rapids JAR}, Spark 4 line): CPU Spark with sort shuffle runs the queries
+ * once, in the first round, for the reference rows; then the RAPIDS Accelerator runs them with its
+ * own shuffle manager ({@code rapids-default}: {@code spark.shuffle.manager} unset, RAPIDS sets
+ * its {@code RapidsShuffleManager}) and with Slipstream's ({@code rapids-slipstream-<transport>}).
+ * The driver loads the jar as {@code spark-submit --jars} does (a {@link MutableURLClassLoader} as
+ * the context class loader); executors get it on their class path. Executors share the machine's
+ * GPUs without Spark resource settings, each with {@link BenchOptions#gpuAllocFraction()} of GPU
+ * memory for RAPIDS' pool.
  *
  * <p>Order: {@code warmups + reps} rounds; each round starts a fresh local cluster per manager
  * (a SparkContext's shuffle manager is fixed, and one JVM holds one SparkContext) and runs every
@@ -57,6 +69,10 @@ public final class TpchBenchmark {
     BenchResults r;
     try (Progress p = new Progress(System.out)) {
       r = new TpchBenchmark(o, p).run();
+    } catch (IllegalArgumentException e) {
+      System.err.println(e.getMessage());
+      System.exit(2);
+      return;
     }
     System.out.println();
     System.out.print(ReportWriter.consoleTable(r));
@@ -77,17 +93,31 @@ public final class TpchBenchmark {
         fmt(options.scaleFactor()), options.queries().size(), options.executors(), options.cores(),
         options.managers(), options.warmups(), options.reps()));
     progress.println("Machine: " + machine.summary());
-    data = TpchGenerator.ensure(options.dataDir(), options.scaleFactor(), Math.max(2, options.executors()),
-        progress::println);
+    if (options.gpu()) {
+      progress.println("GPU mode: RAPIDS Accelerator " + options.rapidsJar() + (options.rapidsNatives() == null ? ""
+          : ", cudf natives from " + options.rapidsNatives()) + ", GPU memory fraction per executor "
+          + options.gpuAllocFraction() + "; CPU Spark (sort) runs in the first round only, for the reference rows");
+      useRapids();
+    }
+    data = TpchGenerator.ensure(options.dataDir(), options.scaleFactor(),
+        Math.max(2, Runtime.getRuntime().availableProcessors()), progress::println);
     List<String> managers = options.managers();
     int rounds = options.warmups() + options.reps();
-    progress.total(rounds * managers.size() * options.queries().size());
+    int clusters = 0;
+    for (int round = 0; round < rounds; round++) {
+      for (String m : managers) {
+        clusters += options.runs(m, round) ? 1 : 0;
+      }
+    }
+    progress.total(clusters * options.queries().size());
     Machine.Load before = Machine.load();
     for (int round = 0; round < rounds && results.mismatches().isEmpty(); round++) {
       List<String> order = new ArrayList<>(managers);
       if (round % 2 == 1) {
         Collections.reverse(order);
       }
+      final int r = round;
+      order.removeIf(m -> !options.runs(m, r));
       for (String manager : order) {
         runRound(round, round < options.warmups(), manager);
         // Reports so far, so that an interrupted long run still leaves its numbers.
@@ -120,7 +150,7 @@ public final class TpchBenchmark {
         long wall = (System.nanoTime() - t0) / 1_000_000;
         QueryMetrics m = listener.end(spark);
         List<String> got = rows.stream().map(Row::toString).collect(Collectors.toList());
-        Map<String, Long> counters = manager.startsWith("slipstream-") ? slipstreamCounters() : Map.of();
+        Map<String, Long> counters = BenchOptions.slipstream(manager) ? slipstreamCounters() : Map.of();
         results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m, counters));
         String verdict = check(query, manager, round, got);
         if (!counters.isEmpty()) {
@@ -177,11 +207,41 @@ public final class TpchBenchmark {
     return "MISMATCH";
   }
 
+  /**
+   * The GPU mode's driver side: RAPIDS' jar on the context class loader, as {@code spark-submit
+   * --jars} puts it, and cudf's native folder for any cudf class the driver loads.
+   */
+  private void useRapids() throws IOException {
+    String scalaVersion = scala.util.Properties$.MODULE$.versionNumberString();
+    if (!scalaVersion.startsWith("2.13")) {
+      throw new IllegalArgumentException("--rapids: this is the Spark line of Scala " + scalaVersion
+          + "; the RAPIDS Accelerator 26.08 runs on the Spark 4 line (Scala 2.13: SPARK_LINE=spark4 bin/slipstream-bench)");
+    }
+    File jar = options.rapidsJar().toFile();
+    if (!jar.isFile()) {
+      throw new IllegalArgumentException("--rapids: no file at " + jar.getAbsolutePath()
+          + " (expected the RAPIDS Accelerator jar, e.g. rapids-4-spark_2.13-26.08.1.jar)");
+    }
+    if (options.rapidsNatives() != null) {
+      File lib = options.rapidsNatives().resolve("libcudf.so").toFile();
+      if (!lib.isFile()) {
+        throw new IllegalArgumentException("--rapids-natives: no libcudf.so in "
+            + options.rapidsNatives().toAbsolutePath() + " (expected the folder of cudf's native libraries)");
+      }
+      System.setProperty("ai.rapids.cudf.lib-native-dir", options.rapidsNatives().toAbsolutePath().toString());
+    }
+    Thread.currentThread().setContextClassLoader(new MutableURLClassLoader(new URL[] {jar.toURI().toURL()},
+        Thread.currentThread().getContextClassLoader()));
+  }
+
   private SparkSession start(String manager) {
-    boolean slip = manager.startsWith("slipstream-");
+    boolean slip = BenchOptions.slipstream(manager);
+    boolean rapids = options.gpu() && !manager.equals("sort");
     int workerMb = options.executorMemoryMb();
-    SparkSession.Builder b = LocalCluster.builder("tpch-" + manager, slip ? LocalCluster.SLIPSTREAM : LocalCluster.SORT,
-            options.executors())
+    // RAPIDS' own manager: spark.shuffle.manager unset, so RAPIDS (Spark 4) sets its RapidsShuffleManager.
+    String shuffleManager = slip ? LocalCluster.SLIPSTREAM : manager.equals(BenchOptions.RAPIDS_DEFAULT) ? null
+        : LocalCluster.SORT;
+    SparkSession.Builder b = LocalCluster.builder("tpch-" + manager, shuffleManager, options.executors())
         .master("local-cluster[" + options.executors() + "," + options.cores() + "," + workerMb + "]")
         .config("spark.executor.memory", options.executorMemory())
         .config("spark.sql.shuffle.partitions", Integer.toString(options.shufflePartitions()))
@@ -189,7 +249,26 @@ public final class TpchBenchmark {
         // Executors report heap and direct-buffer peaks with each finished task.
         .config("spark.executor.metrics.pollingInterval", "100ms");
     if (slip) {
-      b.config("spark.slipstream.transport", manager.substring("slipstream-".length()));
+      b.config("spark.slipstream.transport", BenchOptions.transport(manager));
+    }
+    List<String> javaOptions = new ArrayList<>();
+    if (rapids) {
+      String f = Double.toString(options.gpuAllocFraction());
+      b.config("spark.plugins", "com.nvidia.spark.SQLPlugin")
+          .config("spark.executor.extraClassPath",
+              LocalCluster.executorClassPath() + File.pathSeparator + options.rapidsJar().toAbsolutePath())
+          .config("spark.rapids.sql.enabled", "true")
+          .config("spark.rapids.sql.explain", "NONE")
+          .config("spark.rapids.memory.gpu.allocFraction", f)
+          .config("spark.rapids.memory.gpu.maxAllocFraction", f)
+          .config("spark.rapids.memory.gpu.minAllocFraction", Double.toString(Math.min(0.25,
+              options.gpuAllocFraction())))
+          .config("spark.rapids.memory.pinnedPool.size", "1g");
+      // RAPIDS' executor plugin stops an executor whose JVM time zone differs from the driver's.
+      javaOptions.add("-Duser.timezone=" + java.util.TimeZone.getDefault().getID());
+      if (options.rapidsNatives() != null) {
+        javaOptions.add("-Dai.rapids.cudf.lib-native-dir=" + options.rapidsNatives().toAbsolutePath());
+      }
     }
     if (options.jfrDir() != null) {
       Path dir = options.jfrDir().resolve(manager).toAbsolutePath();
@@ -198,8 +277,14 @@ public final class TpchBenchmark {
       } catch (IOException e) {
         throw new IllegalStateException("cannot create " + dir, e);
       }
-      b.config("spark.executor.extraJavaOptions",
-          "-XX:StartFlightRecording=settings=default,dumponexit=true,filename=" + dir + "/");
+      javaOptions.add("-XX:StartFlightRecording=settings=default,dumponexit=true,filename=" + dir + "/");
+    }
+    if (!javaOptions.isEmpty()) {
+      b.config("spark.executor.extraJavaOptions", String.join(" ", javaOptions));
+    }
+    for (String kv : options.confs()) {
+      int eq = kv.indexOf('=');
+      b.config(kv.substring(0, eq), kv.substring(eq + 1));
     }
     SparkSession spark = LocalCluster.start(b, options.executors());
     spark.sparkContext().setLogLevel("WARN");
