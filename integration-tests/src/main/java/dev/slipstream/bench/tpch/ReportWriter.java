@@ -23,8 +23,19 @@ public final class ReportWriter {
     String when = Instant.now().toString();
     Files.writeString(out.resolve("tpch.json"), json(r, machine, before, after, data, when));
     Files.writeString(out.resolve("tpch.md"), markdown(r, machine, before, after, when));
-    ChartWriter.write(r, out.resolve("tpch.png"));
+    try {
+      ChartWriter.write(r, out.resolve("tpch.png"));
+    } catch (LinkageError | InternalError | java.awt.AWTError e) {
+      // Java2D draws text through the JDK's font libraries (FreeType, HarfBuzz, fontconfig and a
+      // font); a machine without them still gets every figure in the JSON and markdown.
+      if (!chartWarned) {
+        chartWarned = true;
+        System.err.println("slipstream-bench: no chart (" + e + "); the figures are in tpch.json and tpch.md");
+      }
+    }
   }
+
+  private static boolean chartWarned;
 
   private static String mb(long bytes) {
     return String.format(Locale.ROOT, "%.1f", bytes / 1048576.0);

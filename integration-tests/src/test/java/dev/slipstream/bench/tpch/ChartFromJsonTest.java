@@ -1,0 +1,54 @@
+package dev.slipstream.bench.tpch;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ChartFromJsonTest {
+  @TempDir
+  Path tmp;
+
+  @Test
+  void aGpuModeReportReadsBackIntoTheSameRunsAndChart() throws Exception {
+    BenchOptions o = BenchOptions.parse(new String[] {"--rapids", "rapids.jar", "--queries", "3,18", "--reps", "2",
+        "--warmups", "1", "--out", tmp.toString(), "--conf", "spark.rapids.sql.concurrentGpuTasks=2"});
+    BenchResults r = new BenchResults(o);
+    r.sparkVersion("4.2.0");
+    long t = 1_000;
+    for (int round = 0; round < 3; round++) {
+      for (String m : o.managers()) {
+        if (!o.runs(m, round)) {
+          continue;
+        }
+        for (String q : o.queries()) {
+          t += 17;
+          r.add(new BenchResults.Run(q, m, round, round == 0, t, t % 997, 5,
+              new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24),
+              BenchOptions.slipstream(m) ? Map.of("mapOutput.count", t) : Map.of()));
+        }
+      }
+    }
+    Path json = tmp.resolve("tpch.json");
+    Files.writeString(json, ReportWriter.json(r, Machine.probe(), Machine.load(), Machine.load(), tmp, "now"));
+    BenchResults back = ChartFromJson.read(json);
+
+    assertEquals(r.runs(), back.runs());
+    assertEquals(o.managers(), back.managers());
+    assertEquals("rapids-default", back.baseline());
+    assertEquals(List.of("spark.rapids.sql.concurrentGpuTasks=2"), back.options().confs());
+    for (String q : o.queries()) {
+      for (String m : o.managers()) {
+        assertEquals(r.stat(q, m), back.stat(q, m), q + " " + m);
+      }
+    }
+    ChartWriter.write(r, tmp.resolve("a.png"));
+    ChartWriter.write(back, tmp.resolve("b.png"));
+    assertArrayEquals(Files.readAllBytes(tmp.resolve("a.png")), Files.readAllBytes(tmp.resolve("b.png")));
+  }
+}
