@@ -46,6 +46,10 @@ public final class JfrHotFrames {
     AREAS.put("org.apache.parquet", "parquet");
     AREAS.put("org.apache.spark.sql.execution.datasources", "sql scan");
     AREAS.put("org.apache.spark.unsafe", "spark unsafe (rows, sort)");
+    AREAS.put("com.nvidia.spark.rapids.jni.kudo", "rapids kudo serializer");
+    AREAS.put("com.nvidia.spark.rapids", "rapids plugin");
+    AREAS.put("org.apache.spark.sql.rapids", "rapids plugin (spark side)");
+    AREAS.put("ai.rapids.cudf", "cudf");
   }
 
   private JfrHotFrames() {}
