@@ -228,7 +228,7 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
 
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
-    boolean gpuShuffle = dependency.partitioner() instanceof dev.slipstream.spark.gpu.GpuPartitioner;
+    boolean gpuShuffle = dev.slipstream.spark.gpu.GpuShuffleHandle.isGpu(dependency);
     if (fallback) {
       if (gpuShuffle) {
         throw new IllegalStateException("GPU shuffle " + shuffleId + " needs Slipstream, which is using Spark's sort"
@@ -237,6 +237,12 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
       return super.registerShuffle(shuffleId, dependency);
     }
     if (gpuShuffle) {
+      int n = dependency.partitioner().numPartitions();
+      if (n > dev.slipstream.spark.gpu.GpuPartitioner.MAX_PARTITIONS) {
+        throw new IllegalArgumentException("GPU shuffle " + shuffleId + ": " + n + " partitions, expected at most "
+            + dev.slipstream.spark.gpu.GpuPartitioner.MAX_PARTITIONS + " (above it Spark's map statuses lose the block"
+            + " sizes that readers reserve device memory by)");
+      }
       return new dev.slipstream.spark.gpu.GpuShuffleHandle<>(shuffleId, dependency);
     }
     return new SlipstreamShuffleHandle<>(shuffleId, dependency);
@@ -248,6 +254,10 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
                                               ShuffleWriteMetricsReporter metrics) {
     if (fallback) {
       return super.getWriter(handle, mapId, context, metrics);
+    }
+    if (handle instanceof dev.slipstream.spark.gpu.GpuShuffleHandle<?, ?, ?> g && g.deviceTables().isPresent()) {
+      return new dev.slipstream.spark.gpu.DeviceTableWriter<>((dev.slipstream.spark.gpu.GpuShuffleHandle<K, V, Object>) g,
+          mapId, metrics, runtime().gpu());
     }
     if (handle instanceof dev.slipstream.spark.gpu.GpuShuffleHandle<?, ?, ?> g) {
       return new dev.slipstream.spark.gpu.GpuShuffleWriter<>((dev.slipstream.spark.gpu.GpuShuffleHandle<K, V, Object>) g,
@@ -268,6 +278,10 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
                                               ShuffleReadMetricsReporter metrics) {
     if (fallback) {
       return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+    }
+    if (handle instanceof dev.slipstream.spark.gpu.GpuShuffleHandle<?, ?, ?> g && g.deviceTables().isPresent()) {
+      return new dev.slipstream.spark.gpu.DeviceTableReader<>((dev.slipstream.spark.gpu.GpuShuffleHandle<K, ?, C>) g,
+          startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, runtime().gpu());
     }
     if (handle instanceof dev.slipstream.spark.gpu.GpuShuffleHandle<?, ?, ?> g) {
       return new dev.slipstream.spark.gpu.GpuShuffleReader<>((dev.slipstream.spark.gpu.GpuShuffleHandle<K, ?, C>) g,

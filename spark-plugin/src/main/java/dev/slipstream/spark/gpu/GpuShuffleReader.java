@@ -68,7 +68,7 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
   public scala.collection.Iterator<Product2<K, C>> read() {
     GpuExecutor gpu = runtime.require();
     int shuffleId = handle.shuffleId();
-    int[] widths = handle.partitioner().widths();
+    int[] widths = handle.widths();
     List<DeviceBatch> out = new ArrayList<>();
     PushFetch pushed = new PushFetch(runtime, gpu, shuffleId, context, metrics);
     // Views go with their ranges and pins when the task ends (failed or not): a held range has

@@ -1,0 +1,39 @@
+package dev.slipstream.spark.gpu;
+
+/**
+ * The columnar engine's side of a device-table shuffle ({@link DeviceTableDependency}): what a map
+ * record's value is on the device, and what a reducer makes of a table that landed.
+ *
+ * <p>Threading: called on task threads, several tasks at once. Ownership: the writer closes every
+ * {@link DeviceTable} it was given once its bytes are in the map-output store (also when the task
+ * fails); a {@link LandedTable}'s memory belongs to Slipstream and stays valid until the reduce
+ * task completes, so {@link #assemble} copies what the value keeps beyond that.
+ */
+public interface DeviceTableCodec extends java.io.Serializable {
+  /** The device table that a map record's value holds (the writer takes ownership of it). */
+  DeviceTable table(Object value);
+
+  /** A reduce record's value made from {@code table}. */
+  Object assemble(LandedTable table);
+
+  /**
+   * One table in device memory of this executor's GPU: {@link #bytes()} bytes at {@link #address()}
+   * (ready: no work on it is pending) and the host metadata the engine needs to read them back.
+   */
+  interface DeviceTable extends AutoCloseable {
+    long rows();
+
+    long address();
+
+    long bytes();
+
+    /** The engine's description of the bytes (for cudf: the packed table's metadata). */
+    byte[] metadata();
+
+    @Override
+    void close();
+  }
+
+  /** A table as it landed on the reducer: its metadata, and its bytes at a device address. */
+  record LandedTable(long rows, byte[] metadata, long address, long bytes) {}
+}

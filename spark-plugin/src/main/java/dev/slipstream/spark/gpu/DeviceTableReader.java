@@ -1,0 +1,97 @@
+package dev.slipstream.spark.gpu;
+
+import dev.slipstream.gpu.shuffle.DeviceBatch;
+import dev.slipstream.spark.adapter.Scala;
+import java.util.Collections;
+import java.util.NoSuchElementException;
+import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import scala.Product2;
+import scala.Tuple2;
+
+/**
+ * Reduce side of a device-table shuffle ({@link DeviceTableDependency}): the blocks come as on
+ * every GPU shuffle ({@link GpuShuffleReader}: local views into the device map-output store,
+ * remote blocks pushed into this executor's landing region or staged), and each block's tables
+ * ({@link DeviceTableBlock}) are handed to the engine's codec one at a time as the caller iterates,
+ * each becoming one record {@code (0, value)}. Records read counts the tables' rows.
+ *
+ * <p>Threading: one task thread. Ownership: as {@link GpuShuffleReader}'s: the landed memory is
+ * released when the task completes; the codec's values are the caller's.
+ */
+public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
+  private final GpuShuffleReader<K, DeviceBatch> blocks;
+  private final DeviceTableCodec codec;
+  private final ShuffleReadMetricsReporter metrics;
+  private final ExecutorGpu runtime;
+
+  @SuppressWarnings("unchecked")
+  public DeviceTableReader(GpuShuffleHandle<K, ?, C> handle, int startMapIndex, int endMapIndex, int startPartition,
+                           int endPartition, TaskContext context, ShuffleReadMetricsReporter metrics,
+                           ExecutorGpu runtime) {
+    this.codec = handle.deviceTables().orElseThrow();
+    this.metrics = metrics;
+    this.runtime = runtime;
+    this.blocks = new GpuShuffleReader<>((GpuShuffleHandle<K, ?, DeviceBatch>) (GpuShuffleHandle<K, ?, ?>) handle,
+        startMapIndex, endMapIndex, startPartition, endPartition, context, new BlocksOnly(metrics), runtime);
+  }
+
+  @Override
+  public scala.collection.Iterator<Product2<K, C>> read() {
+    scala.collection.Iterator<Product2<K, DeviceBatch>> in = blocks.read();
+    GpuExecutor gpu = runtime.require();
+    DeviceTableBlock.DeviceBytes device = gpu.context()::copyToHost;
+    return Scala.toScala(new java.util.Iterator<Product2<K, C>>() {
+      private java.util.Iterator<DeviceTableCodec.LandedTable> tables = Collections.emptyIterator();
+
+      @Override
+      public boolean hasNext() {
+        while (!tables.hasNext() && in.hasNext()) {
+          DeviceBatch b = in.next()._2();
+          tables = DeviceTableBlock.parse(b.address(), b.layout().bufferBytes(), device).iterator();
+        }
+        return tables.hasNext();
+      }
+
+      @Override
+      @SuppressWarnings("unchecked")
+      public Product2<K, C> next() {
+        if (!hasNext()) {
+          throw new NoSuchElementException("no more device tables");
+        }
+        DeviceTableCodec.LandedTable t = tables.next();
+        C value = (C) codec.assemble(t);
+        metrics.incRecordsRead(t.rows());
+        return (Product2<K, C>) (Product2<?, ?>) new Tuple2<>(0, value);
+      }
+    });
+  }
+
+  /** The task's read metrics without the record count, which the blocks' 8-byte words would be. */
+  private static final class BlocksOnly implements ShuffleReadMetricsReporter {
+    private final ShuffleReadMetricsReporter m;
+
+    BlocksOnly(ShuffleReadMetricsReporter m) {
+      this.m = m;
+    }
+
+    @Override public void incRemoteBlocksFetched(long v) { m.incRemoteBlocksFetched(v); }
+    @Override public void incLocalBlocksFetched(long v) { m.incLocalBlocksFetched(v); }
+    @Override public void incRemoteBytesRead(long v) { m.incRemoteBytesRead(v); }
+    @Override public void incRemoteBytesReadToDisk(long v) { m.incRemoteBytesReadToDisk(v); }
+    @Override public void incLocalBytesRead(long v) { m.incLocalBytesRead(v); }
+    @Override public void incFetchWaitTime(long v) { m.incFetchWaitTime(v); }
+    @Override public void incRecordsRead(long v) {}
+    @Override public void incCorruptMergedBlockChunks(long v) { m.incCorruptMergedBlockChunks(v); }
+    @Override public void incMergedFetchFallbackCount(long v) { m.incMergedFetchFallbackCount(v); }
+    @Override public void incRemoteMergedBlocksFetched(long v) { m.incRemoteMergedBlocksFetched(v); }
+    @Override public void incLocalMergedBlocksFetched(long v) { m.incLocalMergedBlocksFetched(v); }
+    @Override public void incRemoteMergedChunksFetched(long v) { m.incRemoteMergedChunksFetched(v); }
+    @Override public void incLocalMergedChunksFetched(long v) { m.incLocalMergedChunksFetched(v); }
+    @Override public void incRemoteMergedBytesRead(long v) { m.incRemoteMergedBytesRead(v); }
+    @Override public void incLocalMergedBytesRead(long v) { m.incLocalMergedBytesRead(v); }
+    @Override public void incRemoteReqsDuration(long v) { m.incRemoteReqsDuration(v); }
+    @Override public void incRemoteMergedReqsDuration(long v) { m.incRemoteMergedReqsDuration(v); }
+  }
+}
