@@ -26,15 +26,19 @@ import java.util.Locale;
  *     those inside the jar (null: the jar's)
  * @param gpuAllocFraction in the GPU mode, each executor's share of GPU memory for RAPIDS' pool
  * @param confs further {@code key=value} Spark settings for every benchmark cluster
+ * @param rapidsGpuJar in the GPU mode, Slipstream's RAPIDS integration jar ({@code slipstream-rapids-gpu}):
+ *     when set, RAPIDS also runs on Slipstream's GPU path ({@link #RAPIDS_SLIPSTREAM_GPU}); null: not
  */
 public record BenchOptions(double scaleFactor, List<String> queries, int executors, int cores, String executorMemory,
     int warmups, int reps, List<String> transports, int shufflePartitions, Path dataDir, Path outDir, Path jfrDir,
-    Path rapidsJar, Path rapidsNatives, double gpuAllocFraction, List<String> confs) {
+    Path rapidsJar, Path rapidsNatives, double gpuAllocFraction, List<String> confs, Path rapidsGpuJar) {
 
   /** The GPU mode's managers: RAPIDS with its own shuffle manager (Spark 4: set by RAPIDS itself). */
   public static final String RAPIDS_DEFAULT = "rapids-default";
   /** The GPU mode's prefix of RAPIDS on Slipstream's manager, followed by the transport. */
   public static final String RAPIDS_SLIPSTREAM = "rapids-slipstream-";
+  /** The GPU mode's RAPIDS on Slipstream's GPU path: shuffles stay in GPU memory (control over tcp). */
+  public static final String RAPIDS_SLIPSTREAM_GPU = "rapids-slipstream-gpu";
 
   public static final String USAGE = """
       Usage: slipstream-bench [options]
@@ -56,13 +60,15 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
                               the reference rows, then rapids-default (RAPIDS' own shuffle manager) and
                               rapids-slipstream-<transport> per transport
         --rapids-natives DIR  cudf's native libraries from DIR instead of from the jar
+        --rapids-gpu JAR      also run rapids-slipstream-gpu: RAPIDS' shuffles on Slipstream's GPU path,
+                              with Slipstream's RAPIDS integration from JAR (slipstream-rapids-gpu)
         --gpu-alloc-fraction F  each executor's share of GPU memory for RAPIDS' pool
                               (default 0.8 / executors, at most 0.4)
       """;
 
   public static BenchOptions defaults() {
     return new BenchOptions(0.1, allQueries(), 2, 1, "1g", 1, 2, List.of("tcp"), 200, Path.of("data/tpch"),
-        Path.of("bench-out/tpch"), null, null, null, Double.NaN, List.of());
+        Path.of("bench-out/tpch"), null, null, null, Double.NaN, List.of(), null);
   }
 
   public static List<String> allQueries() {
@@ -93,6 +99,7 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
     Path jfr = d.jfrDir;
     Path rapids = null;
     Path natives = null;
+    Path rapidsGpu = null;
     double fraction = Double.NaN;
     List<String> confs = new ArrayList<>();
     for (int i = 0; i < args.length; i++) {
@@ -126,6 +133,7 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         }
         case "--rapids" -> rapids = Path.of(v);
         case "--rapids-natives" -> natives = Path.of(v);
+        case "--rapids-gpu" -> rapidsGpu = Path.of(v);
         case "--gpu-alloc-fraction" -> {
           fraction = number(a, v);
           if (!(fraction > 0 && fraction <= 1)) {
@@ -135,14 +143,15 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         default -> throw new IllegalArgumentException("unknown option " + a);
       }
     }
-    if (rapids == null && (natives != null || !Double.isNaN(fraction))) {
-      throw new IllegalArgumentException("--rapids-natives and --gpu-alloc-fraction need --rapids JAR (the GPU mode)");
+    if (rapids == null && (natives != null || rapidsGpu != null || !Double.isNaN(fraction))) {
+      throw new IllegalArgumentException("--rapids-natives, --rapids-gpu and --gpu-alloc-fraction need --rapids JAR"
+          + " (the GPU mode)");
     }
     if (rapids != null && Double.isNaN(fraction)) {
       fraction = Math.min(0.4, 0.8 / executors);
     }
     return new BenchOptions(sf, queries, executors, cores, memory, warmups, reps, transports, partitions, data, out,
-        jfr, rapids, natives, fraction, List.copyOf(confs));
+        jfr, rapids, natives, fraction, List.copyOf(confs), rapidsGpu);
   }
 
   private static double number(String option, String v) {
@@ -194,7 +203,8 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
   /**
    * Shuffle managers in run order: {@code sort}, then {@code slipstream-<transport>} per transport;
    * in the GPU mode {@code sort} (CPU Spark, first round only: the reference rows), {@code
-   * rapids-default}, then {@code rapids-slipstream-<transport>} per transport.
+   * rapids-default}, then {@code rapids-slipstream-<transport>} per transport, then {@code
+   * rapids-slipstream-gpu} when {@link #rapidsGpuJar} is set.
    */
   public List<String> managers() {
     List<String> m = new ArrayList<>();
@@ -202,6 +212,9 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
     if (gpu()) {
       m.add(RAPIDS_DEFAULT);
       transports.forEach(t -> m.add(RAPIDS_SLIPSTREAM + t));
+      if (rapidsGpuJar != null) {
+        m.add(RAPIDS_SLIPSTREAM_GPU);
+      }
     } else {
       transports.forEach(t -> m.add("slipstream-" + t));
     }
@@ -231,8 +244,11 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
     return manager.startsWith("slipstream-") || manager.startsWith(RAPIDS_SLIPSTREAM);
   }
 
-  /** The transport of a Slipstream manager. */
+  /** The transport of a Slipstream manager (the GPU path's control messages go over tcp). */
   public static String transport(String manager) {
+    if (manager.equals(RAPIDS_SLIPSTREAM_GPU)) {
+      return "tcp";
+    }
     return manager.substring(manager.lastIndexOf('-') + 1);
   }
 

@@ -37,7 +37,7 @@ public final class ChartFromJson {
     List<String> transports = new ArrayList<>();
     boolean gpu = managers.contains(BenchOptions.RAPIDS_DEFAULT);
     for (String m : managers) {
-      if (BenchOptions.slipstream(m)) {
+      if (BenchOptions.slipstream(m) && !m.equals(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
         transports.add(BenchOptions.transport(m));
       }
     }
@@ -46,7 +46,9 @@ public final class ChartFromJson {
         o.path("warmups").asInt(), o.path("reps").asInt(), transports, o.path("shufflePartitions").asInt(),
         Path.of(root.path("data").asText()), file.getParent(), null,
         gpu ? Path.of(o.path("rapidsJar").asText("rapids.jar")) : null, null,
-        gpu ? o.path("gpuAllocFraction").asDouble() : Double.NaN, strings(o.path("confs")));
+        gpu ? o.path("gpuAllocFraction").asDouble() : Double.NaN, strings(o.path("confs")),
+        managers.contains(BenchOptions.RAPIDS_SLIPSTREAM_GPU) ? Path.of(o.path("rapidsGpuJar").asText("rapids-gpu.jar"))
+            : null);
     if (!options.managers().equals(managers)) {
       throw new IOException(file + ": managers " + managers + " are not a run order this runner writes (expected "
           + options.managers() + ")");

@@ -170,7 +170,39 @@ public final class ReportWriter {
             mb(x.peakExecutorMemory()), x.tasks()));
       }
     }
+    if (managers.contains(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
+      sb.append("\nShare of shuffle bytes on Slipstream's GPU path under ").append(BenchOptions.RAPIDS_SLIPSTREAM_GPU)
+          .append(" (medians; MiB; device-table blocks stored by map tasks against Spark's shuffle bytes written; the"
+              + " rest went over RAPIDS' host-serialized exchanges):\n\n| query | shuffle written | on the GPU path |"
+              + " share |\n|---|---:|---:|---:|\n");
+      long allWritten = 0;
+      long allGpu = 0;
+      for (String q : r.queries()) {
+        BenchResults.Stat s = r.stat(q, BenchOptions.RAPIDS_SLIPSTREAM_GPU);
+        if (s == null) {
+          continue;
+        }
+        long written = s.medianMetrics().shuffleBytesWritten();
+        long gpu = gpuShuffleBytes(r, q);
+        allWritten += written;
+        allGpu += gpu;
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s |%n", q, mb(written), mb(gpu), share(gpu, written)));
+      }
+      sb.append(String.format(Locale.ROOT, "| **all** | **%s** | **%s** | **%s** |%n", mb(allWritten), mb(allGpu),
+          share(allGpu, allWritten)));
+    }
     return sb.toString();
+  }
+
+  /** The median over measured runs of the GPU path's bytes of {@code query} ({@link TpchBenchmark#GPU_BYTES}). */
+  static long gpuShuffleBytes(BenchResults r, String query) {
+    List<Long> v = r.measured(query, BenchOptions.RAPIDS_SLIPSTREAM_GPU).stream()
+        .map(x -> x.slipstream().getOrDefault(TpchBenchmark.GPU_BYTES, 0L)).sorted().collect(Collectors.toList());
+    return v.isEmpty() ? 0 : v.get(v.size() / 2);
+  }
+
+  private static String share(long part, long whole) {
+    return whole <= 0 ? "-" : String.format(Locale.ROOT, "%.0f%%", 100.0 * part / whole);
   }
 
   static String json(BenchResults r, Machine machine, Machine.Load before, Machine.Load after, Path data, String when) {
@@ -185,6 +217,9 @@ public final class ReportWriter {
         .strings("managers", r.managers()).field("baseline", r.baseline()).strings("confs", o.confs());
     if (o.gpu()) {
       j.field("rapidsJar", o.rapidsJar().getFileName().toString()).field("gpuAllocFraction", o.gpuAllocFraction());
+      if (o.rapidsGpuJar() != null) {
+        j.field("rapidsGpuJar", o.rapidsGpuJar().getFileName().toString());
+      }
     }
     j.close('}');
     j.key("machine").open('{').field("cores", machine.cores()).field("cpu", machine.cpu())

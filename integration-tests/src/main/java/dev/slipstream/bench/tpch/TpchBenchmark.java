@@ -133,8 +133,12 @@ public final class TpchBenchmark {
     return results;
   }
 
+  /** Per query run: bytes of device-table blocks map tasks stored (Slipstream's GPU path), from the executors' counter. */
+  static final String GPU_BYTES = "gpu.tableBytesByQuery";
+
   private void runRound(int round, boolean warmup, String manager) {
     SparkSession spark = start(manager);
+    long gpuBytesBefore = 0; // the counter of a new cluster's executors starts at 0
     QueryMetricsListener listener = new QueryMetricsListener();
     spark.sparkContext().addSparkListener(listener);
     try {
@@ -151,6 +155,11 @@ public final class TpchBenchmark {
         QueryMetrics m = listener.end(spark);
         List<String> got = rows.stream().map(Row::toString).collect(Collectors.toList());
         Map<String, Long> counters = BenchOptions.slipstream(manager) ? slipstreamCounters() : Map.of();
+        if (counters.containsKey("gpu.tableBytesWritten")) {
+          long now = counters.get("gpu.tableBytesWritten");
+          counters.put(GPU_BYTES, now - gpuBytesBefore);
+          gpuBytesBefore = now;
+        }
         results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m, counters));
         String verdict = check(query, manager, round, got);
         if (!counters.isEmpty()) {
@@ -176,7 +185,7 @@ public final class TpchBenchmark {
     Map<String, Long> sum = new java.util.TreeMap<>();
     for (Map<String, Long> e : LocalCluster.executorMetrics().values()) {
       for (String k : List.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills", "mapOutput.evictions",
-          "memory.landingPeak", "requests.served", "bytes.fetched")) {
+          "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten", "gpu.mapOutputSpills")) {
         Long v = e.get(k);
         if (v != null) {
           sum.merge(k, v, Long::sum);
@@ -230,9 +239,26 @@ public final class TpchBenchmark {
       }
       System.setProperty("ai.rapids.cudf.lib-native-dir", options.rapidsNatives().toAbsolutePath().toString());
     }
-    Thread.currentThread().setContextClassLoader(new MutableURLClassLoader(new URL[] {jar.toURI().toURL()},
+    List<URL> urls = new ArrayList<>(List.of(jar.toURI().toURL()));
+    if (options.rapidsGpuJar() != null) {
+      File gpuJar = options.rapidsGpuJar().toFile();
+      if (!gpuJar.isFile()) {
+        throw new IllegalArgumentException("--rapids-gpu: no file at " + gpuJar.getAbsolutePath()
+            + " (expected Slipstream's RAPIDS integration jar, rapids-gpu/target/spark4/slipstream-rapids-gpu-*.jar)");
+      }
+      if (!DISCOVER.toFile().canExecute()) {
+        throw new IllegalArgumentException("--rapids-gpu: no executable " + DISCOVER.toAbsolutePath()
+            + " (the GPU discovery script; run from the repository root)");
+      }
+      // Its classes refer to RAPIDS' shimmed classes, which only the loader that holds RAPIDS' jar can see.
+      urls.add(gpuJar.toURI().toURL());
+    }
+    Thread.currentThread().setContextClassLoader(new MutableURLClassLoader(urls.toArray(new URL[0]),
         Thread.currentThread().getContextClassLoader()));
   }
+
+  /** Spark's GPU discovery script for rapids-slipstream-gpu's executors (SLIPSTREAM_GPUS lets them share GPUs). */
+  private static final Path DISCOVER = Path.of("bin/slipstream-gpu-discover");
 
   private SparkSession start(String manager) {
     boolean slip = BenchOptions.slipstream(manager);
@@ -269,6 +295,23 @@ public final class TpchBenchmark {
       if (options.rapidsNatives() != null) {
         javaOptions.add("-Dai.rapids.cudf.lib-native-dir=" + options.rapidsNatives().toAbsolutePath());
       }
+    }
+    if (manager.equals(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
+      String discover = DISCOVER.toAbsolutePath().toString();
+      // Executors on Spark's GPU resources (RAPIDS and Slipstream then use the same device), Slipstream's
+      // GPU runtime beside RAPIDS' plugin, and the session extension that moves RAPIDS' exchanges onto
+      // it; the integration jar goes to executors as --jars does, into the loader that sees RAPIDS.
+      b.config("spark.plugins", "com.nvidia.spark.SQLPlugin,dev.slipstream.spark.gpu.SlipstreamGpuPlugin")
+          .config("spark.sql.extensions", "dev.slipstream.rapids.SlipstreamRapidsExtensions")
+          .config("spark.jars", options.rapidsGpuJar().toAbsolutePath().toString())
+          .config("spark.slipstream.gpu.mode", "require")
+          .config("spark.slipstream.gpu.landing.bytes", "2g")
+          .config("spark.slipstream.gpu.mapOutput.memoryBytes", "8g")
+          .config("spark.worker.resource.gpu.amount", "1")
+          .config("spark.worker.resource.gpu.discoveryScript", discover)
+          .config("spark.executor.resource.gpu.amount", "1")
+          .config("spark.executor.resource.gpu.discoveryScript", discover)
+          .config("spark.task.resource.gpu.amount", Double.toString(1.0 / options.cores()));
     }
     if (options.jfrDir() != null) {
       Path dir = options.jfrDir().resolve(manager).toAbsolutePath();

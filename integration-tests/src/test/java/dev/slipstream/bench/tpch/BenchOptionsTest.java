@@ -42,13 +42,26 @@ class BenchOptionsTest {
   }
 
   @Test
+  void theGpuPathRunsLastWhenItsIntegrationJarIsGiven() {
+    BenchOptions o = BenchOptions.parse(new String[] {"--rapids", "r.jar", "--rapids-gpu", "g.jar"});
+    assertEquals(List.of("sort", "rapids-default", "rapids-slipstream-tcp", "rapids-slipstream-gpu"), o.managers());
+    assertEquals(List.of("rapids-slipstream-tcp", "rapids-slipstream-gpu"), o.compared());
+    assertTrue(BenchOptions.slipstream("rapids-slipstream-gpu"));
+    assertEquals("tcp", BenchOptions.transport("rapids-slipstream-gpu"), "its control messages go over tcp");
+    assertEquals(List.of("sort", "rapids-default", "rapids-slipstream-gpu"),
+        BenchOptions.parse(new String[] {"--rapids", "r.jar", "--rapids-gpu", "g.jar", "--transports", "none"})
+            .managers());
+  }
+
+  @Test
   void badValuesAreRefusedNamingWhatWasGot() {
     assertEquals("--gpu-alloc-fraction: got 1.5, expected a fraction above 0 and at most 1",
         assertThrows(IllegalArgumentException.class,
             () -> BenchOptions.parse(new String[] {"--rapids", "r.jar", "--gpu-alloc-fraction", "1.5"})).getMessage());
-    assertEquals("--rapids-natives and --gpu-alloc-fraction need --rapids JAR (the GPU mode)",
+    assertEquals("--rapids-natives, --rapids-gpu and --gpu-alloc-fraction need --rapids JAR (the GPU mode)",
         assertThrows(IllegalArgumentException.class,
             () -> BenchOptions.parse(new String[] {"--rapids-natives", "dir"})).getMessage());
+    assertThrows(IllegalArgumentException.class, () -> BenchOptions.parse(new String[] {"--rapids-gpu", "g.jar"}));
     assertEquals("--conf: got 'spark.x', expected KEY=VALUE", assertThrows(IllegalArgumentException.class,
         () -> BenchOptions.parse(new String[] {"--conf", "spark.x"})).getMessage());
     assertEquals("--executors: got 'two', expected a whole number", assertThrows(IllegalArgumentException.class,

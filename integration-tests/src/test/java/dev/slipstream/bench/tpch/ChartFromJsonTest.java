@@ -2,6 +2,7 @@ package dev.slipstream.bench.tpch;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,7 +18,8 @@ class ChartFromJsonTest {
   @Test
   void aGpuModeReportReadsBackIntoTheSameRunsAndChart() throws Exception {
     BenchOptions o = BenchOptions.parse(new String[] {"--rapids", "rapids.jar", "--queries", "3,18", "--reps", "2",
-        "--warmups", "1", "--out", tmp.toString(), "--conf", "spark.rapids.sql.concurrentGpuTasks=2"});
+        "--warmups", "1", "--out", tmp.toString(), "--conf", "spark.rapids.sql.concurrentGpuTasks=2", "--rapids-gpu",
+        "g.jar"});
     BenchResults r = new BenchResults(o);
     r.sparkVersion("4.2.0");
     long t = 1_000;
@@ -30,7 +32,8 @@ class ChartFromJsonTest {
           t += 17;
           r.add(new BenchResults.Run(q, m, round, round == 0, t, t % 997, 5,
               new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24),
-              BenchOptions.slipstream(m) ? Map.of("mapOutput.count", t) : Map.of()));
+              m.equals(BenchOptions.RAPIDS_SLIPSTREAM_GPU) ? Map.of("mapOutput.count", t, TpchBenchmark.GPU_BYTES, t)
+                  : BenchOptions.slipstream(m) ? Map.of("mapOutput.count", t) : Map.of()));
         }
       }
     }
@@ -39,6 +42,11 @@ class ChartFromJsonTest {
     BenchResults back = ChartFromJson.read(json);
 
     assertEquals(r.runs(), back.runs());
+    assertEquals(o.rapidsGpuJar(), back.options().rapidsGpuJar());
+    String md = ReportWriter.markdown(r, Machine.probe(), Machine.load(), Machine.load(), "now");
+    // The GPU path's bytes are a third of those written in every run; the medians come from different runs.
+    assertTrue(md.contains("Share of shuffle bytes on Slipstream's GPU path"), md);
+    assertTrue(md.matches("(?s).*\\| q03 \\| [0-9.]+ \\| [0-9.]+ \\| 3[0-9]% \\|.*"), md);
     assertEquals(o.managers(), back.managers());
     assertEquals("rapids-default", back.baseline());
     assertEquals(List.of("spark.rapids.sql.concurrentGpuTasks=2"), back.options().confs());

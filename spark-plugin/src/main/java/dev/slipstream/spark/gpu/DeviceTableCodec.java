@@ -13,8 +13,18 @@ public interface DeviceTableCodec extends java.io.Serializable {
   /** The device table that a map record's value holds (the writer takes ownership of it). */
   DeviceTable table(Object value);
 
-  /** A reduce record's value made from {@code table}. */
-  Object assemble(LandedTable table);
+  /**
+   * A reduce record's value made from {@code table}; {@code device} copies between device
+   * addresses of this GPU and returns once the copy is complete (on a stream of its own: work the
+   * engine queued that the destination depends on must be complete before).
+   */
+  Object assemble(LandedTable table, DeviceCopy device);
+
+  /** A synchronous copy of {@code len} bytes between two device addresses of this executor's GPU. */
+  @FunctionalInterface
+  interface DeviceCopy {
+    void copy(long dst, long src, long len);
+  }
 
   /**
    * One table in device memory of this executor's GPU: {@link #bytes()} bytes at {@link #address()}

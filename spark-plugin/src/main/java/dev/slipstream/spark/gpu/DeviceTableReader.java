@@ -42,6 +42,7 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
     scala.collection.Iterator<Product2<K, DeviceBatch>> in = blocks.read();
     GpuExecutor gpu = runtime.require();
     DeviceTableBlock.DeviceBytes device = gpu.context()::copyToHost;
+    DeviceTableCodec.DeviceCopy copy = gpu.context()::copyWithinDevice;
     return Scala.toScala(new java.util.Iterator<Product2<K, C>>() {
       private java.util.Iterator<DeviceTableCodec.LandedTable> tables = Collections.emptyIterator();
 
@@ -61,7 +62,7 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
           throw new NoSuchElementException("no more device tables");
         }
         DeviceTableCodec.LandedTable t = tables.next();
-        C value = (C) codec.assemble(t);
+        C value = (C) codec.assemble(t, copy);
         metrics.incRecordsRead(t.rows());
         return (Product2<K, C>) (Product2<?, ?>) new Tuple2<>(0, value);
       }

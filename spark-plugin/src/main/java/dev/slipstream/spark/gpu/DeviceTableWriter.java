@@ -75,6 +75,7 @@ public final class DeviceTableWriter<K, V, C> extends ShuffleWriter<K, V> {
       long total = offsets[n];
       if (total > 0) {
         store(gpu, parts, layouts, offsets, words);
+        gpu.tableBytesWritten(total);
       }
       metrics.incBytesWritten(total);
       metrics.incRecordsWritten(rows);

@@ -392,6 +392,7 @@ public final class ExecutorGpu implements AutoCloseable {
       m.put("gpu.landingReleasedByBound", g.landing().releasedByBound());
       m.put("gpu.requestsServed", g.server().requestsServed());
       m.put("gpu.bytesServed", g.server().bytesServed());
+      m.put("gpu.tableBytesWritten", g.tableBytesWritten());
       g.residentStats().ifPresent(st -> {
         m.put("gpu.residentServed", st.served());
         m.put("gpu.residentRefused", st.failed());

@@ -82,6 +82,8 @@ public final class GpuExecutor implements AutoCloseable {
   private final NativeNic nic;
   private final NicLinks nicLinks;
   private final java.util.concurrent.atomic.AtomicLong nicLanes = new java.util.concurrent.atomic.AtomicLong();
+  /** Bytes of device-table blocks written into the map-output store (DeviceTableWriter). */
+  private final java.util.concurrent.atomic.AtomicLong tableBytes = new java.util.concurrent.atomic.AtomicLong();
   /** The resident server for readers of this machine (spark.slipstream.gpu.serve.resident); null when off. */
   private final ResidentServing resident;
   private final GpuConf conf;
@@ -468,6 +470,16 @@ public final class GpuExecutor implements AutoCloseable {
         r.close();
       }
     });
+  }
+
+  /** Counts {@code bytes} of device-table blocks a map task stored. */
+  public void tableBytesWritten(long bytes) {
+    tableBytes.addAndGet(bytes);
+  }
+
+  /** Bytes of device-table blocks map tasks stored on this executor so far. */
+  public long tableBytesWritten() {
+    return tableBytes.get();
   }
 
   /** Keeps what task {@code taskAttemptId}'s GPU shuffle read moved, until {@link #forgetRead}. */
