@@ -257,8 +257,15 @@ public final class TpchBenchmark {
         Thread.currentThread().getContextClassLoader()));
   }
 
-  /** Spark's GPU discovery script for rapids-slipstream-gpu's executors (SLIPSTREAM_GPUS lets them share GPUs). */
-  private static final Path DISCOVER = Path.of("bin/slipstream-gpu-discover");
+  /**
+   * Spark's GPU discovery script for rapids-slipstream-gpu's workers (system property {@code
+   * slipstream.gpu.discover}, else {@code bin/slipstream-gpu-discover}). Every cluster of a run
+   * starts its workers in this JVM, so with the script's claims they would claim a GPU each time:
+   * run it with {@code SLIPSTREAM_GPU_DISCOVER=all}, each worker then lists every GPU of the
+   * machine (on one GPU, the executors share it).
+   */
+  private static final Path DISCOVER = Path.of(System.getProperty("slipstream.gpu.discover",
+      "bin/slipstream-gpu-discover"));
 
   private SparkSession start(String manager) {
     boolean slip = BenchOptions.slipstream(manager);
