@@ -6,7 +6,7 @@ import java.util.concurrent.ConcurrentHashMap
 import com.nvidia.spark.rapids.{GpuCoalesceBatches, GpuHashPartitioningBase, GpuPartitioning, GpuShuffleCoalesceExec, GpuShuffledSizedHashJoinExec, GpuSinglePartitioning, RapidsConf, TargetSize}
 import com.nvidia.spark.rapids.shims.GpuRangePartitioning
 import dev.slipstream.spark.SlipstreamShuffleManager
-import dev.slipstream.spark.gpu.GpuPartitioner
+import dev.slipstream.spark.gpu.{GpuConf, GpuPartitioner}
 
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
@@ -14,7 +14,7 @@ import org.apache.spark.rapids.shims.GpuShuffleExchangeExec
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.adaptive.ShuffleQueryStageExec
 import org.apache.spark.sql.execution.exchange.ReusedExchangeExec
-import org.apache.spark.sql.rapids.execution.GpuCustomShuffleReaderExec
+import org.apache.spark.sql.rapids.execution.{GpuCustomShuffleReaderExec, GpuShuffleExchangeExecBase}
 
 /**
  * Rewrites a plan that RAPIDS has finished so that its shuffles stay on the GPU through Slipstream:
@@ -34,11 +34,11 @@ import org.apache.spark.sql.rapids.execution.GpuCustomShuffleReaderExec
  * (every exchange stays RAPIDS').
  */
 object DeviceShuffleOverrides extends Logging {
-  val MODE_KEY = "spark.slipstream.rapids.shuffle"
+  private val MODE_KEY = GpuConf.RAPIDS_SHUFFLE.key
   private val told = ConcurrentHashMap.newKeySet[String]()
 
   def apply(plan: SparkPlan): SparkPlan = {
-    val mode = plan.conf.getConfString(MODE_KEY, "device").trim.toLowerCase(Locale.ROOT)
+    val mode = plan.conf.getConfString(MODE_KEY, GpuConf.RAPIDS_SHUFFLE.defaultValue).trim.toLowerCase(Locale.ROOT)
     mode match {
       case "host" => plan
       case "device" => whyNot(plan) match {
@@ -116,15 +116,17 @@ object DeviceShuffleOverrides extends Logging {
       case GpuCoalesceBatches(GpuShuffleCoalesceExec(c, _), goal) if readsDevice(c) => GpuCoalesceBatches(c, goal)
       case GpuShuffleCoalesceExec(c, t) if readsDevice(c) => GpuCoalesceBatches(c, TargetSize(t))
       case j: GpuShuffledSizedHashJoinExec[_] if !j.isGpuShuffle && j.children.exists(readsDevice) =>
-        if (!j.children.forall(readsDevice)) {
-          // Both sides of a shuffled join are exchanges of the same partitioning, so both are served
-          // or neither is; a join told the wrong kind of input would misread it.
+        // The flag says how the join reads every side that is a shuffle read: a side read from RAPIDS'
+        // host-serialized exchange cannot be read as device batches. Both sides of a shuffled join
+        // have the same partitioning, so both are served or neither is; a side that is no shuffle
+        // read (a join below, already partitioned) yields device batches either way.
+        j.children.find(readsHost).foreach { c =>
           throw new IllegalStateException(s"a shuffled hash join reads one side from Slipstream's GPU path and " +
-            s"the other from its host path: ${j.simpleString(2)}")
+            s"the other from RAPIDS' host-serialized exchange (${c.simpleString(2)}): ${j.simpleString(2)}")
         }
         val coalesced = j.children.map {
-          case c: GpuCoalesceBatches => c
-          case c => GpuCoalesceBatches(c, TargetSize(target))
+          case c if readsDevice(c) && !c.isInstanceOf[GpuCoalesceBatches] => GpuCoalesceBatches(c, TargetSize(target))
+          case c => c
         }
         gpuShuffleJoin(j, coalesced)
     }
@@ -140,6 +142,16 @@ object DeviceShuffleOverrides extends Logging {
     val args = j.productIterator.toArray.map(_.asInstanceOf[AnyRef])
     args(at) = java.lang.Boolean.TRUE
     j.makeCopy(args).withNewChildren(children)
+  }
+
+  /** True when `plan` reads a RAPIDS exchange of host-serialized tables (directly or through AQE's wrappers). */
+  private def readsHost(plan: SparkPlan): Boolean = plan match {
+    case _: SlipstreamGpuShuffleExchangeExec => false
+    case _: GpuShuffleExchangeExecBase => true
+    case s: ShuffleQueryStageExec => readsHost(s.plan)
+    case r: ReusedExchangeExec => readsHost(r.child)
+    case r: GpuCustomShuffleReaderExec => readsHost(r.child)
+    case _ => false
   }
 
   /** True when `plan` yields the batches of a Slipstream GPU exchange. */

@@ -108,9 +108,11 @@ object RapidsDeviceTables {
     }
     // Slipstream copies the tables on a stream of its own: the split must be complete first.
     Cuda.DEFAULT_STREAM.sync()
+    // A range partitioner has as many partitions as bounds were found plus one, at most n (as
+    // Spark's): the tables are partitions 0, 1, ... and the rest of the n are empty.
     closeOnExcept(tables) { _ =>
-      if (tables.length != n && bound != GpuSinglePartitioning) {
-        throw new IllegalStateException(s"contiguous split into ${tables.length} tables, expected $n")
+      if (tables.length > n) {
+        throw new IllegalStateException(s"contiguous split into ${tables.length} tables, expected at most $n")
       }
     }
     val out = Array.newBuilder[(Int, DeviceTableValue)]

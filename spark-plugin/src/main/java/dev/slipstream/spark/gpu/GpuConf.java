@@ -102,6 +102,13 @@ public final class GpuConf {
           + " one nvlink queue; requests in flight at once run side by side).");
   public static final ConfigEntry<Integer> PUSH_THREADS = ConfigEntry.integer("spark.slipstream.gpu.push.threads",
       "256", 32, 1024, "Threads per CUDA block of the push kernel: a multiple of 32.");
+  public static final ConfigEntry<String> RAPIDS_SHUFFLE = ConfigEntry.choice("spark.slipstream.rapids.shuffle",
+      "device", List.of("device", "host"),
+      "RAPIDS Accelerator queries with Slipstream's session extension (spark.sql.extensions="
+          + "dev.slipstream.rapids.SlipstreamRapidsExtensions, Spark 4 line): device = each shuffle exchange that"
+          + " Slipstream's GPU path can serve keeps its partitions in GPU memory (hash, range or single partitioning"
+          + " into at most 2000 partitions; the others stay RAPIDS' host-serialized exchanges, logged once per"
+          + " reason); host = every exchange stays RAPIDS'. A SQL setting: a session may change it.");
   public static final ConfigEntry<String> PATH = ConfigEntry.choice("spark.slipstream.gpu.path", "auto",
       List.of("auto", "nvlink", "gpunetio", "staged"),
       "How a reduce task reads GPU shuffle blocks from other executors: auto = pushed by the holder's GPU into this"
