@@ -2,13 +2,13 @@ package dev.slipstream.rapids
 
 import java.nio.ByteBuffer
 
-import ai.rapids.cudf.{ContiguousTable, Cuda, DeviceMemoryBuffer, Table}
+import ai.rapids.cudf.{BaseDeviceMemoryBuffer, ContiguousTable, Cuda, DeviceMemoryBuffer, MemoryBuffer, Table}
 import com.nvidia.spark.rapids.{GpuBindReferences, GpuColumnVector, GpuExpression, GpuHashPartitioningBase, GpuMetric, GpuPartitioning, GpuRangePartitioner, GpuSemaphore, GpuSinglePartitioning, GpuSorter, SpillPriorities, SpillableColumnarBatch}
 import com.nvidia.spark.rapids.Arm.{closeOnExcept, withResource}
 import com.nvidia.spark.rapids.RmmRapidsRetryIterator.withRetryNoSplit
 import com.nvidia.spark.rapids.shims.GpuRangePartitioning
 import dev.slipstream.spark.gpu.{DeviceTableCodec, DeviceTableDependency}
-import dev.slipstream.spark.gpu.DeviceTableCodec.{DeviceCopy, DeviceTable, LandedTable}
+import dev.slipstream.spark.gpu.DeviceTableCodec.{DeviceTable, LandedTable}
 
 import org.apache.spark.{Partitioner, ShuffleDependency, TaskContext}
 import org.apache.spark.rdd.RDD
@@ -151,13 +151,15 @@ final class RapidsTableCodec(types: Array[DataType]) extends DeviceTableCodec {
       s"${if (other == null) "null" else other.getClass.getName}, expected a ${classOf[DeviceTableValue].getName}")
   }
 
-  override def assemble(landed: LandedTable, device: DeviceCopy): AnyRef = {
+  override def assemble(landed: LandedTable): AnyRef = {
     GpuSemaphore.acquireIfNecessary(TaskContext.get())
     val buffer = DeviceMemoryBuffer.allocate(math.max(landed.bytes(), 1L))
     withResource(buffer) { b =>
-      // RMM may hand out memory whose last reader is still queued on this thread's stream.
-      Cuda.DEFAULT_STREAM.sync()
-      device.copy(b.getAddress, landed.address(), landed.bytes())
+      // Queued on the thread's stream, as every later use of the batch is: no wait here. The
+      // landed bytes outlive it (they are released when the task completes).
+      withResource(new LandedView(landed.address(), landed.bytes())) { src =>
+        b.copyFromDeviceBufferAsync(0, src, 0, landed.bytes(), Cuda.DEFAULT_STREAM)
+      }
       val meta = ByteBuffer.allocateDirect(landed.metadata().length)
       meta.put(landed.metadata()).flip()
       withResource(Table.fromPackedTable(meta, b)) { t =>
@@ -172,6 +174,13 @@ final class RapidsTableCodec(types: Array[DataType]) extends DeviceTableCodec {
       }
     }
   }
+}
+
+/** Slipstream's landed bytes as a cudf buffer to copy from; owns nothing. */
+private final class LandedView(address: Long, length: Long)
+  extends BaseDeviceMemoryBuffer(address, length, null: MemoryBuffer.MemoryBufferCleaner) {
+  override def slice(offset: Long, len: Long): MemoryBuffer =
+    throw new UnsupportedOperationException("a view of landed shuffle bytes is not sliced")
 }
 
 /** The partition id is the record's key, set on the GPU by RAPIDS' partitioner. */

@@ -135,6 +135,21 @@ class DeviceShufflePlanIT {
         "the join reads device batches, not host-serialized tables:\n" + p.treeString());
   }
 
+  /** The outer join's left side is the inner join, already partitioned by k: no shuffle read on that side. */
+  @Test
+  void aJoinWithOneSideAlreadyPartitionedReadsTheOtherFromTheGpuPath() throws Exception {
+    SparkPlan p = plan("select x.k, count(*) as n from (select f.k, f.v from facts f join dims d on f.k = d.k) x "
+        + "join dims e on x.k = e.k group by x.k");
+    // dims' exchange is reused for e: two Slipstream exchanges, one read twice
+    allOnTheGpuPath(p, 2);
+    assertEquals(1, named(p, "ReusedExchange").size(), p.treeString());
+    List<SparkPlan> joins = nodes(p).stream().filter(n -> n.nodeName().startsWith("GpuShuffled")).toList();
+    assertEquals(2, joins.size(), p.treeString());
+    for (SparkPlan j : joins) {
+      assertEquals(Boolean.TRUE, j.getClass().getMethod("isGpuShuffle").invoke(j), p.treeString());
+    }
+  }
+
   @Test
   void aGlobalSortShufflesByRangeOnTheGpuPath() {
     SparkPlan p = plan("select id, k, name from facts where id % 7 = 0 order by k desc, id");

@@ -88,36 +88,6 @@ public final class GpuContext implements AutoCloseable {
     CudaDriver.copyFromDevice(src, dst, off, len);
   }
 
-  /** Each thread's non-blocking stream for {@link #copyWithinDevice}, made on its first copy. */
-  private final ThreadLocal<jcuda.driver.CUstream> copyStreams = new ThreadLocal<>();
-
-  /**
-   * Copies {@code len} bytes between two device addresses of this device (any allocator's memory
-   * of this process, the primary context's address space) and returns once the copy is complete.
-   * It runs on the calling thread's own non-blocking stream, so it neither waits for nor delays
-   * other work on the device; the caller makes sure the source is ready.
-   */
-  public void copyWithinDevice(long dst, long src, long len) {
-    if (len <= 0) {
-      return;
-    }
-    if (src == 0 || dst == 0) {
-      throw new IllegalArgumentException("device copy of " + len + " bytes between " + src + " and " + dst
-          + ", expected two non-zero device addresses");
-    }
-    makeCurrent();
-    jcuda.driver.CUstream s = copyStreams.get();
-    if (s == null) {
-      s = new jcuda.driver.CUstream();
-      CudaDriver.check(JCudaDriver.cuStreamCreate(s, jcuda.driver.CUstream_flags.CU_STREAM_NON_BLOCKING),
-          "cuStreamCreate");
-      copyStreams.set(s);
-    }
-    CudaDriver.check(JCudaDriver.cuMemcpyDtoDAsync(CudaDriver.at(dst), CudaDriver.at(src), len, s),
-        "cuMemcpyDtoDAsync(" + len + " bytes)");
-    CudaDriver.check(JCudaDriver.cuStreamSynchronize(s), "cuStreamSynchronize after a device copy");
-  }
-
   long handle() {
     ensureOpen();
     return handle;

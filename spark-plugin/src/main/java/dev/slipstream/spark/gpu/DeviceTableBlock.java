@@ -82,14 +82,38 @@ public final class DeviceTableBlock {
     return new Layout(b.array(), offsets, at);
   }
 
+  /** The bytes of a block's start that {@link #parse} reads first: the block's first {@code FIRST_READ}, or all of a shorter one. */
+  public static int firstRead(long length) {
+    return (int) Math.min(Math.max(length, 0), FIRST_READ);
+  }
+
   /** The tables of the block of {@code length} bytes at device {@code address}. */
   public static List<DeviceTableCodec.LandedTable> parse(long address, long length, DeviceBytes device) {
+    checkLength(address, length);
+    byte[] first = new byte[firstRead(length)];
+    device.read(address, first, 0, first.length);
+    return parse(address, length, first, device);
+  }
+
+  private static void checkLength(long address, long length) {
     if (length < ALIGN || length % ALIGN != 0) {
       throw refused(address, length, "a length of " + length + " bytes, expected a multiple of " + ALIGN
           + " of at least " + ALIGN);
     }
-    byte[] first = new byte[(int) Math.min(length, FIRST_READ)];
-    device.read(address, first, 0, first.length);
+  }
+
+  /**
+   * The tables of the block of {@code length} bytes at device {@code address}, whose first
+   * {@link #firstRead} bytes are {@code first} (read by the caller); a longer prefix is read from
+   * {@code device}.
+   */
+  public static List<DeviceTableCodec.LandedTable> parse(long address, long length, byte[] first,
+                                                         DeviceBytes device) {
+    checkLength(address, length);
+    if (first.length != firstRead(length)) {
+      throw new IllegalArgumentException("device-table block of " + length + " bytes: " + first.length
+          + " first bytes, expected " + firstRead(length));
+    }
     ByteBuffer h = ByteBuffer.wrap(first).order(ByteOrder.LITTLE_ENDIAN);
     int magic = h.getInt();
     short version = h.getShort();

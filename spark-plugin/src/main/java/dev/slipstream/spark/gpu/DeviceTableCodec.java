@@ -14,17 +14,10 @@ public interface DeviceTableCodec extends java.io.Serializable {
   DeviceTable table(Object value);
 
   /**
-   * A reduce record's value made from {@code table}; {@code device} copies between device
-   * addresses of this GPU and returns once the copy is complete (on a stream of its own: work the
-   * engine queued that the destination depends on must be complete before).
+   * A reduce record's value made from {@code table}. Its bytes are complete on the device (no copy
+   * into them is pending); the engine orders its own work on them after that.
    */
-  Object assemble(LandedTable table, DeviceCopy device);
-
-  /** A synchronous copy of {@code len} bytes between two device addresses of this executor's GPU. */
-  @FunctionalInterface
-  interface DeviceCopy {
-    void copy(long dst, long src, long len);
-  }
+  Object assemble(LandedTable table);
 
   /**
    * One table in device memory of this executor's GPU: {@link #bytes()} bytes at {@link #address()}

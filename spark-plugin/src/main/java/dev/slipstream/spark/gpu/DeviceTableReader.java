@@ -1,8 +1,11 @@
 package dev.slipstream.spark.gpu;
 
+import dev.slipstream.gpu.DeviceCopyBatch;
 import dev.slipstream.gpu.shuffle.DeviceBatch;
+import java.util.ArrayList;
 import dev.slipstream.spark.adapter.Scala;
 import java.util.Collections;
+import java.util.List;
 import java.util.NoSuchElementException;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
@@ -42,15 +45,39 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
     scala.collection.Iterator<Product2<K, DeviceBatch>> in = blocks.read();
     GpuExecutor gpu = runtime.require();
     DeviceTableBlock.DeviceBytes device = gpu.context()::copyToHost;
-    DeviceTableCodec.DeviceCopy copy = gpu.context()::copyWithinDevice;
+    // Every block has landed: their prefixes come back in one batch of copies, waited for once.
+    List<DeviceBatch> landed = new ArrayList<>();
+    while (in.hasNext()) {
+      landed.add(in.next()._2());
+    }
+    DeviceCopyBatch prefixes = DeviceCopyBatch.begin(gpu.context());
+    long want = 0;
+    for (DeviceBatch b : landed) {
+      want += DeviceTableBlock.firstRead(b.layout().bufferBytes());
+    }
+    prefixes.ensureCapacity((int) Math.min(want, Integer.MAX_VALUE - 8));
+    int[] at = new int[landed.size()];
+    for (int i = 0; i < landed.size(); i++) {
+      DeviceBatch b = landed.get(i);
+      at[i] = prefixes.toHost(b.address(), DeviceTableBlock.firstRead(b.layout().bufferBytes()));
+    }
+    prefixes.finish();
+    List<byte[]> firsts = new ArrayList<>(landed.size());
+    for (int i = 0; i < landed.size(); i++) {
+      byte[] f = new byte[DeviceTableBlock.firstRead(landed.get(i).layout().bufferBytes())];
+      prefixes.read(at[i], f, 0, f.length);
+      firsts.add(f);
+    }
     return Scala.toScala(new java.util.Iterator<Product2<K, C>>() {
       private java.util.Iterator<DeviceTableCodec.LandedTable> tables = Collections.emptyIterator();
+      private int next;
 
       @Override
       public boolean hasNext() {
-        while (!tables.hasNext() && in.hasNext()) {
-          DeviceBatch b = in.next()._2();
-          tables = DeviceTableBlock.parse(b.address(), b.layout().bufferBytes(), device).iterator();
+        while (!tables.hasNext() && next < landed.size()) {
+          DeviceBatch b = landed.get(next);
+          tables = DeviceTableBlock.parse(b.address(), b.layout().bufferBytes(), firsts.get(next), device).iterator();
+          next++;
         }
         return tables.hasNext();
       }
@@ -62,7 +89,7 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
           throw new NoSuchElementException("no more device tables");
         }
         DeviceTableCodec.LandedTable t = tables.next();
-        C value = (C) codec.assemble(t, copy);
+        C value = (C) codec.assemble(t);
         metrics.incRecordsRead(t.rows());
         return (Product2<K, C>) (Product2<?, ?>) new Tuple2<>(0, value);
       }

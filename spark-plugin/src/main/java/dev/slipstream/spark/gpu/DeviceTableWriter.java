@@ -1,5 +1,6 @@
 package dev.slipstream.spark.gpu;
 
+import dev.slipstream.gpu.DeviceCopyBatch;
 import dev.slipstream.gpu.shuffle.OutputSpace;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.shim.SparkShim;
@@ -100,18 +101,22 @@ public final class DeviceTableWriter<K, V, C> extends ShuffleWriter<K, V> {
                      DeviceTableBlock.Layout[] layouts, long[] offsets, long[] words) {
     OutputSpace.Block block = gpu.store().allocate(offsets[offsets.length - 1]);
     try {
+      // Every prefix and table copy of the map task on one stream, waited for once.
+      DeviceCopyBatch copies = DeviceCopyBatch.begin(gpu.context());
       for (int p = 0; p < layouts.length; p++) {
         DeviceTableBlock.Layout l = layouts[p];
         if (l == null) {
           continue;
         }
-        block.write(offsets[p], l.prefix(), 0, l.prefix().length);
+        long at = block.address() + offsets[p];
+        copies.toDevice(at, l.prefix());
         List<DeviceTableCodec.DeviceTable> ts = parts.get(p);
         for (int i = 0; i < ts.size(); i++) {
           DeviceTableCodec.DeviceTable t = ts.get(i);
-          gpu.context().copyWithinDevice(block.address() + offsets[p] + l.dataOffsets()[i], t.address(), t.bytes());
+          copies.withinDevice(at + l.dataOffsets()[i], t.address(), t.bytes());
         }
       }
+      copies.finish();
       gpu.store().commit(handle.shuffleId(), mapId, block, new int[0], offsets, words);
     } catch (RuntimeException | Error e) {
       block.close();

@@ -66,6 +66,23 @@ class DeviceTableBlockTest {
   }
 
   @Test
+  void aPrefixReadByTheCallerGivesTheSameTables() {
+    List<Table> ts = List.of(new Table(3, 1, 700, new byte[] {4, 5}), new Table(9, 2, 10, new byte[6000]));
+    byte[] mem = write(ts);
+    byte[] first = new byte[DeviceTableBlock.firstRead(mem.length)];
+    System.arraycopy(mem, 0, first, 0, first.length);
+    assertEquals(described(DeviceTableBlock.parse(BASE, mem.length, over(mem))),
+        described(DeviceTableBlock.parse(BASE, mem.length, first, over(mem))));
+    assertThrows(IllegalArgumentException.class,
+        () -> DeviceTableBlock.parse(BASE, mem.length, new byte[16], over(mem)));
+  }
+
+  private static List<String> described(List<DeviceTableCodec.LandedTable> ts) {
+    return ts.stream().map(t -> t.rows() + " " + t.address() + " " + t.bytes() + " "
+        + java.util.Arrays.toString(t.metadata())).toList();
+  }
+
+  @Test
   void aBlockWithoutTablesIsNotLaidOut() {
     assertThrows(IllegalArgumentException.class, () -> DeviceTableBlock.layout(List.of()));
   }
