@@ -2,15 +2,12 @@ package dev.slipstream.spark.gpu;
 
 import dev.slipstream.gpu.DeviceCopyBatch;
 import dev.slipstream.gpu.shuffle.OutputSpace;
-import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.shim.SparkShim;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
-import org.apache.spark.shuffle.ShuffleWriter;
-import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
 
@@ -22,23 +19,17 @@ import scala.collection.Iterator;
  *
  * <p>Threading: the task thread. Ownership: closes every table it was given, also when it fails.
  */
-public final class DeviceTableWriter<K, V, C> extends ShuffleWriter<K, V> {
+public final class DeviceTableWriter<K, V, C> extends DeviceStoreWriter<K, V> {
   private final GpuShuffleHandle<K, V, C> handle;
   private final DeviceTableCodec codec;
-  private final long mapId;
   private final ShuffleWriteMetricsReporter metrics;
-  private final ExecutorGpu runtime;
-  private MapStatus status;
-  private long[] partitionLengths = new long[0];
-  private boolean stopping;
 
   public DeviceTableWriter(GpuShuffleHandle<K, V, C> handle, long mapId, ShuffleWriteMetricsReporter metrics,
                            ExecutorGpu runtime) {
+    super(handle.shuffleId(), mapId, runtime);
     this.handle = handle;
     this.codec = handle.deviceTables().orElseThrow();
-    this.mapId = mapId;
     this.metrics = metrics;
-    this.runtime = runtime;
   }
 
   @Override
@@ -122,23 +113,5 @@ public final class DeviceTableWriter<K, V, C> extends ShuffleWriter<K, V> {
       block.close();
       throw e;
     }
-  }
-
-  @Override
-  public Option<MapStatus> stop(boolean success) {
-    if (stopping) {
-      return Scala.none();
-    }
-    stopping = true;
-    if (success && status != null) {
-      return Scala.some(status);
-    }
-    runtime.current().ifPresent(g -> g.store().removeMapOutput(handle.shuffleId(), mapId));
-    return Scala.none();
-  }
-
-  @Override
-  public long[] getPartitionLengths() {
-    return partitionLengths;
   }
 }

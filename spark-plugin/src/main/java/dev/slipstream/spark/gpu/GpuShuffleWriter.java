@@ -2,7 +2,6 @@ package dev.slipstream.spark.gpu;
 
 import dev.slipstream.gpu.shuffle.DeviceBatch;
 import dev.slipstream.gpu.shuffle.DeviceMapOutputWriter;
-import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.shim.SparkShim;
 import java.util.ArrayList;
 import java.util.List;
@@ -10,8 +9,6 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
-import org.apache.spark.shuffle.ShuffleWriter;
-import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
 
@@ -22,21 +19,15 @@ import scala.collection.Iterator;
  *
  * <p>Threading: the task thread.
  */
-public final class GpuShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
+public final class GpuShuffleWriter<K, V, C> extends DeviceStoreWriter<K, V> {
   private final GpuShuffleHandle<K, V, C> handle;
-  private final long mapId;
   private final ShuffleWriteMetricsReporter metrics;
-  private final ExecutorGpu runtime;
-  private MapStatus status;
-  private long[] partitionLengths = new long[0];
-  private boolean stopping;
 
   public GpuShuffleWriter(GpuShuffleHandle<K, V, C> handle, long mapId, TaskContext context,
                    ShuffleWriteMetricsReporter metrics, ExecutorGpu runtime) {
+    super(handle.shuffleId(), mapId, runtime);
     this.handle = handle;
-    this.mapId = mapId;
     this.metrics = metrics;
-    this.runtime = runtime;
   }
 
   @Override
@@ -72,23 +63,5 @@ public final class GpuShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         b.close();
       }
     }
-  }
-
-  @Override
-  public Option<MapStatus> stop(boolean success) {
-    if (stopping) {
-      return Scala.none();
-    }
-    stopping = true;
-    if (success && status != null) {
-      return Scala.some(status);
-    }
-    runtime.current().ifPresent(g -> g.store().removeMapOutput(handle.shuffleId(), mapId));
-    return Scala.none();
-  }
-
-  @Override
-  public long[] getPartitionLengths() {
-    return partitionLengths;
   }
 }
