@@ -10,17 +10,18 @@ import jcuda.driver.JCudaDriver;
  * Copies to, from and within one GPU's memory queued on one non-blocking stream and waited for
  * once ({@link #finish}): host bytes go through a pinned staging buffer, so many small copies (the
  * prefixes of a map task's device-table blocks, or of the blocks a reduce task received) cost one
- * stream synchronization instead of one each. Copies to the host can be read after {@link #finish}.
+ * stream synchronization instead of one each. Copies to the host can be read after {@link #finish};
+ * a batch that reads back is not used for copies to the device before {@link #reset} (those may
+ * reuse the staging when it is full).
  *
- * <p>Threading: one thread (each thread has its own batch, stream and staging buffer, kept for
- * the thread's life). Ownership: the staging buffer is reused by the thread's next batch; bytes
- * read back are copied out by {@link #read}.
+ * <p>Threading: one thread at a time; a {@link Pool} hands a batch to one task and takes it back
+ * when closed. Ownership: the pool's; {@link Pool#close} frees every batch's stream and pinned buffer.
  */
-public final class DeviceCopyBatch {
-  private static final ThreadLocal<DeviceCopyBatch> BATCHES = new ThreadLocal<>();
+public final class DeviceCopyBatch implements AutoCloseable {
   private static final int INITIAL_STAGING = 1 << 20;
 
   private final GpuContext ctx;
+  private final Pool pool;
   private final CUstream stream = new CUstream();
   private Pointer staging;
   private ByteBuffer view;
@@ -28,25 +29,71 @@ public final class DeviceCopyBatch {
   private int used;
   private boolean pending;
 
-  private DeviceCopyBatch(GpuContext ctx) {
+  private DeviceCopyBatch(GpuContext ctx, Pool pool) {
     this.ctx = ctx;
+    this.pool = pool;
     ctx.makeCurrent();
     CudaDriver.check(JCudaDriver.cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     grow(INITIAL_STAGING);
   }
 
-  /** The calling thread's batch on {@code ctx}'s GPU, empty. */
-  public static DeviceCopyBatch begin(GpuContext ctx) {
-    DeviceCopyBatch b = BATCHES.get();
-    if (b == null || b.ctx != ctx) {
-      b = new DeviceCopyBatch(ctx);
-      BATCHES.set(b);
+  /** The batches of one GPU: at most as many as were in use at once, reused. */
+  public static final class Pool implements AutoCloseable {
+    private final GpuContext ctx;
+    private final java.util.ArrayDeque<DeviceCopyBatch> idle = new java.util.ArrayDeque<>();
+    private final java.util.List<DeviceCopyBatch> all = new java.util.ArrayList<>();
+    private boolean closed;
+
+    public Pool(GpuContext ctx) {
+      this.ctx = ctx;
     }
-    if (b.pending) {
-      b.finish();
+
+    /** An empty batch for the caller until it closes it. */
+    public synchronized DeviceCopyBatch acquire() {
+      if (closed) {
+        throw new IllegalStateException("device copy batches of device " + ctx.device() + " are closed");
+      }
+      DeviceCopyBatch b = idle.poll();
+      if (b == null) {
+        b = new DeviceCopyBatch(ctx, this);
+        all.add(b);
+      }
+      b.used = 0;
+      return b;
     }
-    b.used = 0;
-    return b;
+
+    synchronized void release(DeviceCopyBatch b) {
+      if (!closed) {
+        idle.push(b);
+      }
+    }
+
+    /** Frees every batch's stream and staging buffer (after the work that used them). */
+    @Override
+    public synchronized void close() {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      ctx.makeCurrent();
+      for (DeviceCopyBatch b : all) {
+        JCudaDriver.cuStreamSynchronize(b.stream);
+        JCudaDriver.cuStreamDestroy(b.stream);
+        JCudaDriver.cuMemFreeHost(b.staging);
+      }
+      all.clear();
+      idle.clear();
+    }
+  }
+
+  /** Waits for what is still queued and gives the batch back to its pool. */
+  @Override
+  public void close() {
+    try {
+      finish();
+    } finally {
+      pool.release(this);
+    }
   }
 
   private void grow(int bytes) {
@@ -136,6 +183,14 @@ public final class DeviceCopyBatch {
     if (bytes > capacity) {
       grow(bytes);
     }
+  }
+
+  /** Empties a finished batch: its staged bytes are no longer read. */
+  public void reset() {
+    if (pending) {
+      throw new IllegalStateException("device copy batch: reset with copies queued");
+    }
+    used = 0;
   }
 
   /** Waits for every queued copy. */

@@ -24,6 +24,9 @@ import scala.Tuple2;
  * released when the task completes; the codec's values are the caller's.
  */
 public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
+  /** Pinned staging for block prefixes: 4 KiB for each of up to 1,024 blocks per wait. */
+  private static final int PREFIX_STAGING = 4 << 20;
+
   private final GpuShuffleReader<K, DeviceBatch> blocks;
   private final DeviceTableCodec codec;
   private final ShuffleReadMetricsReporter metrics;
@@ -50,23 +53,32 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
     while (in.hasNext()) {
       landed.add(in.next()._2());
     }
-    DeviceCopyBatch prefixes = DeviceCopyBatch.begin(gpu.context());
-    long want = 0;
-    for (DeviceBatch b : landed) {
-      want += DeviceTableBlock.firstRead(b.layout().bufferBytes());
-    }
-    prefixes.ensureCapacity((int) Math.min(want, Integer.MAX_VALUE - 8));
-    int[] at = new int[landed.size()];
-    for (int i = 0; i < landed.size(); i++) {
-      DeviceBatch b = landed.get(i);
-      at[i] = prefixes.toHost(b.address(), DeviceTableBlock.firstRead(b.layout().bufferBytes()));
-    }
-    prefixes.finish();
     List<byte[]> firsts = new ArrayList<>(landed.size());
-    for (int i = 0; i < landed.size(); i++) {
-      byte[] f = new byte[DeviceTableBlock.firstRead(landed.get(i).layout().bufferBytes())];
-      prefixes.read(at[i], f, 0, f.length);
-      firsts.add(f);
+    try (DeviceCopyBatch prefixes = gpu.copies().acquire()) {
+      prefixes.ensureCapacity(PREFIX_STAGING);
+      int from = 0;
+      while (from < landed.size()) {
+        // As many blocks' first bytes as the staging holds, then one wait.
+        int to = from;
+        int[] at = new int[landed.size() - from];
+        while (to < landed.size()) {
+          DeviceBatch b = landed.get(to);
+          int len = DeviceTableBlock.firstRead(b.layout().bufferBytes());
+          if (!prefixes.fits(len)) {
+            break;
+          }
+          at[to - from] = prefixes.toHost(b.address(), len);
+          to++;
+        }
+        prefixes.finish();
+        for (int i = from; i < to; i++) {
+          byte[] f = new byte[DeviceTableBlock.firstRead(landed.get(i).layout().bufferBytes())];
+          prefixes.read(at[i - from], f, 0, f.length);
+          firsts.add(f);
+        }
+        prefixes.reset();
+        from = to;
+      }
     }
     return Scala.toScala(new java.util.Iterator<Product2<K, C>>() {
       private java.util.Iterator<DeviceTableCodec.LandedTable> tables = Collections.emptyIterator();

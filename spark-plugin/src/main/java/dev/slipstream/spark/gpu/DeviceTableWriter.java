@@ -93,21 +93,22 @@ public final class DeviceTableWriter<K, V, C> extends DeviceStoreWriter<K, V> {
     OutputSpace.Block block = gpu.store().allocate(offsets[offsets.length - 1]);
     try {
       // Every prefix and table copy of the map task on one stream, waited for once.
-      DeviceCopyBatch copies = DeviceCopyBatch.begin(gpu.context());
-      for (int p = 0; p < layouts.length; p++) {
-        DeviceTableBlock.Layout l = layouts[p];
-        if (l == null) {
-          continue;
+      try (DeviceCopyBatch copies = gpu.copies().acquire()) {
+        for (int p = 0; p < layouts.length; p++) {
+          DeviceTableBlock.Layout l = layouts[p];
+          if (l == null) {
+            continue;
+          }
+          long at = block.address() + offsets[p];
+          copies.toDevice(at, l.prefix());
+          List<DeviceTableCodec.DeviceTable> ts = parts.get(p);
+          for (int i = 0; i < ts.size(); i++) {
+            DeviceTableCodec.DeviceTable t = ts.get(i);
+            copies.withinDevice(at + l.dataOffsets()[i], t.address(), t.bytes());
+          }
         }
-        long at = block.address() + offsets[p];
-        copies.toDevice(at, l.prefix());
-        List<DeviceTableCodec.DeviceTable> ts = parts.get(p);
-        for (int i = 0; i < ts.size(); i++) {
-          DeviceTableCodec.DeviceTable t = ts.get(i);
-          copies.withinDevice(at + l.dataOffsets()[i], t.address(), t.bytes());
-        }
+        copies.finish();
       }
-      copies.finish();
       gpu.store().commit(handle.shuffleId(), mapId, block, new int[0], offsets, words);
     } catch (RuntimeException | Error e) {
       block.close();

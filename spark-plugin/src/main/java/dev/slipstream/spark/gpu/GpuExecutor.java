@@ -66,6 +66,8 @@ public final class GpuExecutor implements AutoCloseable {
   private final PushKernel kernel;
   private final DeviceLanding landing;
   private final DeviceMapOutputStore store;
+  /** Queued copies of device-table writers and readers. */
+  private final dev.slipstream.gpu.DeviceCopyBatch.Pool copies;
   private final PushScheduler server;
   /** The queues the push lanes write through ({@link #pushBackend}). */
   private final Backend backend;
@@ -129,6 +131,8 @@ public final class GpuExecutor implements AutoCloseable {
       this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID, nic),
           pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
       made.add(store);
+      this.copies = new dev.slipstream.gpu.DeviceCopyBatch.Pool(ctx);
+      made.add(copies);
       this.backend = pushBackend(conf);
       this.ringLinks = residentApp != null && backend == Backend.GPUNETIO;
       this.server = new PushScheduler(ctx, kernel, store, FIRST_TABLE_ID, conf.serveInFlight(),
@@ -406,6 +410,9 @@ public final class GpuExecutor implements AutoCloseable {
   public GpuEndpoint endpoint() { return endpoint; }
   public DeviceLanding landing() { return landing; }
   public DeviceMapOutputStore store() { return store; }
+
+  /** Batches of queued device copies: acquire one for a task's copies, close it after. */
+  public dev.slipstream.gpu.DeviceCopyBatch.Pool copies() { return copies; }
   public PushScheduler server() { return server; }
   /** The block writer into device landing regions (checks the landing, maps it, pushes). */
   public PushWriter writer() { return writer; }
@@ -530,7 +537,7 @@ public final class GpuExecutor implements AutoCloseable {
       }
     };
     // The store deregisters its outputs from the NIC; the NIC goes before the landing region it registered.
-    for (AutoCloseable c : new AutoCloseable[] {store, nicClose, landing, accounts, kernel, ctx}) {
+    for (AutoCloseable c : new AutoCloseable[] {copies, store, nicClose, landing, accounts, kernel, ctx}) {
       try {
         c.close();
       } catch (Exception e) {
