@@ -172,8 +172,8 @@ public final class ReportWriter {
     }
     if (managers.contains(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
       sb.append("\nShare of shuffle bytes on Slipstream's GPU path under ").append(BenchOptions.RAPIDS_SLIPSTREAM_GPU)
-          .append(" (medians; MiB; device-table blocks stored by map tasks against Spark's shuffle bytes written; the"
-              + " rest went over RAPIDS' host-serialized exchanges):\n\n| query | shuffle written | on the GPU path |"
+          .append(" (medians; MiB; device-table blocks stored by map tasks against Spark's shuffle bytes written, the share"
+              + " the median of each run's; the rest went over RAPIDS' host-serialized exchanges):\n\n| query | shuffle written | on the GPU path |"
               + " share |\n|---|---:|---:|---:|\n");
       long allWritten = 0;
       long allGpu = 0;
@@ -186,7 +186,7 @@ public final class ReportWriter {
         long gpu = gpuShuffleBytes(r, q);
         allWritten += written;
         allGpu += gpu;
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s |%n", q, mb(written), mb(gpu), share(gpu, written)));
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s |%n", q, mb(written), mb(gpu), gpuShare(r, q)));
       }
       sb.append(String.format(Locale.ROOT, "| **all** | **%s** | **%s** | **%s** |%n", mb(allWritten), mb(allGpu),
           share(allGpu, allWritten)));
@@ -199,6 +199,15 @@ public final class ReportWriter {
     List<Long> v = r.measured(query, BenchOptions.RAPIDS_SLIPSTREAM_GPU).stream()
         .map(x -> x.slipstream().getOrDefault(TpchBenchmark.GPU_BYTES, 0L)).sorted().collect(Collectors.toList());
     return v.isEmpty() ? 0 : v.get(v.size() / 2);
+  }
+
+  /** The median over measured runs of each run's GPU path bytes over its shuffle bytes written. */
+  static String gpuShare(BenchResults r, String query) {
+    List<Double> v = r.measured(query, BenchOptions.RAPIDS_SLIPSTREAM_GPU).stream()
+        .filter(x -> x.metrics().shuffleBytesWritten() > 0)
+        .map(x -> (double) x.slipstream().getOrDefault(TpchBenchmark.GPU_BYTES, 0L) / x.metrics().shuffleBytesWritten())
+        .sorted().collect(Collectors.toList());
+    return v.isEmpty() ? "-" : String.format(Locale.ROOT, "%.0f%%", 100.0 * v.get(v.size() / 2));
   }
 
   private static String share(long part, long whole) {

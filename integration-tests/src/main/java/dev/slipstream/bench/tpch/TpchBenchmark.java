@@ -162,7 +162,11 @@ public final class TpchBenchmark {
         }
         results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m, counters));
         String verdict = check(query, manager, round, got);
-        if (!counters.isEmpty()) {
+        if (counters.containsKey(GPU_BYTES)) {
+          verdict += String.format(Locale.ROOT, "  (GPU path %d MiB; device store %d MiB, %d spills to host so far)",
+              counters.get(GPU_BYTES) >> 20, counters.getOrDefault("gpu.mapOutputDeviceBytes", 0L) >> 20,
+              counters.getOrDefault("gpu.mapOutputSpills", 0L));
+        } else if (!counters.isEmpty()) {
           verdict += String.format(Locale.ROOT, "  (store %d MiB in %d outputs, %d spills so far)",
               counters.getOrDefault("memory.mapOutputInUse", 0L) >> 20, counters.getOrDefault("mapOutput.count", 0L),
               counters.getOrDefault("mapOutput.spills", 0L));
@@ -185,7 +189,7 @@ public final class TpchBenchmark {
     Map<String, Long> sum = new java.util.TreeMap<>();
     for (Map<String, Long> e : LocalCluster.executorMetrics().values()) {
       for (String k : List.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills", "mapOutput.evictions",
-          "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten", "gpu.mapOutputSpills")) {
+          "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten", "gpu.mapOutputDeviceBytes", "gpu.mapOutputSpills")) {
         Long v = e.get(k);
         if (v != null) {
           sum.merge(k, v, Long::sum);
