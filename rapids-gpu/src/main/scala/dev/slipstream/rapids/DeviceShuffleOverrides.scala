@@ -52,7 +52,7 @@ object DeviceShuffleOverrides extends Logging {
     }
   }
 
-  /** Why no exchange of this session can go on the GPU path, if so. */
+  /** Why no exchange of this application can go on the GPU path, if so. */
   private def whyNot(plan: SparkPlan): Option[String] = {
     val env = SparkEnv.get
     if (env == null) {
