@@ -110,7 +110,8 @@ public final class BenchResults {
         med(rs, r -> r.metrics().shuffleBytesWritten()), med(rs, r -> r.metrics().shuffleBytesRead()),
         med(rs, r -> r.metrics().shuffleRemoteBytesRead()), med(rs, r -> r.metrics().shuffleWriteNanos()),
         med(rs, r -> r.metrics().fetchWaitMillis()), med(rs, r -> r.metrics().peakExecutionMemory()),
-        med(rs, r -> r.metrics().peakHeapBytes()), med(rs, r -> r.metrics().peakDirectBytes()));
+        med(rs, r -> r.metrics().peakHeapBytes()), med(rs, r -> r.metrics().peakDirectBytes()),
+        med(rs, r -> r.metrics().stages()), med(rs, r -> r.metrics().taskRunMillis()));
     return new Stat(median(wall), wall.get(0), wall.get(wall.size() - 1), wall.size(), m);
   }
 

@@ -67,7 +67,8 @@ public final class ChartFromJson {
               m.path("shuffleBytesWritten").asLong(), m.path("shuffleBytesRead").asLong(),
               m.path("shuffleRemoteBytesRead").asLong(), m.path("shuffleWriteNanos").asLong(),
               m.path("fetchWaitMillis").asLong(), m.path("peakExecutionMemory").asLong(),
-              m.path("peakHeapBytes").asLong(), m.path("peakDirectBytes").asLong()), counters));
+              m.path("peakHeapBytes").asLong(), m.path("peakDirectBytes").asLong(), m.path("stages").asLong(),
+              m.path("taskRunMillis").asLong()), counters));
     }
     return r;
   }

@@ -14,12 +14,14 @@ package dev.slipstream.bench.tpch;
  * @param peakExecutionMemory largest execution memory (sort, aggregation, join buffers) of one task
  * @param peakHeapBytes largest JVM heap use an executor reported while the query ran
  * @param peakDirectBytes largest direct (off-heap NIO) buffer pool an executor reported
+ * @param stages stages that completed (skipped stages, whose shuffle output was reused, not counted)
+ * @param taskRunMillis executor run time summed over the tasks (Spark's {@code executorRunTime})
  */
 public record QueryMetrics(long tasks, long inputBytes, long shuffleBytesWritten, long shuffleBytesRead,
     long shuffleRemoteBytesRead, long shuffleWriteNanos, long fetchWaitMillis, long peakExecutionMemory,
-    long peakHeapBytes, long peakDirectBytes) {
+    long peakHeapBytes, long peakDirectBytes, long stages, long taskRunMillis) {
 
-  public static final QueryMetrics ZERO = new QueryMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  public static final QueryMetrics ZERO = new QueryMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 
   /** Peak executor memory: heap plus direct buffers (Slipstream's registered memory is direct). */
   public long peakExecutorMemory() {

@@ -3,6 +3,7 @@ package dev.slipstream.bench.tpch;
 import org.apache.spark.executor.ExecutorMetrics;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.SparkSession;
 
@@ -26,10 +27,12 @@ public final class QueryMetricsListener extends SparkListener {
   private long peakExecution;
   private long peakHeap;
   private long peakDirect;
+  private long stages;
+  private long taskRun;
 
   public synchronized void begin() {
     tasks = inputBytes = written = read = remoteRead = writeNanos = fetchWait = 0;
-    peakExecution = peakHeap = peakDirect = 0;
+    peakExecution = peakHeap = peakDirect = stages = taskRun = 0;
   }
 
   /** Waits until the listener bus has delivered every event so far, then returns the sums. */
@@ -42,8 +45,13 @@ public final class QueryMetricsListener extends SparkListener {
     }
     synchronized (this) {
       return new QueryMetrics(tasks, inputBytes, written, read, remoteRead, writeNanos, fetchWait, peakExecution,
-          peakHeap, peakDirect);
+          peakHeap, peakDirect, stages, taskRun);
     }
+  }
+
+  @Override
+  public synchronized void onStageCompleted(SparkListenerStageCompleted done) {
+    stages++;
   }
 
   @Override
@@ -58,6 +66,7 @@ public final class QueryMetricsListener extends SparkListener {
       remoteRead += m.shuffleReadMetrics().remoteBytesRead();
       fetchWait += m.shuffleReadMetrics().fetchWaitTime();
       peakExecution = Math.max(peakExecution, m.peakExecutionMemory());
+      taskRun += m.executorRunTime();
     }
     ExecutorMetrics e = end.taskExecutorMetrics();
     if (e != null) {

@@ -155,8 +155,8 @@ public final class ReportWriter {
     r.compared().forEach(m -> sb.append("- ").append(verdict(r, m)).append('\n'));
     sb.append("\nSpark's task metrics (medians; MiB; times in ms; peak memory = largest executor heap + direct "
         + "buffers seen at a task's end):\n\n| query | manager | input | shuffle written | shuffle read (remote) "
-        + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | tasks |\n"
-        + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | stages | tasks | task time |\n"
+        + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (String q : r.queries()) {
       for (String m : managers) {
         BenchResults.Stat s = r.stat(q, m);
@@ -164,10 +164,10 @@ public final class ReportWriter {
           continue;
         }
         QueryMetrics x = s.medianMetrics();
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s) | %d | %d | %s | %s | %d |%n", q, m,
-            mb(x.inputBytes()), mb(x.shuffleBytesWritten()), mb(x.shuffleBytesRead()), mb(x.shuffleRemoteBytesRead()),
-            x.shuffleWriteNanos() / 1_000_000, x.fetchWaitMillis(), mb(x.peakExecutionMemory()),
-            mb(x.peakExecutorMemory()), x.tasks()));
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s) | %d | %d | %s | %s | %d | %d | %d |%n",
+            q, m, mb(x.inputBytes()), mb(x.shuffleBytesWritten()), mb(x.shuffleBytesRead()),
+            mb(x.shuffleRemoteBytesRead()), x.shuffleWriteNanos() / 1_000_000, x.fetchWaitMillis(),
+            mb(x.peakExecutionMemory()), mb(x.peakExecutorMemory()), x.stages(), x.tasks(), x.taskRunMillis()));
       }
     }
     if (managers.contains(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
@@ -297,6 +297,7 @@ public final class ReportWriter {
         .field("shuffleBytesWritten", m.shuffleBytesWritten()).field("shuffleBytesRead", m.shuffleBytesRead())
         .field("shuffleRemoteBytesRead", m.shuffleRemoteBytesRead()).field("shuffleWriteNanos", m.shuffleWriteNanos())
         .field("fetchWaitMillis", m.fetchWaitMillis()).field("peakExecutionMemory", m.peakExecutionMemory())
-        .field("peakHeapBytes", m.peakHeapBytes()).field("peakDirectBytes", m.peakDirectBytes()).close('}');
+        .field("peakHeapBytes", m.peakHeapBytes()).field("peakDirectBytes", m.peakDirectBytes())
+        .field("stages", m.stages()).field("taskRunMillis", m.taskRunMillis()).close('}');
   }
 }

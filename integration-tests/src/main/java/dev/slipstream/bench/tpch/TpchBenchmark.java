@@ -150,8 +150,12 @@ public final class TpchBenchmark {
         listener.begin();
         long start = System.currentTimeMillis();
         long t0 = System.nanoTime();
-        List<Row> rows = spark.sql(sql.get(query)).collectAsList();
+        org.apache.spark.sql.Dataset<Row> ds = spark.sql(sql.get(query));
+        List<Row> rows = ds.collectAsList();
         long wall = (System.nanoTime() - t0) / 1_000_000;
+        if (!warmup) {
+          writePlan(manager, query, ds);
+        }
         QueryMetrics m = listener.end(spark);
         List<String> got = rows.stream().map(Row::toString).collect(Collectors.toList());
         Map<String, Long> counters = BenchOptions.slipstream(manager) ? slipstreamCounters() : Map.of();
@@ -178,6 +182,24 @@ public final class TpchBenchmark {
       }
     } finally {
       spark.stop();
+    }
+  }
+
+  /**
+   * The query's final physical plan (adaptive execution's, with the exchanges and joins it chose at
+   * run time) into {@code plans/<manager>/<query>.txt} of the report folder, from the first measured
+   * round: what tells two managers' plans apart when their times differ.
+   */
+  private void writePlan(String manager, String query, org.apache.spark.sql.Dataset<Row> ds) {
+    Path f = options.outDir().resolve("plans").resolve(manager).resolve(query + ".txt");
+    if (Files.exists(f)) {
+      return;
+    }
+    try {
+      Files.createDirectories(f.getParent());
+      Files.writeString(f, ds.queryExecution().executedPlan().toString());
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException("cannot write " + f, e);
     }
   }
 
