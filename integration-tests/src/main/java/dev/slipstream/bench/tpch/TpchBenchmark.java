@@ -187,8 +187,9 @@ public final class TpchBenchmark {
 
   /**
    * The query's final physical plan (adaptive execution's, with the exchanges and joins it chose at
-   * run time) into {@code plans/<manager>/<query>.txt} of the report folder, from the first measured
-   * round: what tells two managers' plans apart when their times differ.
+   * run time) and its operators' metrics ({@link PlanMetrics}) into {@code plans/<manager>/<query>.txt}
+   * of the report folder, from the first measured round: what tells two managers' plans and
+   * operator times apart when their query times differ.
    */
   private void writePlan(String manager, String query, org.apache.spark.sql.Dataset<Row> ds) {
     Path f = options.outDir().resolve("plans").resolve(manager).resolve(query + ".txt");
@@ -197,7 +198,8 @@ public final class TpchBenchmark {
     }
     try {
       Files.createDirectories(f.getParent());
-      Files.writeString(f, ds.queryExecution().executedPlan().toString());
+      org.apache.spark.sql.execution.SparkPlan plan = ds.queryExecution().executedPlan();
+      Files.writeString(f, plan + "\nOperators and their metrics:\n" + PlanMetrics.of(plan));
     } catch (IOException e) {
       throw new java.io.UncheckedIOException("cannot write " + f, e);
     }

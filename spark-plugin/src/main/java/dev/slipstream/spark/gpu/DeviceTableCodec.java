@@ -14,10 +14,19 @@ public interface DeviceTableCodec extends java.io.Serializable {
   DeviceTable table(Object value);
 
   /**
-   * A reduce record's value made from {@code table}. Its bytes are complete on the device (no copy
-   * into them is pending); the engine orders its own work on them after that.
+   * A reduce record's value made from {@code tables} (one or more, in the order they were read: a
+   * reduce task's tables come in groups of at most {@link #groupBytes} bytes and
+   * {@link #MAX_GROUP_ROWS} rows, a larger table alone), so the engine gets few large values where
+   * map tasks wrote many small tables. Their bytes are complete on the device (no copy into them is
+   * pending); the engine orders its own work on them after that.
    */
-  Object assemble(LandedTable table);
+  Object assemble(java.util.List<LandedTable> tables);
+
+  /** The most bytes of landed tables one reduce value is made from (the engine's batch size). */
+  long groupBytes();
+
+  /** The most rows one reduce value is made from: a cudf column's row count is a 32-bit int. */
+  long MAX_GROUP_ROWS = Integer.MAX_VALUE;
 
   /**
    * One table in device memory of this executor's GPU: {@link #bytes()} bytes at {@link #address()}

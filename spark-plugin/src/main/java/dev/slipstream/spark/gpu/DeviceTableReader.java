@@ -16,9 +16,10 @@ import scala.Tuple2;
 /**
  * Reduce side of a device-table shuffle ({@link DeviceTableDependency}): the blocks come as on
  * every GPU shuffle ({@link GpuShuffleReader}: local views into the device map-output store,
- * remote blocks pushed into this executor's landing region or staged), and each block's tables
- * ({@link DeviceTableBlock}) are handed to the engine's codec one at a time as the caller iterates,
- * each becoming one record {@code (0, value)}. Records read counts the tables' rows.
+ * remote blocks pushed into this executor's landing region or staged), and the blocks' tables
+ * ({@link DeviceTableBlock}) are handed to the engine's codec in groups as the caller iterates
+ * (consecutive tables up to {@link DeviceTableCodec#groupBytes} bytes), each group becoming one
+ * record {@code (0, value)}. Records read counts the tables' rows.
  *
  * <p>Threading: one task thread. Ownership: as {@link GpuShuffleReader}'s: the landed memory is
  * released when the task completes; the codec's values are the caller's.
@@ -80,7 +81,7 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
         from = to;
       }
     }
-    return Scala.toScala(new java.util.Iterator<Product2<K, C>>() {
+    java.util.Iterator<DeviceTableCodec.LandedTable> all = new java.util.Iterator<>() {
       private java.util.Iterator<DeviceTableCodec.LandedTable> tables = Collections.emptyIterator();
       private int next;
 
@@ -95,14 +96,26 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
       }
 
       @Override
-      @SuppressWarnings("unchecked")
-      public Product2<K, C> next() {
+      public DeviceTableCodec.LandedTable next() {
         if (!hasNext()) {
           throw new NoSuchElementException("no more device tables");
         }
-        DeviceTableCodec.LandedTable t = tables.next();
-        C value = (C) codec.assemble(t);
-        metrics.incRecordsRead(t.rows());
+        return tables.next();
+      }
+    };
+    TableGroups groups = new TableGroups(all, codec.groupBytes(), DeviceTableCodec.MAX_GROUP_ROWS);
+    return Scala.toScala(new java.util.Iterator<Product2<K, C>>() {
+      @Override
+      public boolean hasNext() {
+        return groups.hasNext();
+      }
+
+      @Override
+      @SuppressWarnings("unchecked")
+      public Product2<K, C> next() {
+        List<DeviceTableCodec.LandedTable> group = groups.next();
+        C value = (C) codec.assemble(group);
+        metrics.incRecordsRead(group.stream().mapToLong(DeviceTableCodec.LandedTable::rows).sum());
         return (Product2<K, C>) (Product2<?, ?>) new Tuple2<>(0, value);
       }
     });

@@ -6,7 +6,6 @@ import dev.slipstream.spark.gpu.{DeviceTableCodec, DeviceTableDependency}
 import org.apache.spark.{Partitioner, ShuffleDependency}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.shuffle.ShuffleWriteProcessor
-import org.apache.spark.sql.types.DataType
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
 /**
@@ -16,12 +15,10 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
 final class DeviceTablesDependency(
     rdd: RDD[_ <: Product2[Int, ColumnarBatch]],
     partitioner: Partitioner,
-    val sparkTypes: Array[DataType],
+    codec: RapidsTableCodec,
     processor: ShuffleWriteProcessor)
   extends ShuffleDependency[Int, ColumnarBatch, ColumnarBatch](rdd, partitioner,
     shuffleWriterProcessor = processor) with DeviceTableDependency {
-  private val codec = new RapidsTableCodec(sparkTypes)
-
   override def deviceTables(): DeviceTableCodec = codec
 
   override def toString: String = "Slipstream GPU shuffle dependency"
