@@ -2,7 +2,8 @@ package dev.slipstream.rapids
 
 import java.nio.ByteBuffer
 
-import ai.rapids.cudf.{ContiguousTable, Cuda, DeviceMemoryBuffer, Table}
+import ai.rapids.cudf.{Cuda, DeviceMemoryBuffer, HostMemoryBuffer, Table}
+import com.nvidia.spark.rapids.jni.kudo.KudoGpuSerializer
 import com.nvidia.spark.rapids.{GpuBindReferences, GpuColumnVector, GpuExpression, GpuHashPartitioningBase, GpuMetric, GpuPartitioning, GpuRangePartitioner, GpuSemaphore, GpuSinglePartitioning, GpuSorter, NoopMetric, RapidsConf, SpillPriorities, SpillableColumnarBatch}
 import com.nvidia.spark.rapids.Arm.{closeOnExcept, withResource}
 import com.nvidia.spark.rapids.RmmRapidsRetryIterator.withRetryNoSplit
@@ -25,9 +26,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
  * The map and reduce sides of a [[SlipstreamGpuShuffleExchangeExec]] in terms of cudf.
  *
  * Map side: each input batch is partitioned on the GPU by RAPIDS' partitioner, bound as RAPIDS binds
- * it, and cut with `Table.contiguousSplit` into one contiguous table per non-empty partition (one
- * device buffer plus cudf's packed metadata); the records `(partition, DeviceTableValue)` go to
- * Slipstream's device-table writer. Reduce side: [[RapidsTableCodec]] turns groups of landed tables
+ * it, and serialized on the GPU into one Kudo piece per non-empty partition (RAPIDS' shuffle format,
+ * self-describing); the records `(partition, DeviceTableValue)` go to Slipstream's device-table
+ * writer. Reduce side: [[RapidsTableCodec]] turns groups of landed tables
  * into batches of the exchange's Spark types.
  */
 object RapidsDeviceTables {
@@ -82,78 +83,103 @@ object RapidsDeviceTables {
       s"Slipstream's GPU exchange got ${p.getClass.getName}, expected hash, range or single partitioning")
   }
 
-  /** Partition i's rows start at `starts(i)` of `columns` (closed here): one contiguous table per partition. */
-  private def cut(partitioned: (Array[Int], Array[GpuColumnVector])): Array[ContiguousTable] = {
-    val (starts, columns) = partitioned
-    withResource(columns) { cs =>
-      withResource(new Table(cs.map(_.getBase): _*)) { t => t.contiguousSplit(starts.drop(1): _*) }
-    }
-  }
-
-  /** `batch` (closed here) cut into one contiguous table per non-empty partition. */
+  /**
+   * `batch` (closed here) cut by partition and serialized on the GPU in RAPIDS' Kudo format
+   * (`KudoGpuSerializer.splitAndSerializeToDevice`, as RAPIDS' own GPU shuffle serialization): one
+   * device buffer holding one piece per partition, partition i's rows starting at row `starts(i)`.
+   * Returns a piece per non-empty partition, each a slice of that buffer.
+   */
   private def split(bound: GpuExpression, n: Int, batch: ColumnarBatch): Array[(Int, DeviceTableValue)] = {
     if (batch.numRows() == 0) {
       batch.close()
       return Array.empty
     }
-    val tables: Array[ContiguousTable] = bound match {
+    val (starts, columns): (Array[Int], Array[GpuColumnVector]) = bound match {
       // RAPIDS' range partitioner retries on GPU memory pressure itself; the others run under a retry
       // here, on a spillable copy of the batch, as RAPIDS' own exchange does.
-      case r: GpuRangePartitioner => cut(r.computeBoundsAndCloseWithRetry(batch))
+      case r: GpuRangePartitioner => r.computeBoundsAndCloseWithRetry(batch)
       case _ =>
         withRetryNoSplit(SpillableColumnarBatch(batch, SpillPriorities.ACTIVE_ON_DECK_PRIORITY)) { s =>
           val b = s.getColumnarBatch()
           bound match {
-            case h: GpuHashPartitioningBase => cut(h.partitionInternalAndClose(b))
-            case _ => withResource(b) { _ => withResource(GpuColumnVector.from(b)) { t => t.contiguousSplit() } }
+            case h: GpuHashPartitioningBase => h.partitionInternalAndClose(b)
+            case _ => withResource(b) { _ => (Array(0), GpuColumnVector.extractColumns(b).map(_.incRefCount())) }
           }
         }
     }
-    // Slipstream copies the tables on a stream of its own: the split must be complete first.
-    Cuda.DEFAULT_STREAM.sync()
     // A range partitioner has as many partitions as bounds were found plus one, at most n (as
-    // Spark's): the tables are partitions 0, 1, ... and the rest of the n are empty.
-    closeOnExcept(tables) { _ =>
-      if (tables.length > n) {
-        throw new IllegalStateException(s"contiguous split into ${tables.length} tables, expected at most $n")
+    // Spark's): the pieces are partitions 0, 1, ... and the rest of the n are empty.
+    if (starts.isEmpty || starts.length > n || starts(0) != 0) {
+      columns.foreach(_.close())
+      throw new IllegalStateException(s"a batch cut into ${starts.length} partitions starting at row " +
+        s"${starts.headOption.getOrElse(-1)}, expected 1 to $n starting at row 0")
+    }
+    val (rows, buffers) = withResource(columns) { cs =>
+      // The serializer reads null counts on the host: computed here first, as RAPIDS does.
+      cs.foreach(_.getBase.getNullCount)
+      withResource(new Table(cs.map(_.getBase): _*)) { t =>
+        (t.getRowCount, withRetryNoSplit[Array[DeviceMemoryBuffer]] {
+          KudoGpuSerializer.splitAndSerializeToDevice(t, starts.drop(1): _*)
+        })
       }
     }
-    val out = Array.newBuilder[(Int, DeviceTableValue)]
-    tables.zipWithIndex.foreach { case (ct, p) =>
-      if (ct.getRowCount > 0) out += ((p, new DeviceTableValue(ct))) else ct.close()
+    withResource(buffers) { _ =>
+      val Array(data, offsetsOnDevice) = buffers
+      val offsets = withResource(HostMemoryBuffer.allocate(offsetsOnDevice.getLength)) { h =>
+        // Also the wait for the serialization: Slipstream copies the pieces on a stream of its own.
+        h.copyFromDeviceBuffer(offsetsOnDevice, Cuda.DEFAULT_STREAM)
+        Cuda.DEFAULT_STREAM.sync()
+        (0L until h.getLength / 8).map(i => h.getLong(i * 8)).toArray
+      }
+      if (offsets.length != starts.length + 1 || offsets(0) < 0 || offsets.last > data.getLength ||
+          offsets.sliding(2).exists(w => w(1) < w(0))) {
+        throw new IllegalStateException(s"GPU serialization of ${starts.length} partitions gave offsets " +
+          s"${offsets.take(8).mkString("[", ", ", if (offsets.length > 8) ", ...]" else "]")} into " +
+          s"${data.getLength} bytes, expected ${starts.length + 1} ascending offsets within them")
+      }
+      val out = Array.newBuilder[(Int, DeviceTableValue)]
+      closeOnExcept(new scala.collection.mutable.ArrayBuffer[DeviceTableValue]()) { made =>
+        starts.indices.foreach { p =>
+          val partRows = (if (p + 1 < starts.length) starts(p + 1).toLong else rows) - starts(p)
+          val bytes = offsets(p + 1) - offsets(p)
+          if (partRows > 0) {
+            if (bytes <= 0) {
+              throw new IllegalStateException(
+                s"GPU serialization gave partition $p of $partRows rows $bytes bytes, expected some")
+            }
+            val v = new DeviceTableValue(data.slice(offsets(p), bytes), partRows)
+            made += v
+            out += ((p, v))
+          }
+        }
+      }
+      out.result()
     }
-    out.result()
   }
 }
 
-/** One partition's rows of one map-side batch: a cudf contiguous table, owned until closed. */
-final class DeviceTableValue(table: ContiguousTable) extends DeviceTable {
-  private val buffer = table.getBuffer
+/** One partition's rows of one map-side batch: a piece in RAPIDS' Kudo format on the device, owned until closed. */
+final class DeviceTableValue(buffer: DeviceMemoryBuffer, pieceRows: Long) extends DeviceTable {
+  override def rows(): Long = pieceRows
 
-  override def rows(): Long = table.getRowCount
+  override def address(): Long = buffer.getAddress
 
-  override def address(): Long = if (buffer == null) 0L else buffer.getAddress
+  override def bytes(): Long = buffer.getLength
 
-  override def bytes(): Long = if (buffer == null) 0L else buffer.getLength
+  /** A Kudo piece describes itself (its header leads its bytes). */
+  override def metadata(): Array[Byte] = Array.emptyByteArray
 
-  override def metadata(): Array[Byte] = {
-    val m = table.getMetadataDirectBuffer.duplicate()
-    val out = new Array[Byte](m.remaining())
-    m.get(out)
-    out
-  }
-
-  override def close(): Unit = table.close()
+  override def close(): Unit = buffer.close()
 }
 
 /**
- * Turns landed tables back into device batches of `types`: each group of tables a reduce task reads
- * (at most `groupBytes` together, RAPIDS' target batch size) is copied with one batched copy into
- * one RMM buffer, each table unpacked in place with `Table.fromPackedTable` and the group
- * concatenated into one batch. So RAPIDS gets one batch where map tasks wrote hundreds of small
- * tables (a reducer of 200 partitions of 8 map tasks reads up to 1,600), and the cost per table is
- * that of its metadata. `readTime` and `readSize` are the exchange's deserialization time and
- * data-read size metrics.
+ * Turns landed pieces back into device batches of `types`: each group of pieces a reduce task reads
+ * (at most `groupBytes` together, RAPIDS' target batch size) is copied back to back into one RMM
+ * buffer with one batched copy and assembled into one table by `KudoGpuSerializer.assembleFromDeviceRaw`
+ * (as RAPIDS assembles Kudo pieces on the GPU). So RAPIDS gets one batch where map tasks wrote
+ * hundreds of small pieces (a reducer of 200 partitions of 8 map tasks reads up to 1,600), and a
+ * piece costs the host no more than its offset. `readTime` and `readSize` are the exchange's
+ * deserialization time and data-read size metrics.
  */
 final class RapidsTableCodec(
     types: Array[DataType],
@@ -170,47 +196,43 @@ final class RapidsTableCodec(
 
   override def assemble(tables: java.util.List[LandedTable]): AnyRef = {
     if (tables.isEmpty) {
-      throw new IllegalArgumentException("no landed tables to assemble, expected at least one")
+      throw new IllegalArgumentException("no landed pieces to assemble, expected at least one")
     }
     GpuSemaphore.acquireIfNecessary(TaskContext.get())
     val group = (0 until tables.size()).map(tables.get)
     readTime.ns {
-      // Each table at a 256-byte boundary, as cudf's packed columns expect of their buffer.
-      val at = group.scanLeft(0L)((o, t) => o + (t.bytes() + 255) / 256 * 256)
+      val at = group.scanLeft(0L)((o, t) => o + t.bytes())
       val batch = withRetryNoSplit[ColumnarBatch] {
-        unpack(group, at)
+        assembleOnGpu(group, at)
       }
-      readSize += group.map(_.bytes()).sum
+      readSize += at.last
       batch
     }
   }
 
-  private def unpack(group: IndexedSeq[LandedTable], at: IndexedSeq[Long]): ColumnarBatch = {
-    withResource(DeviceMemoryBuffer.allocate(math.max(at.last, 1L))) { buffer =>
-      // Queued on the thread's stream, as every later use of the batch is: no wait here. The landed
-      // bytes outlive the copy (they are released when the task completes).
-      Cuda.multiBufferCopyAsync(at.init.map(buffer.getAddress + _).toArray, group.map(_.address()).toArray,
+  /** The pieces of `group` at offsets `at` (back to back, the last entry their end) of one buffer, assembled. */
+  private def assembleOnGpu(group: IndexedSeq[LandedTable], at: IndexedSeq[Long]): ColumnarBatch = {
+    withResource(DeviceMemoryBuffer.allocate(math.max(at.last, 1L))) { data =>
+      // Queued on the thread's stream, as every later use of the batch is. The landed bytes outlive
+      // the copy (they are released when the task completes).
+      Cuda.multiBufferCopyAsync(at.init.map(data.getAddress + _).toArray, group.map(_.address()).toArray,
         group.map(_.bytes()).toArray, Cuda.DEFAULT_STREAM)
-      val unpacked = new Array[Table](group.length)
-      withResource(unpacked) { _ =>
-        group.indices.foreach { i =>
-          val t = group(i)
-          val meta = ByteBuffer.allocateDirect(t.metadata().length)
-          meta.put(t.metadata()).flip()
-          unpacked(i) = withResource(buffer.slice(at(i), t.bytes())) { s => Table.fromPackedTable(meta, s) }
-          if (unpacked(i).getRowCount != t.rows()) {
-            throw new IllegalStateException(
-              s"a landed table unpacked to ${unpacked(i).getRowCount} rows, expected ${t.rows()}")
+      withResource(HostMemoryBuffer.allocate(8L * at.length)) { h =>
+        at.indices.foreach(i => h.setLong(8L * i, at(i)))
+        withResource(DeviceMemoryBuffer.allocate(h.getLength)) { offsets =>
+          offsets.copyFromHostBuffer(h, Cuda.DEFAULT_STREAM)
+          withResource(KudoGpuSerializer.assembleFromDeviceRaw(GpuColumnVector.from(types), data, offsets)) { t =>
+            val rows = group.map(_.rows()).sum
+            if (t.getRowCount != rows) {
+              throw new IllegalStateException(
+                s"${group.length} landed pieces assembled to ${t.getRowCount} rows, expected $rows")
+            }
+            if (t.getNumberOfColumns != types.length) {
+              throw new IllegalStateException(
+                s"${group.length} landed pieces assembled to ${t.getNumberOfColumns} columns, expected ${types.length}")
+            }
+            GpuColumnVector.from(t, types)
           }
-          if (unpacked(i).getNumberOfColumns != types.length) {
-            throw new IllegalStateException(
-              s"a landed table unpacked to ${unpacked(i).getNumberOfColumns} columns, expected ${types.length}")
-          }
-        }
-        if (unpacked.length == 1) {
-          GpuColumnVector.from(unpacked(0), types)
-        } else {
-          withResource(Table.concatenate(unpacked: _*)) { t => GpuColumnVector.from(t, types) }
         }
       }
     }

@@ -68,7 +68,7 @@ public final class ChartFromJson {
               m.path("shuffleRemoteBytesRead").asLong(), m.path("shuffleWriteNanos").asLong(),
               m.path("fetchWaitMillis").asLong(), m.path("peakExecutionMemory").asLong(),
               m.path("peakHeapBytes").asLong(), m.path("peakDirectBytes").asLong(), m.path("stages").asLong(),
-              m.path("taskRunMillis").asLong()), counters));
+              m.path("taskRunMillis").asLong(), m.path("executorsUsed").asLong()), counters));
     }
     return r;
   }

@@ -16,12 +16,13 @@ package dev.slipstream.bench.tpch;
  * @param peakDirectBytes largest direct (off-heap NIO) buffer pool an executor reported
  * @param stages stages that completed (skipped stages, whose shuffle output was reused, not counted)
  * @param taskRunMillis executor run time summed over the tasks (Spark's {@code executorRunTime})
+ * @param executorsUsed executors that ran at least one of the tasks
  */
 public record QueryMetrics(long tasks, long inputBytes, long shuffleBytesWritten, long shuffleBytesRead,
     long shuffleRemoteBytesRead, long shuffleWriteNanos, long fetchWaitMillis, long peakExecutionMemory,
-    long peakHeapBytes, long peakDirectBytes, long stages, long taskRunMillis) {
+    long peakHeapBytes, long peakDirectBytes, long stages, long taskRunMillis, long executorsUsed) {
 
-  public static final QueryMetrics ZERO = new QueryMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  public static final QueryMetrics ZERO = new QueryMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 
   /** Peak executor memory: heap plus direct buffers (Slipstream's registered memory is direct). */
   public long peakExecutorMemory() {

@@ -29,10 +29,12 @@ public final class QueryMetricsListener extends SparkListener {
   private long peakDirect;
   private long stages;
   private long taskRun;
+  private final java.util.Set<String> executors = new java.util.HashSet<>();
 
   public synchronized void begin() {
     tasks = inputBytes = written = read = remoteRead = writeNanos = fetchWait = 0;
     peakExecution = peakHeap = peakDirect = stages = taskRun = 0;
+    executors.clear();
   }
 
   /** Waits until the listener bus has delivered every event so far, then returns the sums. */
@@ -45,7 +47,7 @@ public final class QueryMetricsListener extends SparkListener {
     }
     synchronized (this) {
       return new QueryMetrics(tasks, inputBytes, written, read, remoteRead, writeNanos, fetchWait, peakExecution,
-          peakHeap, peakDirect, stages, taskRun);
+          peakHeap, peakDirect, stages, taskRun, executors.size());
     }
   }
 
@@ -57,6 +59,9 @@ public final class QueryMetricsListener extends SparkListener {
   @Override
   public synchronized void onTaskEnd(SparkListenerTaskEnd end) {
     tasks++;
+    if (end.taskInfo() != null) {
+      executors.add(end.taskInfo().executorId());
+    }
     TaskMetrics m = end.taskMetrics();
     if (m != null) {
       inputBytes += m.inputMetrics().bytesRead();

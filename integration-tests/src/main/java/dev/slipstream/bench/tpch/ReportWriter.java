@@ -155,8 +155,8 @@ public final class ReportWriter {
     r.compared().forEach(m -> sb.append("- ").append(verdict(r, m)).append('\n'));
     sb.append("\nSpark's task metrics (medians; MiB; times in ms; peak memory = largest executor heap + direct "
         + "buffers seen at a task's end):\n\n| query | manager | input | shuffle written | shuffle read (remote) "
-        + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | stages | tasks | task time |\n"
-        + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | stages | tasks | task time | executors |\n"
+        + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (String q : r.queries()) {
       for (String m : managers) {
         BenchResults.Stat s = r.stat(q, m);
@@ -164,10 +164,11 @@ public final class ReportWriter {
           continue;
         }
         QueryMetrics x = s.medianMetrics();
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s) | %d | %d | %s | %s | %d | %d | %d |%n",
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s) | %d | %d | %s | %s | %d | %d | %d | %d |%n",
             q, m, mb(x.inputBytes()), mb(x.shuffleBytesWritten()), mb(x.shuffleBytesRead()),
             mb(x.shuffleRemoteBytesRead()), x.shuffleWriteNanos() / 1_000_000, x.fetchWaitMillis(),
-            mb(x.peakExecutionMemory()), mb(x.peakExecutorMemory()), x.stages(), x.tasks(), x.taskRunMillis()));
+            mb(x.peakExecutionMemory()), mb(x.peakExecutorMemory()), x.stages(), x.tasks(), x.taskRunMillis(),
+            x.executorsUsed()));
       }
     }
     if (managers.contains(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
@@ -298,6 +299,7 @@ public final class ReportWriter {
         .field("shuffleRemoteBytesRead", m.shuffleRemoteBytesRead()).field("shuffleWriteNanos", m.shuffleWriteNanos())
         .field("fetchWaitMillis", m.fetchWaitMillis()).field("peakExecutionMemory", m.peakExecutionMemory())
         .field("peakHeapBytes", m.peakHeapBytes()).field("peakDirectBytes", m.peakDirectBytes())
-        .field("stages", m.stages()).field("taskRunMillis", m.taskRunMillis()).close('}');
+        .field("stages", m.stages()).field("taskRunMillis", m.taskRunMillis())
+        .field("executorsUsed", m.executorsUsed()).close('}');
   }
 }

@@ -13,10 +13,10 @@ import java.util.List;
  *   header  u32 magic "SLDT", u16 version (1), u16 0, u32 tables n, u32 prefix bytes P
  *   n entries of 32 bytes: u64 rows, u64 data offset, u64 data bytes, u32 metadata bytes, u32 0
  *   the n metadata byte strings, one after another
- *   (zeros up to P, a multiple of 256), then each table's data at its offset (256-aligned)
+ *   (zeros up to P, a multiple of 8), then each table's data at its offset (8-aligned)
  * </pre>
  *
- * The block's length is a multiple of 256, so it travels as a packed block of 8-byte words with no
+ * The block's length is a multiple of 8, so it travels as a packed block of 8-byte words with no
  * payload columns ({@code BatchLayout.packed(length / 8)}) over every GPU path. {@link #parse} checks
  * everything it reads against the block's length: a block it cannot account for is refused whole.
  */
@@ -24,11 +24,11 @@ public final class DeviceTableBlock {
   static final int MAGIC = 0x5444_4c53; // "SLDT" little-endian
   static final short VERSION = 1;
   /** Alignment of the prefix's end, of each table's data and of the block's length. */
-  public static final int ALIGN = 256;
+  public static final int ALIGN = 8;
   static final int HEADER = 16;
   static final int ENTRY = 32;
-  /** Bytes of a block's start read in one copy: the whole prefix of most blocks. */
-  static final int FIRST_READ = 4096;
+  /** Bytes of a block's start read in one copy: the whole prefix of a block of up to 15 tables. */
+  static final int FIRST_READ = 512;
   /** Largest prefix a reader accepts (a writer's prefix holds the metadata of one map task's tables). */
   static final long MAX_PREFIX = 1L << 30;
 

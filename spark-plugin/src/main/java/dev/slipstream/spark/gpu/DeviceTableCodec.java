@@ -39,7 +39,7 @@ public interface DeviceTableCodec extends java.io.Serializable {
 
     long bytes();
 
-    /** The engine's description of the bytes (for cudf: the packed table's metadata). */
+    /** The engine's host-side description of the bytes, if its format needs one (may be empty). */
     byte[] metadata();
 
     @Override

@@ -77,6 +77,9 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       out.forEach(DeviceBatch::close);
       pushed.close();
       pins.values().forEach(DeviceMapOutputStore.Pinned::close);
+      // The reporter Spark hands readers is a temporary one: folded into the task's metrics (it
+      // sets from the temporaries, so also the records a device-table read counts after this read).
+      ctx.taskMetrics().mergeShuffleReadMetrics();
     });
     List<MapBlock> local = new ArrayList<>();
     Map<String, List<MapBlock>> remote = new LinkedHashMap<>();

@@ -109,12 +109,12 @@ class DeviceTableBlockTest {
     // An entry whose data starts inside the prefix.
     byte[] inside = good.clone();
     ByteBuffer.wrap(inside).order(ByteOrder.LITTLE_ENDIAN).putLong(DeviceTableBlock.HEADER + 8, 0);
-    assertTrue(refusal(inside, inside.length).contains("expected rows >= 0 and an aligned range from 256"));
+    assertTrue(refusal(inside, inside.length).contains("expected rows >= 0 and an aligned range from 56"));
 
     // More tables than the prefix holds entries for.
     byte[] many = good.clone();
     ByteBuffer.wrap(many).order(ByteOrder.LITTLE_ENDIAN).putInt(8, 1000);
-    assertTrue(refusal(many, many.length).contains("1000 tables behind a prefix of 256 bytes"));
+    assertTrue(refusal(many, many.length).contains("1000 tables behind a prefix of 56 bytes"));
 
     // Metadata longer than the prefix.
     byte[] meta = good.clone();
