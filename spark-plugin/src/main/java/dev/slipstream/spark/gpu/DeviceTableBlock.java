@@ -13,18 +13,22 @@ import java.util.List;
  *   header  u32 magic "SLDT", u16 version (1), u16 0, u32 tables n, u32 prefix bytes P
  *   n entries of 32 bytes: u64 rows, u64 data offset, u64 data bytes, u32 metadata bytes, u32 0
  *   the n metadata byte strings, one after another
- *   (zeros up to P, a multiple of 8), then each table's data at its offset (8-aligned)
+ *   (zeros up to P, a multiple of 8), then each table's data at its offset (8-aligned), zeros up to
+ *   the block's length (a multiple of 256)
  * </pre>
  *
- * The block's length is a multiple of 8, so it travels as a packed block of 8-byte words with no
- * payload columns ({@code BatchLayout.packed(length / 8)}) over every GPU path. {@link #parse} checks
+ * The block's length is a multiple of 256, so it travels as a packed block of 8-byte words with no
+ * payload columns ({@code BatchLayout.packed(length / 8)}, whose key column is 256-byte aligned)
+ * over every GPU path. {@link #parse} checks
  * everything it reads against the block's length: a block it cannot account for is refused whole.
  */
 public final class DeviceTableBlock {
   static final int MAGIC = 0x5444_4c53; // "SLDT" little-endian
   static final short VERSION = 1;
-  /** Alignment of the prefix's end, of each table's data and of the block's length. */
+  /** Alignment of the prefix's end and of each table's data. */
   public static final int ALIGN = 8;
+  /** Alignment of the block's length: that of a packed block's key column. */
+  public static final int BLOCK = 256;
   static final int HEADER = 16;
   static final int ENTRY = 32;
   /** Bytes of a block's start read in one copy: the whole prefix of a block of up to 15 tables. */
@@ -79,7 +83,7 @@ public final class DeviceTableBlock {
     for (DeviceTableCodec.DeviceTable t : tables) {
       b.put(t.metadata());
     }
-    return new Layout(b.array(), offsets, at);
+    return new Layout(b.array(), offsets, (at + BLOCK - 1) & -(long) BLOCK);
   }
 
   /** The bytes of a block's start that {@link #parse} reads first: the block's first {@code FIRST_READ}, or all of a shorter one. */
@@ -96,9 +100,9 @@ public final class DeviceTableBlock {
   }
 
   private static void checkLength(long address, long length) {
-    if (length < ALIGN || length % ALIGN != 0) {
-      throw refused(address, length, "a length of " + length + " bytes, expected a multiple of " + ALIGN
-          + " of at least " + ALIGN);
+    if (length < BLOCK || length % BLOCK != 0) {
+      throw refused(address, length, "a length of " + length + " bytes, expected a multiple of " + BLOCK
+          + " of at least " + BLOCK);
     }
   }
 

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.slipstream.gpu.shuffle.BatchLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.List;
@@ -47,8 +48,10 @@ class DeviceTableBlockTest {
     List<Table> ts = List.of(new Table(10, 1, 1000, new byte[] {1, 2, 3}), new Table(0, 2, 0, new byte[0]),
         new Table(7, 3, 300, new byte[5000]));
     DeviceTableBlock.Layout l = DeviceTableBlock.layout(ts);
-    assertEquals(0, l.length() % DeviceTableBlock.ALIGN);
+    assertEquals(0, l.length() % DeviceTableBlock.BLOCK);
     assertEquals(0, l.prefix().length % DeviceTableBlock.ALIGN);
+    // The block travels as a packed block of length / 8 words: the map-output store checks it holds them.
+    assertTrue(BatchLayout.packedBytes(l.length() / 8, new int[0]) <= l.length());
     byte[] mem = write(ts);
     List<DeviceTableCodec.LandedTable> got = DeviceTableBlock.parse(BASE, mem.length, over(mem));
     assertEquals(3, got.size());
@@ -59,10 +62,18 @@ class DeviceTableBlockTest {
       assertEquals(BASE + l.dataOffsets()[i], got.get(i).address());
       assertEquals(0, l.dataOffsets()[i] % DeviceTableBlock.ALIGN);
     }
-    // The prefix (over 4 KiB here) was read in two copies, and the data sits where the entries say.
+    // The prefix (longer than the first read here) was read in two copies, and the data sits where the entries say.
     assertEquals(1, mem[(int) l.dataOffsets()[0]]);
     assertEquals(3, mem[(int) (l.dataOffsets()[2] + 299)]);
     assertTrue(l.dataOffsets()[2] >= l.dataOffsets()[0] + 1000);
+  }
+
+  @Test
+  void aSmallTableFillsOneBlockOfWholePackedWords() {
+    DeviceTableBlock.Layout l = DeviceTableBlock.layout(List.of(new Table(31, 1, 200, new byte[0])));
+    assertEquals(DeviceTableBlock.BLOCK, l.length());
+    assertEquals(BatchLayout.packedBytes(l.length() / 8, new int[0]), l.length());
+    assertEquals(DeviceTableBlock.HEADER + DeviceTableBlock.ENTRY, l.dataOffsets()[0]);
   }
 
   @Test
