@@ -175,6 +175,11 @@ public final class TpchBenchmark {
               counters.getOrDefault("memory.mapOutputInUse", 0L) >> 20, counters.getOrDefault("mapOutput.count", 0L),
               counters.getOrDefault("mapOutput.spills", 0L));
         }
+        if (m.tasks() >= options.executors() && m.executorsUsed() < options.executors()) {
+          // A query whose tasks all ran on fewer executors than the cluster has compares unlike clusters.
+          verdict += String.format(Locale.ROOT, "  (WARNING: its %d tasks ran on %d of %d executors)", m.tasks(),
+              m.executorsUsed(), options.executors());
+        }
         progress.finish(round, warmup, manager, query, wall, got.size(), verdict);
         if (!results.mismatches().isEmpty()) {
           return;
