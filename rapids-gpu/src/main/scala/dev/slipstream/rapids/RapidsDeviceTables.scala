@@ -1,7 +1,5 @@
 package dev.slipstream.rapids
 
-import java.nio.ByteBuffer
-
 import ai.rapids.cudf.{Cuda, DeviceMemoryBuffer, HostMemoryBuffer, Table}
 import com.nvidia.spark.rapids.jni.kudo.KudoGpuSerializer
 import com.nvidia.spark.rapids.{GpuBindReferences, GpuColumnVector, GpuExpression, GpuHashPartitioningBase, GpuMetric, GpuPartitioning, GpuRangePartitioner, GpuSemaphore, GpuSinglePartitioning, GpuSorter, NoopMetric, RapidsConf, SpillPriorities, SpillableColumnarBatch}
@@ -28,8 +26,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
  * Map side: each input batch is partitioned on the GPU by RAPIDS' partitioner, bound as RAPIDS binds
  * it, and serialized on the GPU into one Kudo piece per non-empty partition (RAPIDS' shuffle format,
  * self-describing); the records `(partition, DeviceTableValue)` go to Slipstream's device-table
- * writer. Reduce side: [[RapidsTableCodec]] turns groups of landed tables
- * into batches of the exchange's Spark types.
+ * writer. Reduce side: [[RapidsTableCodec]] turns groups of landed pieces into batches of the
+ * exchange's Spark types.
  */
 object RapidsDeviceTables {
   def dependency(

@@ -19,8 +19,8 @@ import java.util.List;
  *
  * The block's length is a multiple of 256, so it travels as a packed block of 8-byte words with no
  * payload columns ({@code BatchLayout.packed(length / 8)}, whose key column is 256-byte aligned)
- * over every GPU path. {@link #parse} checks
- * everything it reads against the block's length: a block it cannot account for is refused whole.
+ * over every GPU path. {@link #parse} checks everything it reads against the block's length: a
+ * block it cannot account for is refused whole.
  */
 public final class DeviceTableBlock {
   static final int MAGIC = 0x5444_4c53; // "SLDT" little-endian

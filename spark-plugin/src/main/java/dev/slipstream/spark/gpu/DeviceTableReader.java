@@ -25,7 +25,7 @@ import scala.Tuple2;
  * released when the task completes; the codec's values are the caller's.
  */
 public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
-  /** Pinned staging for block prefixes: 4 KiB for each of up to 1,024 blocks per wait. */
+  /** Pinned staging for block prefixes: the first 512 bytes of each of up to 8,192 blocks per wait. */
   private static final int PREFIX_STAGING = 4 << 20;
 
   private final GpuShuffleReader<K, DeviceBatch> blocks;
