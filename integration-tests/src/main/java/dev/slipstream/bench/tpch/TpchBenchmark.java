@@ -142,6 +142,7 @@ public final class TpchBenchmark {
     QueryMetricsListener listener = new QueryMetricsListener();
     spark.sparkContext().addSparkListener(listener);
     try {
+      ExecutorLog.drain().forEach(e -> progress.println("  " + manager + ": " + e));
       for (String table : TpchGenerator.TABLES) {
         spark.read().parquet(data.resolve(table).toString()).createOrReplaceTempView(table);
       }
@@ -181,6 +182,7 @@ public final class TpchBenchmark {
               m.executorsUsed(), options.executors());
         }
         progress.finish(round, warmup, manager, query, wall, got.size(), verdict);
+        ExecutorLog.drain().forEach(e -> progress.println("  " + manager + ": " + e));
         if (!results.mismatches().isEmpty()) {
           return;
         }
@@ -365,10 +367,12 @@ public final class TpchBenchmark {
     if (!javaOptions.isEmpty()) {
       b.config("spark.executor.extraJavaOptions", String.join(" ", javaOptions));
     }
+    b.config("spark.extraListeners", ExecutorLog.class.getName()); // a --conf of its own replaces it
     for (String kv : options.confs()) {
       int eq = kv.indexOf('=');
       b.config(kv.substring(0, eq), kv.substring(eq + 1));
     }
+    ExecutorLog.drain(); // a stopped cluster's last events are not this one's
     SparkSession spark = LocalCluster.start(b, options.executors());
     spark.sparkContext().setLogLevel("WARN");
     results.sparkVersion(spark.version());
