@@ -4,10 +4,14 @@ import dev.slipstream.spark.SlipstreamShuffleManager;
 import java.io.File;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
 
 /**
@@ -70,6 +74,43 @@ public final class LocalCluster {
       }
     }
     return spark;
+  }
+
+  /**
+   * Waits until each of {@code executors} executors has run a task, with short probe jobs of
+   * {@code 2 * executors * cores} tasks. A registered executor gets no task until its start has
+   * finished, plugins included: an executor whose plugin failed (RAPIDS' executor plugin logs the
+   * error and halts the JVM 40 s later) or hangs would otherwise leave every task to the others, and
+   * a benchmark would quietly measure fewer executors. Stops Spark and throws, with the executors'
+   * logs, when some executor ran nothing within 90 s.
+   */
+  public static void awaitRunning(SparkSession spark, int executors, int cores) {
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    int tasks = 2 * executors * cores;
+    List<Integer> slots = java.util.stream.IntStream.range(0, tasks).boxed().toList();
+    Set<String> ran = new TreeSet<>();
+    long deadline = System.nanoTime() + 90_000_000_000L;
+    while (ran.size() < executors) {
+      if (System.nanoTime() > deadline) {
+        String logs = executorLogs();
+        spark.stop();
+        throw new IllegalStateException("only executors " + ran + " of " + executors + " ran tasks within 90 s;"
+            + " the others registered but their start failed or hangs (a plugin's init: RAPIDS' GPU pool,"
+            + " a GPU that cannot be opened); executor logs:\n" + logs);
+      }
+      jsc.setJobDescription("executor start check");
+      ran.addAll(jsc.parallelize(slots, tasks).map(i -> {
+        Thread.sleep(100);
+        return SparkEnv.get().executorId();
+      }).collect());
+    }
+    jsc.setJobDescription(null);
+    // The probes' events are delivered before the caller's listeners count a query's tasks.
+    try {
+      spark.sparkContext().listenerBus().waitUntilEmpty(60_000);
+    } catch (java.util.concurrent.TimeoutException e) {
+      throw new IllegalStateException("Spark's listener bus did not drain within 60 s", e);
+    }
   }
 
   public static SlipstreamShuffleManager manager() {

@@ -29,8 +29,9 @@ import org.apache.spark.util.MutableURLClassLoader;
  * its {@code RapidsShuffleManager}) and with Slipstream's ({@code rapids-slipstream-<transport>}).
  * The driver loads the jar as {@code spark-submit --jars} does (a {@link MutableURLClassLoader} as
  * the context class loader); executors get it on their class path. Executors share the machine's
- * GPUs without Spark resource settings, each with {@link BenchOptions#gpuAllocFraction()} of GPU
- * memory for RAPIDS' pool.
+ * GPUs, each with {@link BenchOptions#gpuAllocFraction()} of the GPU memory free when it starts for
+ * RAPIDS' pool ({@link #minPoolFraction}); every cluster waits until each executor has run a task
+ * ({@link LocalCluster#awaitRunning}).
  *
  * <p>Order: {@code warmups + reps} rounds; each round starts a fresh local cluster per manager
  * (a SparkContext's shuffle manager is fixed, and one JVM holds one SparkContext) and runs every
@@ -329,8 +330,8 @@ public final class TpchBenchmark {
           .config("spark.rapids.sql.explain", "NONE")
           .config("spark.rapids.memory.gpu.allocFraction", f)
           .config("spark.rapids.memory.gpu.maxAllocFraction", f)
-          .config("spark.rapids.memory.gpu.minAllocFraction", Double.toString(Math.min(0.25,
-              options.gpuAllocFraction())))
+          .config("spark.rapids.memory.gpu.minAllocFraction", Double.toString(minPoolFraction(
+              options.gpuAllocFraction(), options.executors())))
           .config("spark.rapids.memory.pinnedPool.size", "1g");
       // RAPIDS' executor plugin stops an executor whose JVM time zone differs from the driver's.
       javaOptions.add("-Duser.timezone=" + java.util.TimeZone.getDefault().getID());
@@ -374,9 +375,23 @@ public final class TpchBenchmark {
     }
     ExecutorLog.drain(); // a stopped cluster's last events are not this one's
     SparkSession spark = LocalCluster.start(b, options.executors());
+    LocalCluster.awaitRunning(spark, options.executors(), options.cores());
     spark.sparkContext().setLogLevel("WARN");
     results.sparkVersion(spark.version());
     return spark;
+  }
+
+  /**
+   * RAPIDS sizes an executor's pool as {@code allocFraction} of the GPU memory free when the executor
+   * starts, and fails the executor when that is under {@code minAllocFraction} of the total. Executors
+   * sharing a GPU start one after another as often as together, so a later one sees the earlier
+   * pools gone from free memory: with {@code n} executors on one GPU the last may see only {@code
+   * (1 - f)^(n-1)} of it free. The floor is half of what that last executor gets, so a shared GPU
+   * never stops an executor (which would leave its tasks to the others); pools then differ by start
+   * order, alike for every manager.
+   */
+  static double minPoolFraction(double allocFraction, int executors) {
+    return Math.min(0.25, allocFraction * Math.pow(1 - allocFraction, Math.max(0, executors - 1)) / 2);
   }
 
   static String fmt(double sf) {
