@@ -105,7 +105,15 @@ public final class LocalCluster {
       }).collect());
     }
     jsc.setJobDescription(null);
-    // The probes' events are delivered before the caller's listeners count a query's tasks.
+    drainListenerBus(spark); // the probes' task ends are not counted as a query's
+  }
+
+  /**
+   * Waits until Spark's listener bus has delivered every event posted so far (task ends arrive after
+   * their job has ended); throws after 60 s. The bus is {@code private[spark]} in Scala, public in
+   * the bytecode: the only way to know it is drained.
+   */
+  public static void drainListenerBus(SparkSession spark) {
     try {
       spark.sparkContext().listenerBus().waitUntilEmpty(60_000);
     } catch (java.util.concurrent.TimeoutException e) {

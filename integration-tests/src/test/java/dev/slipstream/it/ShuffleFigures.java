@@ -1,5 +1,6 @@
 package dev.slipstream.it;
 
+import dev.slipstream.bench.LocalCluster;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -91,11 +92,7 @@ final class ShuffleFigures extends SparkListener {
 
   /** Waits until the listener bus has delivered every event posted so far (task ends come after the job's end). */
   private void drain() {
-    try {
-      spark.sparkContext().listenerBus().waitUntilEmpty(60_000);
-    } catch (java.util.concurrent.TimeoutException e) {
-      throw new IllegalStateException("Spark's listener bus did not drain within 60 s", e);
-    }
+    LocalCluster.drainListenerBus(spark);
   }
 
   /** The coalesced-read aggregation's settings; the batch fetch setting comes on top. */

@@ -1,5 +1,6 @@
 package dev.slipstream.bench.tpch;
 
+import dev.slipstream.bench.LocalCluster;
 import org.apache.spark.executor.ExecutorMetrics;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.SparkListener;
@@ -39,12 +40,7 @@ public final class QueryMetricsListener extends SparkListener {
 
   /** Waits until the listener bus has delivered every event so far, then returns the sums. */
   public QueryMetrics end(SparkSession spark) {
-    // private[spark] in Scala, public in the bytecode: the only way to know the bus is drained.
-    try {
-      spark.sparkContext().listenerBus().waitUntilEmpty(60_000);
-    } catch (java.util.concurrent.TimeoutException e) {
-      throw new IllegalStateException("Spark's listener bus did not drain within 60 s", e);
-    }
+    LocalCluster.drainListenerBus(spark);
     synchronized (this) {
       return new QueryMetrics(tasks, inputBytes, written, read, remoteRead, writeNanos, fetchWait, peakExecution,
           peakHeap, peakDirect, stages, taskRun, executors.size());
