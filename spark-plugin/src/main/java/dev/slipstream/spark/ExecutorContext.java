@@ -19,6 +19,9 @@ public interface ExecutorContext {
 
   ShuffleNode node();
 
+  /** This executor's folder for spilled map outputs, under Spark's local directory; deleted when it stops. */
+  java.nio.file.Path spillDir();
+
   SlipstreamConf conf();
 
   /** Whether spark.authenticate is on (the transport then authenticates every peer with Spark's secret). */

@@ -259,6 +259,11 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   }
 
   @Override
+  public Path spillDir() {
+    return spillDir;
+  }
+
+  @Override
   public SlipstreamConf conf() {
     return conf;
   }

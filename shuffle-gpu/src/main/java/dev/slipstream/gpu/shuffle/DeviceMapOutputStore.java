@@ -1,6 +1,13 @@
 package dev.slipstream.gpu.shuffle;
 
 import dev.slipstream.core.memory.MemoryPool;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -13,7 +20,12 @@ import java.util.Map;
  * contiguous section at {@code offsets[p]}. Device memory is accounted in the pool {@code device}
  * (a node of the executor's accounting tree, beside the host pools); when a new output does not
  * fit, the oldest committed outputs that no push is reading are copied to host memory (accounted in
- * {@code host}) and their device memory is freed. A spilled output is copied back to the device when a holder must push it.
+ * {@code host}) and their device memory is freed. When the host budget is spent too and the store has a
+ * spill folder, the oldest outputs in host memory move on to a file each there (or an output that
+ * does not fit the host budget goes straight from the device to its file); disk is the last tier and
+ * has no budget of its own. A spilled output is copied back to the device when a holder must push
+ * it, and its host bytes or file are freed. Spilling copies under the store's lock: a map task
+ * that needs room waits for it.
  *
  * <p>Threading: thread-safe (one lock). Ownership: the store owns every block it was given;
  * {@link #removeShuffle} frees a shuffle's outputs (deferred while a push still reads one), and
@@ -28,6 +40,13 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   private final Map<Key, Output> outputs = new LinkedHashMap<>(); // insertion order = spill order
   private long spills;
   private long restores;
+  /** Folder of outputs spilled to disk (created when first needed); null: no disk tier. */
+  private final Path diskDir;
+  private long diskBytes;
+  private long diskSpills;
+  private long fileSeq;
+  /** Why the last move to disk failed (named when a budget cannot be met), or null. */
+  private String diskError;
   private boolean closed;
   /** Who follows the outputs in device memory (null: nobody). */
   private DeviceResidency residency;
@@ -42,6 +61,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     final long[] counts;
     OutputSpace.Block device;
     byte[] host;
+    /** The output's bytes on disk (neither on the device nor in host memory), or null. */
+    Path file;
     int pins;
     boolean removed;
     /** The residency was told this output arrived and not yet that it leaves. */
@@ -68,17 +89,31 @@ public final class DeviceMapOutputStore implements AutoCloseable {
    * @param host the pool spilled outputs' host bytes are reserved from (its limit: the host budget)
    */
   public DeviceMapOutputStore(OutputSpace space, MemoryPool device, MemoryPool host) {
-    this(space, new Pools(null, device, host));
+    this(space, device, host, null);
+  }
+
+  /**
+   * @param diskDir the folder outputs move to when both budgets are spent (created when first
+   *     needed; the caller deletes it), or null for none: then a map task whose output does not fit
+   *     fails naming both budgets
+   */
+  public DeviceMapOutputStore(OutputSpace space, MemoryPool device, MemoryPool host, Path diskDir) {
+    this(space, new Pools(null, device, host), diskDir);
   }
 
   /** A store with pools of its own, {@code deviceBudget} and {@code hostBudget} bytes (tests, benchmarks). */
   public DeviceMapOutputStore(OutputSpace space, long deviceBudget, long hostBudget) {
-    this(space, ownPools(deviceBudget, hostBudget));
+    this(space, deviceBudget, hostBudget, null);
+  }
+
+  /** As {@link #DeviceMapOutputStore(OutputSpace, long, long)}, spilling to {@code diskDir} when both are spent. */
+  public DeviceMapOutputStore(OutputSpace space, long deviceBudget, long hostBudget, Path diskDir) {
+    this(space, ownPools(deviceBudget, hostBudget), diskDir);
   }
 
   private record Pools(MemoryPool owned, MemoryPool device, MemoryPool host) {}
 
-  private DeviceMapOutputStore(OutputSpace space, Pools pools) {
+  private DeviceMapOutputStore(OutputSpace space, Pools pools, Path diskDir) {
     if (pools.device().limit() <= 0 || pools.host().limit() < 0) {
       throw new IllegalArgumentException("device map-output store: device budget " + pools.device().limit()
           + ", host budget " + pools.host().limit() + "; expected a device budget > 0 and a host budget >= 0");
@@ -87,6 +122,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     this.device = pools.device();
     this.host = pools.host();
     this.ownedPools = pools.owned();
+    this.diskDir = diskDir;
   }
 
   /** Pools of {@code deviceBudget} and {@code hostBudget} bytes; the constructor checks the budgets. */
@@ -136,22 +172,133 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     if (device.used() + bytes > device.limit()) {
       throw new IllegalStateException("device map-output store: " + bytes + " bytes do not fit: " + device.used()
           + " of " + device.limit() + " device bytes in use by outputs that pushes are reading, or the host budget of "
-          + host.limit() + " bytes (" + host.used() + " in use) is spent");
+          + host.limit() + " bytes (" + host.used() + " in use) is spent"
+          + (diskDir == null ? " and there is no spill folder"
+              : diskError == null ? "" : " and spilling to " + diskDir + " failed: " + diskError));
     }
   }
 
+  /** Moves a device-resident, unpinned output to host memory, else to disk; leaves it where it is if neither takes it. */
   private void spill(Output o) {
     long n = o.bytes();
-    if (n > Integer.MAX_VALUE - 16 || !host.tryReserve(n)) {
+    boolean toHost = n <= Integer.MAX_VALUE - 16 && (host.tryReserve(n) || (hostToDisk(n) && host.tryReserve(n)));
+    if (toHost) {
+      byte[] copy = new byte[(int) n];
+      o.device.read(0, copy, 0, (int) n);
+      o.host = copy;
+    } else if (!writeFile(o, o.device, null)) {
       return; // stays on the device; makeRoom reports if nothing else frees enough
     }
-    byte[] copy = new byte[(int) n];
-    o.device.read(0, copy, 0, (int) n);
-    o.host = copy;
     leaving(o);
     release(o.device);
     o.device = null;
     spills++;
+  }
+
+  /**
+   * Moves the oldest outputs in host memory to disk until {@code need} more host bytes fit; false
+   * when there is no spill folder or not enough moved.
+   */
+  private boolean hostToDisk(long need) {
+    if (diskDir == null || need > host.limit()) {
+      return false;
+    }
+    for (Output o : outputs.values()) {
+      if (host.used() + need <= host.limit()) {
+        break;
+      }
+      if (o.host != null && writeFile(o, null, o.host)) {
+        host.release(o.host.length);
+        o.host = null;
+      }
+    }
+    return host.used() + need <= host.limit();
+  }
+
+  private static final int FILE_CHUNK = 4 << 20;
+
+  /**
+   * Writes the output's bytes (from {@code block}, else from {@code bytes}) to a new file of the spill
+   * folder and records it on the output; false (and nothing on disk) when there is no folder or the
+   * write failed, the reason kept for the budget error.
+   */
+  private boolean writeFile(Output o, OutputSpace.Block block, byte[] bytes) {
+    if (diskDir == null) {
+      return false;
+    }
+    long n = o.bytes();
+    Path f = diskDir.resolve("gpu-map-" + o.key.shuffleId() + "-" + o.key.mapAttemptId() + "-" + (++fileSeq) + ".data");
+    try {
+      Files.createDirectories(diskDir);
+      try (FileChannel ch = FileChannel.open(f, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+        if (bytes != null) {
+          writeFully(ch, ByteBuffer.wrap(bytes, 0, (int) n));
+        } else {
+          ByteBuffer chunk = ByteBuffer.allocate((int) Math.min(FILE_CHUNK, Math.max(1, n)));
+          for (long at = 0; at < n; at += chunk.capacity()) {
+            int len = (int) Math.min(chunk.capacity(), n - at);
+            block.read(at, chunk.array(), 0, len);
+            writeFully(ch, ByteBuffer.wrap(chunk.array(), 0, len));
+          }
+        }
+      }
+    } catch (IOException | UncheckedIOException e) {
+      diskError = e.toString();
+      deleteQuietly(f);
+      return false;
+    }
+    o.file = f;
+    diskError = null;
+    diskBytes += n;
+    diskSpills++;
+    return true;
+  }
+
+  private static void writeFully(FileChannel ch, ByteBuffer b) throws IOException {
+    while (b.hasRemaining()) {
+      ch.write(b);
+    }
+  }
+
+  /** Copies an output's file into {@code b}, checking the file holds exactly the output's bytes. */
+  private static void readFile(Output o, OutputSpace.Block b) {
+    long n = o.bytes();
+    try (FileChannel ch = FileChannel.open(o.file, StandardOpenOption.READ)) {
+      long size = ch.size();
+      if (size != n) {
+        throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+            + ": spill file " + o.file + " holds " + size + " bytes, expected " + n);
+      }
+      ByteBuffer chunk = ByteBuffer.allocate((int) Math.min(FILE_CHUNK, Math.max(1, n)));
+      for (long at = 0; at < n; at += chunk.capacity()) {
+        int len = (int) Math.min(chunk.capacity(), n - at);
+        chunk.clear().limit(len);
+        while (chunk.hasRemaining()) {
+          if (ch.read(chunk, at + chunk.position()) < 0) {
+            throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+                + ": spill file " + o.file + " ended at " + (at + chunk.position()) + " of " + n + " bytes");
+          }
+        }
+        b.write(at, chunk.array(), 0, len);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+          + ": cannot read spill file " + o.file, e);
+    }
+  }
+
+  private void dropFile(Output o) {
+    diskBytes -= o.bytes();
+    deleteQuietly(o.file);
+    o.file = null;
+  }
+
+  private static void deleteQuietly(Path f) {
+    try {
+      Files.deleteIfExists(f);
+    } catch (IOException e) {
+      // the folder goes with the executor's local directories
+    }
   }
 
   private void release(OutputSpace.Block b) {
@@ -296,8 +443,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   }
 
   /**
-   * Pins the output of {@code mapAttemptId} on the device (copying it back from host memory if it
-   * was spilled); throws {@link IllegalStateException} naming the output when it is not here.
+   * Pins the output of {@code mapAttemptId} on the device (copying it back from host memory or its
+   * spill file if it was spilled); throws {@link IllegalStateException} naming the output when it is not here.
    */
   public synchronized Pinned pin(int shuffleId, long mapAttemptId) {
     ensureOpen();
@@ -315,10 +462,24 @@ public final class DeviceMapOutputStore implements AutoCloseable {
         b.close();
         throw e;
       }
-      b.write(0, o.host, 0, o.host.length);
+      try {
+        if (o.host != null) {
+          b.write(0, o.host, 0, o.host.length);
+        } else {
+          readFile(o, b);
+        }
+      } catch (RuntimeException e) {
+        device.release(b.length());
+        b.close();
+        throw e;
+      }
       o.device = new AccountedBlock(b);
-      host.release(o.host.length);
-      o.host = null;
+      if (o.host != null) {
+        host.release(o.host.length);
+        o.host = null;
+      } else {
+        dropFile(o);
+      }
       restores++;
       arrived(o);
     }
@@ -380,6 +541,9 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       host.release(o.host.length);
       o.host = null;
     }
+    if (o.file != null) {
+      dropFile(o);
+    }
   }
 
   public long deviceInUse() {
@@ -392,6 +556,16 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   public synchronized long spills() {
     return spills;
+  }
+
+  /** Bytes of outputs now in spill files. */
+  public synchronized long diskInUse() {
+    return diskBytes;
+  }
+
+  /** Outputs written to spill files so far (from the device or from host memory). */
+  public synchronized long diskSpills() {
+    return diskSpills;
   }
 
   public synchronized long restores() {

@@ -79,7 +79,8 @@ class DeviceMapOutputStoreTest {
     put(s, 1, 11, 2, 2, (byte) 2);
     var e = assertThrows(IllegalStateException.class, () -> s.allocate(64));
     assertEquals("device map-output store: 64 bytes do not fit: 128 of 128 device bytes in use by outputs that pushes"
-        + " are reading, or the host budget of 0 bytes (0 in use) is spent", e.getMessage());
+        + " are reading, or the host budget of 0 bytes (0 in use) is spent and there is no spill folder",
+        e.getMessage());
     assertEquals("device map output of 129 bytes, expected 1..128 (spark.slipstream.gpu.mapOutput.memoryBytes)",
         assertThrows(IllegalArgumentException.class, () -> s.allocate(129)).getMessage());
     assertEquals(2, s.removeShuffle(1));
@@ -122,6 +123,127 @@ class DeviceMapOutputStoreTest {
     assertEquals("device map-output store closed while 1 push(es) still held outputs", e.getMessage());
     assertEquals(0, space.live());
     s.close(); // idempotent
+  }
+
+  /** Reads partition p of a pinned output. */
+  private static byte[] partition(DeviceMapOutputStore.Pinned p, int part) {
+    byte[] got = new byte[(int) p.bytes(part)];
+    p.block().read(p.offset(part), got, 0, got.length);
+    return got;
+  }
+
+  private static long files(java.nio.file.Path dir) throws java.io.IOException {
+    if (!java.nio.file.Files.isDirectory(dir)) {
+      return 0;
+    }
+    try (var l = java.nio.file.Files.list(dir)) {
+      return l.count();
+    }
+  }
+
+  @Test
+  void beyondTheHostBudgetTheOldestOutputsMoveToDiskAndComeBackIntact(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path tmp) throws Exception {
+    java.nio.file.Path dir = tmp.resolve("spill");
+    HostOutputSpace space = new HostOutputSpace();
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(space, 128, 64, dir)) {
+      put(s, 1, 10, 2, 2, (byte) 1); // 64 bytes each
+      put(s, 1, 11, 2, 2, (byte) 2);
+      put(s, 1, 12, 2, 2, (byte) 3); // 10 -> host
+      assertEquals(64, s.hostInUse());
+      assertEquals(0, s.diskInUse());
+      put(s, 1, 13, 2, 2, (byte) 4); // 11 needs host room: 10 moves on to disk first
+      assertEquals(64, s.hostInUse());
+      assertEquals(64, s.diskInUse());
+      assertEquals(1, s.diskSpills());
+      assertEquals(1, files(dir));
+      assertEquals(128, s.deviceInUse());
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 10)) { // from disk; 12 makes room: 11 on to disk, 12 to host
+        assertArrayEquals(filled(32, (byte) 1), partition(p, 0));
+        assertArrayEquals(filled(32, (byte) 1), partition(p, 1));
+        assertEquals(2, p.rows(1));
+      }
+      assertEquals(1, s.restores());
+      assertEquals(64, s.diskInUse(), "10's file went when it came back; 11's is there");
+      assertFalse(s.onDevice(1, 11));
+      assertEquals(1, files(dir));
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 11)) { // from disk
+        assertArrayEquals(filled(32, (byte) 2), partition(p, 1));
+      }
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 12)) { // from host memory or disk, as room was made
+        assertArrayEquals(filled(32, (byte) 3), partition(p, 0));
+      }
+      assertEquals(4, s.outputCount());
+      assertEquals(4, s.removeShuffle(1));
+      assertEquals(0, s.diskInUse());
+      assertEquals(0, s.hostInUse());
+      assertEquals(0, files(dir), "removing a shuffle deletes its spill files");
+      put(s, 2, 20, 2, 2, (byte) 5);
+      put(s, 2, 21, 2, 2, (byte) 6);
+      put(s, 2, 22, 2, 2, (byte) 7);
+      put(s, 2, 23, 2, 2, (byte) 8);
+      assertEquals(1, files(dir));
+    }
+    assertEquals(0, files(dir), "close deletes the spill files");
+    assertEquals(0, space.live());
+  }
+
+  @Test
+  void anOutputLargerThanTheHostBudgetGoesStraightToDisk(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) {
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(new HostOutputSpace(), 128, 0, dir)) {
+      put(s, 1, 10, 2, 2, (byte) 1);
+      put(s, 1, 11, 2, 2, (byte) 2);
+      put(s, 1, 12, 2, 2, (byte) 3);
+      assertEquals(0, s.hostInUse());
+      assertEquals(64, s.diskInUse());
+      assertFalse(s.onDevice(1, 10));
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 10)) {
+        assertArrayEquals(filled(32, (byte) 1), partition(p, 1));
+      }
+    }
+  }
+
+  @Test
+  void aTruncatedSpillFileIsRefusedNamingItAndLeavesTheOutputOnDisk(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path dir) throws Exception {
+    HostOutputSpace space = new HostOutputSpace();
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(space, 128, 0, dir)) {
+      put(s, 1, 10, 2, 2, (byte) 1);
+      put(s, 1, 11, 2, 2, (byte) 2);
+      put(s, 1, 12, 2, 2, (byte) 3);
+      java.nio.file.Path f;
+      try (var l = java.nio.file.Files.list(dir)) {
+        f = l.findFirst().orElseThrow();
+      }
+      try (var ch = java.nio.channels.FileChannel.open(f, java.nio.file.StandardOpenOption.WRITE)) {
+        ch.truncate(40);
+      }
+      long device = s.deviceInUse();
+      long live = space.live();
+      var e = assertThrows(IllegalStateException.class, () -> s.pin(1, 10));
+      assertEquals("device map output 1/10: spill file " + f + " holds 40 bytes, expected 64", e.getMessage());
+      assertTrue(s.deviceInUse() <= device, "the block for the copy was returned");
+      assertTrue(space.live() <= live);
+      assertTrue(s.contains(1, 10));
+    }
+  }
+
+  @Test
+  void aSpillFolderThatCannotBeWrittenIsNamedWhenNothingFits(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    java.nio.file.Path notADir = java.nio.file.Files.writeString(tmp.resolve("taken"), "a file");
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(new HostOutputSpace(), 128, 0, notADir)) {
+      put(s, 1, 10, 2, 2, (byte) 1);
+      put(s, 1, 11, 2, 2, (byte) 2);
+      var e = assertThrows(IllegalStateException.class, () -> s.allocate(64));
+      assertTrue(e.getMessage().startsWith("device map-output store: 64 bytes do not fit: 128 of 128 device bytes in use"
+          + " by outputs that pushes are reading, or the host budget of 0 bytes (0 in use) is spent and spilling to "
+          + notADir + " failed: java.nio.file.FileAlreadyExistsException"), e.getMessage());
+      assertTrue(s.onDevice(1, 10), "nothing moved");
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 10)) {
+        assertArrayEquals(filled(32, (byte) 1), partition(p, 0));
+      }
+    }
   }
 
   private static byte[] filled(int n, byte v) {

@@ -112,7 +112,8 @@ public final class ExecutorGpu implements AutoCloseable {
       String app = residentApplication();
       GpuExecutor g = GpuExecutor.open(id, executor.host(), ordinal, conf, peer -> executor.knownPeer(peer)
           .map(p -> new PeerLandings.Peer(p.endpoint(), p.gpu())), executor.node().memory(),
-          executor.node()::nextRequestId, executor.node().config().fetchTimeout().toMillis(), executor::relay, app);
+          executor.node()::nextRequestId, executor.node().config().fetchTimeout().toMillis(), executor::relay, app,
+          executor.spillDir().resolve("gpu"));
       if (app != null) {
         resident = new ResidentRequests(id, app, conf.requestRingDir());
       }
@@ -385,6 +386,8 @@ public final class ExecutorGpu implements AutoCloseable {
       m.put("gpu.mapOutputDeviceBytes", g.store().deviceInUse());
       m.put("gpu.mapOutputHostBytes", g.store().hostInUse());
       m.put("gpu.mapOutputSpills", g.store().spills());
+      m.put("gpu.mapOutputDiskBytes", g.store().diskInUse());
+      m.put("gpu.mapOutputDiskSpills", g.store().diskSpills());
       m.put("gpu.landingInUse", g.landing().used());
       m.put("gpu.landingRetained", g.landing().retainedBytes());
       m.put("gpu.landingRetainedRanges", (long) g.landing().retainedRanges());

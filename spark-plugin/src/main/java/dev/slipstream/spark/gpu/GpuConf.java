@@ -24,11 +24,12 @@ public final class GpuConf {
   public static final ConfigEntry<Long> MAP_OUTPUT_BYTES = ConfigEntry.size(
       "spark.slipstream.gpu.mapOutput.memoryBytes", "1g",
       "Device memory for GPU map outputs on one executor; beyond it the oldest outputs move to host memory"
-          + " (at least 1m).");
+          + " (spark.slipstream.gpu.mapOutput.hostBytes), then to files in Spark's local directory (at least 1m).");
   public static final ConfigEntry<Long> HOST_SPILL_BYTES = ConfigEntry.size(
       "spark.slipstream.gpu.mapOutput.hostBytes", "2g",
-      "Host memory that GPU map outputs may spill to when the device budget is spent; when both are spent the map"
-          + " task fails naming both budgets.");
+      "Host memory that GPU map outputs may spill to when the device budget is spent; beyond it the oldest spilled"
+          + " outputs move on to files in Spark's local directory (0: outputs spill from the device straight to disk);"
+          + " a map task fails naming both budgets only when its output fits neither and disk refuses it.");
   public static final ConfigEntry<Integer> SERVE_IN_FLIGHT = ConfigEntry.integer("spark.slipstream.gpu.serve.inFlight",
       "4", 1, 64,
       "Device write requests one executor pushes at once for its peers' reduce tasks, each on a stream of its own"

@@ -101,7 +101,7 @@ public final class GpuExecutor implements AutoCloseable {
 
   private GpuExecutor(String executorId, GpuContext ctx, GpuConf conf, String hostName, PeerLandings.PeerTable peers,
       MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs,
-      java.util.function.Consumer<NicOffer> relay, String residentApp) {
+      java.util.function.Consumer<NicOffer> relay, String residentApp, java.nio.file.Path spillDir) {
     this.executorId = executorId;
     this.ctx = ctx;
     this.conf = conf;
@@ -129,7 +129,8 @@ public final class GpuExecutor implements AutoCloseable {
       }
       // With a NIC, every map output is registered on it when made (pushes over links read them).
       this.store = new DeviceMapOutputStore(new GpuOutputSpace(ctx, FIRST_OUTPUT_ID, nic),
-          pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()));
+          pool.child("map-output", conf.mapOutputBytes()), pool.child("map-output-spilled", conf.hostSpillBytes()),
+          spillDir);
       made.add(store);
       this.copies = new dev.slipstream.gpu.DeviceCopyBatch.Pool(ctx);
       made.add(copies);
@@ -379,11 +380,12 @@ public final class GpuExecutor implements AutoCloseable {
    */
   /**
    * Opens GPU {@code ordinal} for executor {@code executorId}; {@code residentApp}: the application
-   * whose readers of this machine the resident server serves, or null for none.
+   * whose readers of this machine the resident server serves, or null for none; {@code spillDir}: where
+   * map outputs go when the device and host budgets are spent.
    */
   public static GpuExecutor open(String executorId, String hostName, int ordinal, GpuConf conf,
       PeerLandings.PeerTable peers, MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs,
-      java.util.function.Consumer<NicOffer> relay, String residentApp) {
+      java.util.function.Consumer<NicOffer> relay, String residentApp, java.nio.file.Path spillDir) {
     GpuProbe probe = GpuRuntime.probe();
     if (!probe.available()) {
       throw new IllegalStateException("executor " + executorId + " has no usable GPU: " + probe.reason());
@@ -395,7 +397,7 @@ public final class GpuExecutor implements AutoCloseable {
     GpuContext ctx = GpuContext.open(ordinal);
     try {
       GpuExecutor g = new GpuExecutor(executorId, ctx, conf, hostName, peers, memory, requestIds, fetchTimeoutMs,
-          relay, residentApp);
+          relay, residentApp, spillDir);
       LOG.info("Slipstream executor {} opened GPU {} ({}, {}); device landing {} bytes, map-output budget {} bytes,"
           + " pushes over {} queues", executorId, ordinal, g.endpoint.pciBusId(), g.endpoint.uuid(), conf.landingBytes(),
           conf.mapOutputBytes(), g.backend);
