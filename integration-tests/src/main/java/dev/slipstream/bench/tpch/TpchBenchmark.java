@@ -98,10 +98,8 @@ public final class TpchBenchmark {
       progress.println("GPU mode: RAPIDS Accelerator " + options.rapidsJar() + (options.rapidsNatives() == null ? ""
           : ", cudf natives from " + options.rapidsNatives()) + ", GPU memory fraction per executor "
           + options.gpuAllocFraction() + "; CPU Spark (sort) runs in the first round only, for the reference rows");
-      useRapids();
     }
-    data = TpchGenerator.ensure(options.dataDir(), options.scaleFactor(),
-        Math.max(2, Runtime.getRuntime().availableProcessors()), progress::println);
+    prepare();
     List<String> managers = options.managers();
     int rounds = options.warmups() + options.reps();
     int clusters = 0;
@@ -132,6 +130,19 @@ public final class TpchBenchmark {
     progress.done();
     ReportWriter.writeAll(results, machine, before, after, data);
     return results;
+  }
+
+  /**
+   * What every cluster of a run needs before it starts: in the GPU mode RAPIDS on the driver's class
+   * loader, and the generated data. Returns the data folder.
+   */
+  Path prepare() throws IOException {
+    if (options.gpu()) {
+      useRapids();
+    }
+    data = TpchGenerator.ensure(options.dataDir(), options.scaleFactor(),
+        Math.max(2, Runtime.getRuntime().availableProcessors()), progress::println);
+    return data;
   }
 
   /** Per query run: bytes of device-table blocks map tasks stored (Slipstream's GPU path), from the executors' counter. */
@@ -304,6 +315,14 @@ public final class TpchBenchmark {
       "bin/slipstream-gpu-discover"));
 
   private SparkSession start(String manager) {
+    return start(manager, Map.of());
+  }
+
+  /**
+   * A fresh local cluster for {@code manager}, with {@code extra} Spark settings after the run's own
+   * ({@link GpuPathChecks} gives one cluster smaller store budgets).
+   */
+  SparkSession start(String manager, Map<String, String> extra) {
     boolean slip = BenchOptions.slipstream(manager);
     boolean rapids = options.gpu() && !manager.equals("sort");
     int workerMb = options.executorMemoryMb();
@@ -373,6 +392,7 @@ public final class TpchBenchmark {
       int eq = kv.indexOf('=');
       b.config(kv.substring(0, eq), kv.substring(eq + 1));
     }
+    extra.forEach(b::config);
     ExecutorLog.drain(); // a stopped cluster's last events are not this one's
     SparkSession spark = LocalCluster.start(b, options.executors());
     LocalCluster.awaitRunning(spark, options.executors(), options.cores());

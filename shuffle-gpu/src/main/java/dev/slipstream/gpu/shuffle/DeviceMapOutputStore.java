@@ -145,11 +145,23 @@ public final class DeviceMapOutputStore implements AutoCloseable {
    * {@link #commit} or closes it.
    */
   public synchronized OutputSpace.Block allocate(long bytes) {
+    return allocate(bytes, 0L);
+  }
+
+  /**
+   * As {@link #allocate(long)}, but while the device budget is held by blocks other map tasks are
+   * still writing (or by outputs pushes are reading), waits for them to be committed or released
+   * until {@code deadline} ({@link System#nanoTime()}; 0: no waiting), then throws as {@link
+   * #allocate(long)} does: with more map tasks at once than the budget holds outputs of, the later
+   * ones wait for the earlier ones' outputs to become movable instead of failing.
+   */
+  public synchronized OutputSpace.Block allocate(long bytes, long deadline) {
     ensureOpen();
     if (bytes <= 0 || bytes > device.limit()) {
       throw new IllegalArgumentException("device map output of " + bytes + " bytes, expected 1.." + device.limit()
           + " (spark.slipstream.gpu.mapOutput.memoryBytes)");
     }
+    awaitRoom(bytes, deadline);
     makeRoom(bytes);
     OutputSpace.Block b = space.allocate(bytes);
     try {
@@ -171,7 +183,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
     if (device.used() + bytes > device.limit()) {
       throw new IllegalStateException("device map-output store: " + bytes + " bytes do not fit: " + device.used()
-          + " of " + device.limit() + " device bytes in use by outputs that pushes are reading, or the host budget of "
+          + " of " + device.limit() + " device bytes in use by outputs that map tasks are writing or that readers and"
+          + " pushes hold, or the host budget of "
           + host.limit() + " bytes (" + host.used() + " in use) is spent"
           + (diskDir == null ? " and there is no spill folder"
               : diskError == null ? "" : " and spilling to " + diskDir + " failed: " + diskError));
@@ -340,6 +353,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     Output o = new Output(k, widths.clone(), offsets.clone(), counts.clone(), block);
     outputs.put(k, o);
     arrived(o);
+    notifyAll(); // committed: it can move now, which a waiting allocation may need
   }
 
   /**
@@ -437,6 +451,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
           if (o.removed && o.pins == 0) {
             drop(o);
           }
+          DeviceMapOutputStore.this.notifyAll(); // a push waiting for room (pin with a deadline)
         }
       }
     }
@@ -447,11 +462,21 @@ public final class DeviceMapOutputStore implements AutoCloseable {
    * spill file if it was spilled); throws {@link IllegalStateException} naming the output when it is not here.
    */
   public synchronized Pinned pin(int shuffleId, long mapAttemptId) {
+    return pin(shuffleId, mapAttemptId, 0L);
+  }
+
+  /**
+   * As {@link #pin(int, long)}, but while the device budget is held by outputs other pushes are
+   * reading, waits for one of them to end until {@code deadline} ({@link System#nanoTime()}; 0: no
+   * waiting), then throws as {@link #pin(int, long)} does. A push of a spilled output needs it back
+   * in device memory, and pushes end within their deadlines.
+   */
+  public synchronized Pinned pin(int shuffleId, long mapAttemptId, long deadline) {
     ensureOpen();
-    Output o = outputs.get(new Key(shuffleId, mapAttemptId));
-    if (o == null) {
-      throw new IllegalStateException("no device map output for shuffle " + shuffleId + " map attempt " + mapAttemptId
-          + " on this executor");
+    Output o = find(shuffleId, mapAttemptId);
+    if (o.device == null) {
+      awaitRoom(o.bytes(), deadline);
+      o = find(shuffleId, mapAttemptId);
     }
     if (o.device == null) {
       makeRoom(o.bytes());
@@ -485,6 +510,200 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
     o.pins++;
     return new Pinned(o);
+  }
+
+  private Output find(int shuffleId, long mapAttemptId) {
+    Output o = outputs.get(new Key(shuffleId, mapAttemptId));
+    if (o == null) {
+      throw new IllegalStateException("no device map output for shuffle " + shuffleId + " map attempt " + mapAttemptId
+          + " on this executor");
+    }
+    return o;
+  }
+
+  /**
+   * Pins partitions {@code [first, last]} of the output for a push. An output in device memory is
+   * pinned whole, as {@link #pin(int, long, long)} does; of a spilled one only the span of those
+   * partitions comes back, into a block of its own (counted in the device budget, freed when the
+   * pin is closed), and the output stays where it is: a push needs its blocks, not the map task's
+   * whole output, and a request whose outputs together exceed the budget is served all the same.
+   * Waits for room until {@code deadline} as {@link #pin(int, long, long)} does.
+   */
+  public synchronized Pinned pin(int shuffleId, long mapAttemptId, int first, int last, long deadline) {
+    ensureOpen();
+    Output o = find(shuffleId, mapAttemptId);
+    if (first < 0 || last < first || last >= o.counts.length) {
+      throw new IllegalArgumentException("device map output " + shuffleId + "/" + mapAttemptId + ": partitions " + first
+          + ".." + last + ", expected within 0.." + (o.counts.length - 1));
+    }
+    if (o.device != null) {
+      o.pins++;
+      return new Pinned(o);
+    }
+    long base = o.offsets[first] & ~255L; // the span keeps the output's 256-byte alignment
+    long end = o.offsets[last + 1];
+    long span = end - base;
+    if (span > Integer.MAX_VALUE - 16) {
+      throw new IllegalStateException("device map output " + shuffleId + "/" + mapAttemptId + ": partitions " + first
+          + ".." + last + " span " + span + " bytes, more than one restore holds");
+    }
+    awaitRoom(span, deadline);
+    o = find(shuffleId, mapAttemptId);
+    if (o.device != null) { // brought back whole meanwhile
+      o.pins++;
+      return new Pinned(o);
+    }
+    makeRoom(span);
+    OutputSpace.Block b = space.allocate(Math.max(16, span));
+    try {
+      reserve(device, b.length());
+    } catch (IllegalStateException e) {
+      b.close();
+      throw e;
+    }
+    try {
+      byte[] bytes = new byte[(int) span];
+      if (o.host != null) {
+        System.arraycopy(o.host, (int) base, bytes, 0, bytes.length);
+      } else {
+        readFileRange(o, base, bytes);
+      }
+      b.write(0, bytes, 0, bytes.length);
+    } catch (RuntimeException e) {
+      device.release(b.length());
+      b.close();
+      throw e;
+    }
+    long[] offsets = new long[o.offsets.length];
+    long[] counts = new long[o.counts.length];
+    for (int p = 0; p < offsets.length; p++) {
+      offsets[p] = Math.min(span, Math.max(0, o.offsets[p] - base));
+    }
+    for (int p = first; p <= last; p++) {
+      counts[p] = o.counts[p];
+    }
+    // Not one of the store's outputs: removed from the start, so closing its only pin frees it.
+    Output part = new Output(o.key, o.widths, offsets, counts, new AccountedBlock(b));
+    part.removed = true;
+    part.pins = 1;
+    restores++;
+    return new Pinned(part);
+  }
+
+  /** The output's number of reduce partitions; throws {@link IllegalStateException} naming it when it is not here. */
+  public synchronized int partitions(int shuffleId, long mapAttemptId) {
+    ensureOpen();
+    return find(shuffleId, mapAttemptId).counts.length;
+  }
+
+  /** Waits (on the store's lock) until {@link #roomFor} {@code bytes} or {@code deadline} passed; 0: returns at once. */
+  private void awaitRoom(long bytes, long deadline) {
+    while (deadline != 0 && bytes <= device.limit() && !roomFor(bytes)) {
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        return;
+      }
+      try {
+        wait(Math.max(1, left / 1_000_000));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+      ensureOpen();
+    }
+  }
+
+  /** Device bytes of outputs pinned now (readers' views and pushes): what the budget cannot move. */
+  public synchronized long pinnedBytes() {
+    long n = 0;
+    for (Output o : outputs.values()) {
+      if (o.device != null && o.pins > 0) {
+        n += o.device.length();
+      }
+    }
+    return n;
+  }
+
+  /** The device budget ({@code spark.slipstream.gpu.mapOutput.memoryBytes}). */
+  public long deviceBudget() {
+    return device.limit();
+  }
+
+  /** Whether {@code bytes} more fit the device budget once every unpinned output that can move has moved. */
+  private boolean roomFor(long bytes) {
+    long movable = 0;
+    for (Output o : outputs.values()) {
+      if (o.device != null && o.pins == 0) {
+        movable += o.device.length();
+      }
+    }
+    return device.used() - movable + bytes <= device.limit();
+  }
+
+  /**
+   * Pins the output on the device if it is there now, else returns null without moving anything:
+   * a reader on this executor then takes the partitions it needs with {@link #readPartition}
+   * rather than bringing the whole output back into the device budget for the length of its task.
+   */
+  public synchronized Pinned pinIfOnDevice(int shuffleId, long mapAttemptId) {
+    ensureOpen();
+    Output o = find(shuffleId, mapAttemptId);
+    if (o.device == null) {
+      return null;
+    }
+    o.pins++;
+    return new Pinned(o);
+  }
+
+  /** One partition of a map output, copied out of the store: its bytes in the packed layout and its rows. */
+  public record PartitionCopy(byte[] bytes, long rows, int[] widths) {}
+
+  /**
+   * Copies partition {@code p} of the output from wherever it is (device memory, host memory or its
+   * spill file), moving nothing; throws {@link IllegalStateException} naming the output when it is
+   * not here or the partition is out of range.
+   */
+  public synchronized PartitionCopy readPartition(int shuffleId, long mapAttemptId, int p) {
+    ensureOpen();
+    Output o = find(shuffleId, mapAttemptId);
+    if (p < 0 || p >= o.counts.length) {
+      throw new IllegalStateException("device map output " + shuffleId + "/" + mapAttemptId + ": partition " + p
+          + ", expected 0.." + (o.counts.length - 1));
+    }
+    long at = o.offsets[p];
+    long len = o.offsets[p + 1] - at;
+    if (len > Integer.MAX_VALUE - 16) {
+      throw new IllegalStateException("device map output " + shuffleId + "/" + mapAttemptId + ": partition " + p
+          + " has " + len + " bytes, more than one copy out of the store holds");
+    }
+    byte[] out = new byte[(int) len];
+    if (o.device != null) {
+      o.device.read(at, out, 0, out.length);
+    } else if (o.host != null) {
+      System.arraycopy(o.host, (int) at, out, 0, out.length);
+    } else {
+      readFileRange(o, at, out);
+    }
+    return new PartitionCopy(out, o.counts[p], o.widths.clone());
+  }
+
+  private static void readFileRange(Output o, long at, byte[] out) {
+    try (FileChannel ch = FileChannel.open(o.file, StandardOpenOption.READ)) {
+      if (ch.size() != o.bytes()) {
+        throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+            + ": spill file " + o.file + " holds " + ch.size() + " bytes, expected " + o.bytes());
+      }
+      ByteBuffer b = ByteBuffer.wrap(out);
+      while (b.hasRemaining()) {
+        if (ch.read(b, at + b.position()) < 0) {
+          throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+              + ": spill file " + o.file + " ended at " + (at + b.position()) + " of " + o.bytes() + " bytes");
+        }
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+          + ": cannot read spill file " + o.file, e);
+    }
   }
 
   /** Whether the map output is here and in device memory (pinning it copies nothing back from host memory). */
@@ -532,6 +751,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   }
 
   private void drop(Output o) {
+    notifyAll(); // device bytes or pins may go: a push waiting for room looks again
     if (o.device != null) {
       leaving(o);
       release(o.device);
@@ -589,6 +809,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       return;
     }
     closed = true;
+    notifyAll();
     int pinned = 0;
     for (Output o : outputs.values()) {
       pinned += o.pins;
@@ -662,6 +883,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
         open = false;
         device.release(inner.length());
         inner.close();
+        DeviceMapOutputStore.this.notifyAll();
       }
     }
   }

@@ -44,12 +44,27 @@ final class PushAdmission {
     try {
       int[] widths = req.widths();
       List<LandedBlocks.Landed> table = new ArrayList<>(req.entries().size());
+      // The partitions asked of each map output: of a spilled output only their span comes back.
+      Map<Long, int[]> spans = new LinkedHashMap<>();
+      for (ShuffleMessages.Entry e : req.entries()) {
+        int[] r = spans.computeIfAbsent(e.mapId(), m -> new int[] {e.partition(), e.partition()});
+        r[0] = Math.min(r[0], e.partition());
+        r[1] = Math.max(r[1], e.partition());
+      }
       long total = 0;
       for (ShuffleMessages.Entry e : req.entries()) {
         DeviceMapOutputStore.Pinned p = pins.get(e.mapId());
         if (p == null) {
           try {
-            p = store.pin(req.shuffleId(), e.mapId());
+            // While pushes hold the device budget, a spilled output's span waits for one of them.
+            int[] r = spans.get(e.mapId());
+            int n = store.partitions(req.shuffleId(), e.mapId());
+            if (r[1] >= n) {
+              throw refused(req, "partition " + r[1] + " of map attempt " + e.mapId() + ", expected < " + n);
+            }
+            p = store.pin(req.shuffleId(), e.mapId(), r[0], r[1], deadline);
+          } catch (IllegalArgumentException ex) {
+            throw refused(req, ex.getMessage());
           } catch (IllegalStateException ex) {
             throw new TransportException(TransportError.UNAVAILABLE, ex.getMessage());
           }

@@ -78,8 +78,9 @@ class DeviceMapOutputStoreTest {
     DeviceMapOutputStore.Pinned p = s.pin(1, 10);
     put(s, 1, 11, 2, 2, (byte) 2);
     var e = assertThrows(IllegalStateException.class, () -> s.allocate(64));
-    assertEquals("device map-output store: 64 bytes do not fit: 128 of 128 device bytes in use by outputs that pushes"
-        + " are reading, or the host budget of 0 bytes (0 in use) is spent and there is no spill folder",
+    assertEquals("device map-output store: 64 bytes do not fit: 128 of 128 device bytes in use by outputs that map"
+        + " tasks are writing or that readers and pushes hold, or the host budget of 0 bytes (0 in use) is spent and"
+        + " there is no spill folder",
         e.getMessage());
     assertEquals("device map output of 129 bytes, expected 1..128 (spark.slipstream.gpu.mapOutput.memoryBytes)",
         assertThrows(IllegalArgumentException.class, () -> s.allocate(129)).getMessage());
@@ -237,13 +238,130 @@ class DeviceMapOutputStoreTest {
       put(s, 1, 11, 2, 2, (byte) 2);
       var e = assertThrows(IllegalStateException.class, () -> s.allocate(64));
       assertTrue(e.getMessage().startsWith("device map-output store: 64 bytes do not fit: 128 of 128 device bytes in use"
-          + " by outputs that pushes are reading, or the host budget of 0 bytes (0 in use) is spent and spilling to "
+          + " by outputs that map tasks are writing or that readers and pushes hold, or the host budget of 0 bytes (0"
+          + " in use) is spent and spilling to "
           + notADir + " failed: java.nio.file.FileAlreadyExistsException"), e.getMessage());
       assertTrue(s.onDevice(1, 10), "nothing moved");
       try (DeviceMapOutputStore.Pinned p = s.pin(1, 10)) {
         assertArrayEquals(filled(32, (byte) 1), partition(p, 0));
       }
     }
+  }
+
+  @Test
+  void aLocalReaderCopiesOnePartitionOfASpilledOutputWithoutBringingItBack(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path dir) {
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(new HostOutputSpace(), 128, 64, dir)) {
+      put(s, 1, 10, 2, 2, (byte) 1);
+      put(s, 1, 11, 2, 2, (byte) 2);
+      put(s, 1, 12, 2, 2, (byte) 3); // 10 -> host
+      put(s, 1, 13, 2, 2, (byte) 4); // 10 -> disk, 11 -> host
+      assertEquals(null, s.pinIfOnDevice(1, 10));
+      assertEquals(null, s.pinIfOnDevice(1, 11));
+      DeviceMapOutputStore.PartitionCopy fromDisk = s.readPartition(1, 10, 1);
+      assertArrayEquals(filled(32, (byte) 1), fromDisk.bytes());
+      assertEquals(2, fromDisk.rows());
+      assertArrayEquals(W, fromDisk.widths());
+      assertArrayEquals(filled(32, (byte) 2), s.readPartition(1, 11, 0).bytes());
+      assertArrayEquals(filled(32, (byte) 4), s.readPartition(1, 13, 1).bytes(), "from the device");
+      assertEquals(0, s.restores(), "nothing came back");
+      assertEquals(64, s.diskInUse());
+      try (DeviceMapOutputStore.Pinned p = s.pinIfOnDevice(1, 13)) {
+        assertArrayEquals(filled(32, (byte) 4), partition(p, 0));
+      }
+      assertEquals("device map output 1/13: partition 2, expected 0..1",
+          assertThrows(IllegalStateException.class, () -> s.readPartition(1, 13, 2)).getMessage());
+      assertEquals("no device map output for shuffle 1 map attempt 99 on this executor",
+          assertThrows(IllegalStateException.class, () -> s.pinIfOnDevice(1, 99)).getMessage());
+    }
+  }
+
+  @Test
+  void aPushOfASpilledOutputWaitsForRoomUntilItsDeadline() throws Exception {
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(new HostOutputSpace(), 128, 1024)) {
+      put(s, 1, 10, 2, 2, (byte) 1);
+      put(s, 1, 11, 2, 2, (byte) 2);
+      put(s, 1, 12, 2, 2, (byte) 3); // 10 -> host
+      DeviceMapOutputStore.Pinned a = s.pin(1, 11);
+      DeviceMapOutputStore.Pinned b = s.pin(1, 12);
+      long t0 = System.nanoTime();
+      var e = assertThrows(IllegalStateException.class, () -> s.pin(1, 10, System.nanoTime() + 50_000_000L));
+      assertTrue(System.nanoTime() - t0 >= 40_000_000L, "it waited for its deadline");
+      assertTrue(e.getMessage().startsWith("device map-output store: 64 bytes do not fit"), e.getMessage());
+      java.util.concurrent.CompletableFuture<byte[]> got = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+        try (DeviceMapOutputStore.Pinned p = s.pin(1, 10, System.nanoTime() + 10_000_000_000L)) {
+          return partition(p, 1);
+        }
+      });
+      Thread.sleep(50);
+      assertFalse(got.isDone(), "waiting while both other outputs are pinned");
+      a.close(); // 11 can move to host now
+      assertArrayEquals(filled(32, (byte) 1), got.get(10, java.util.concurrent.TimeUnit.SECONDS));
+      b.close();
+    }
+  }
+
+  @Test
+  void aMapTaskWaitsForBlocksOthersAreStillWritingUntilItsDeadline() throws Exception {
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(new HostOutputSpace(), 128, 1024)) {
+      OutputSpace.Block a = s.allocate(64); // two map tasks writing
+      OutputSpace.Block b = s.allocate(64);
+      var e = assertThrows(IllegalStateException.class, () -> s.allocate(64, System.nanoTime() + 30_000_000L));
+      assertTrue(e.getMessage().startsWith("device map-output store: 64 bytes do not fit: 128 of 128"), e.getMessage());
+      java.util.concurrent.CompletableFuture<OutputSpace.Block> third = java.util.concurrent.CompletableFuture
+          .supplyAsync(() -> s.allocate(64, System.nanoTime() + 10_000_000_000L));
+      Thread.sleep(50);
+      assertFalse(third.isDone(), "both blocks are still being written");
+      assertEquals(0, s.pinnedBytes());
+      s.commit(1, 10, a, W, new long[] {0, 32, 64}, new long[] {2, 2}); // committed: movable
+      OutputSpace.Block c = third.get(10, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals(1, s.spills(), "the committed output moved to host memory for it");
+      c.close();
+      b.close();
+      assertEquals(0, s.deviceInUse());
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 10)) {
+        assertEquals(64, s.pinnedBytes());
+        assertArrayEquals(new byte[32], partition(p, 0));
+      }
+      assertEquals(128, s.deviceBudget());
+    }
+  }
+
+  @Test
+  void aPushOfASpilledOutputBringsBackOnlyTheSpanOfItsPartitions(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path dir) {
+    HostOutputSpace space = new HostOutputSpace();
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(space, 768, 0, dir)) {
+      // Four partitions of 8 rows (128 bytes each, 512 in all), each filled with its partition number.
+      long part = 128; // at least BatchLayout.packedBytes(8, W)
+      for (long map = 10; map <= 11; map++) {
+        OutputSpace.Block b = s.allocate(4 * part);
+        for (int p = 0; p < 4; p++) {
+          b.write(p * part, filled((int) part, (byte) (p + 1)), 0, (int) part);
+        }
+        s.commit(1, map, b, W, new long[] {0, part, 2 * part, 3 * part, 4 * part}, new long[] {8, 8, 8, 8});
+      }
+      assertFalse(s.onDevice(1, 10), "512 + 512 > 768: map 10 went to disk");
+      long before = s.deviceInUse();
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 10, 2, 3, System.nanoTime() + 1_000_000_000L)) {
+        assertEquals(before + 256, s.deviceInUse(), "partitions 2 and 3 only");
+        assertEquals(4, p.partitions());
+        assertEquals(128, p.bytes(2));
+        assertEquals(8, p.rows(3));
+        assertEquals(0, p.rows(0));
+        assertArrayEquals(filled(128, (byte) 3), partition(p, 2));
+        assertArrayEquals(filled(128, (byte) 4), partition(p, 3));
+        assertFalse(s.onDevice(1, 10), "the output itself stays spilled");
+      }
+      assertEquals(before, s.deviceInUse(), "the span is freed with its pin");
+      try (DeviceMapOutputStore.Pinned p = s.pin(1, 11, 0, 0, 0)) {
+        assertEquals(128, p.bytes(3), "an output in device memory is pinned whole");
+      }
+      assertEquals("device map output 1/10: partitions 1..4, expected within 0..3",
+          assertThrows(IllegalArgumentException.class, () -> s.pin(1, 10, 1, 4, 0)).getMessage());
+      assertEquals(4, s.partitions(1, 10));
+    }
+    assertEquals(0, space.live());
   }
 
   private static byte[] filled(int n, byte v) {

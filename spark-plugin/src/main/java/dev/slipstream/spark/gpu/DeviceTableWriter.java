@@ -90,7 +90,10 @@ public final class DeviceTableWriter<K, V, C> extends DeviceStoreWriter<K, V> {
 
   private void store(GpuExecutor gpu, List<List<DeviceTableCodec.DeviceTable>> parts,
                      DeviceTableBlock.Layout[] layouts, long[] offsets, long[] words) {
-    OutputSpace.Block block = gpu.store().allocate(offsets[offsets.length - 1]);
+    // While other map tasks' blocks fill the budget, wait for them (committed outputs can move) as a
+    // fetch would wait for its holder.
+    OutputSpace.Block block = gpu.store().allocate(offsets[offsets.length - 1],
+        System.nanoTime() + gpu.fetchTimeoutMs() * 1_000_000L);
     try {
       // Every prefix and table copy of the map task on one stream, waited for once.
       try (DeviceCopyBatch copies = gpu.copies().acquire()) {

@@ -90,6 +90,8 @@ public final class GpuExecutor implements AutoCloseable {
   private final ResidentServing resident;
   private final GpuConf conf;
   private final PeerLandings.PeerTable peers;
+  /** How long a fetch waits for its holder; map tasks wait as long for room in the store. */
+  private final long fetchTimeoutMs;
   /** Whether links carry the two ring queue pairs: resident serving over gpunetio (the same on every executor). */
   private final boolean ringLinks;
   /** Region ids of this executor's copies of holders' rings on its NIC. */
@@ -103,6 +105,7 @@ public final class GpuExecutor implements AutoCloseable {
       MemoryPool memory, java.util.function.LongSupplier requestIds, long fetchTimeoutMs,
       java.util.function.Consumer<NicOffer> relay, String residentApp, java.nio.file.Path spillDir) {
     this.executorId = executorId;
+    this.fetchTimeoutMs = fetchTimeoutMs;
     this.ctx = ctx;
     this.conf = conf;
     this.peers = peers;
@@ -415,6 +418,7 @@ public final class GpuExecutor implements AutoCloseable {
 
   /** Batches of queued device copies: acquire one for a task's copies, close it after. */
   public dev.slipstream.gpu.DeviceCopyBatch.Pool copies() { return copies; }
+  public long fetchTimeoutMs() { return fetchTimeoutMs; }
   public PushScheduler server() { return server; }
   /** The block writer into device landing regions (checks the landing, maps it, pushes). */
   public PushWriter writer() { return writer; }

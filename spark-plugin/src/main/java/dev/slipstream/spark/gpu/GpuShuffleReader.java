@@ -23,7 +23,8 @@ import scala.Tuple2;
 /**
  * Reduce side of a GPU shuffle: for partitions {@code [startPartition, endPartition)} of map outputs
  * {@code [startMapIndex, endMapIndex)}, local blocks are handed out as views into this executor's
- * device map-output store (pinned until the task completes); remote blocks of holders on this
+ * device map-output store (pinned until the task completes), or as copies when the store's budget
+ * is crowded or the output was spilled ({@code readLocal}); remote blocks of holders on this
  * machine, or reached over a connected NIC link, come over a push path ({@link PushFetch}: pushed
  * by the holder's GPU into this executor's device landing region, through CUDA IPC or as GPUNetIO
  * RDMA writes), those of other holders (another machine without a NIC link, or
@@ -77,6 +78,7 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       out.forEach(DeviceBatch::close);
       pushed.close();
       pins.values().forEach(DeviceMapOutputStore.Pinned::close);
+      copies.forEach(dev.slipstream.gpu.DeviceBuffer::close);
       // The reporter Spark hands readers is a temporary one: folded into the task's metrics (it
       // sets from the temporaries, so also the records a device-table read counts after this read).
       ctx.taskMetrics().mergeShuffleReadMetrics();
@@ -91,17 +93,15 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
         remote.computeIfAbsent(blk.location().executorId(), k -> new ArrayList<>()).add(blk);
       }
     }
+    Map<Long, List<MapBlock>> byOutput = new LinkedHashMap<>();
     for (MapBlock b : local) {
+      byOutput.computeIfAbsent(b.id().mapId(), m -> new ArrayList<>()).add(b);
+    }
+    for (Map.Entry<Long, List<MapBlock>> e : byOutput.entrySet()) {
       try {
-        DeviceMapOutputStore.Pinned p = pins.computeIfAbsent(b.id().mapId(), m -> gpu.store().pin(shuffleId, m));
-        out.add(DeviceBatch.view(gpu.context().device(), p.block().address() + p.offset(b.id().reduceId()),
-            BatchLayout.packed(p.rows(b.id().reduceId()), widths)));
-        metrics.incLocalBlocksFetched(1);
-        metrics.incLocalBytesRead(p.bytes(b.id().reduceId()));
-        localBytes += p.bytes(b.id().reduceId());
-        metrics.incRecordsRead(p.rows(b.id().reduceId()));
-      } catch (IllegalStateException e) {
-        throw Scala.sneaky(b.fetchFailed("local device map output: " + e.getMessage(), e));
+        readLocal(gpu, shuffleId, e.getKey(), e.getValue(), widths, out);
+      } catch (IllegalStateException | java.io.UncheckedIOException ex) {
+        throw Scala.sneaky(e.getValue().get(0).fetchFailed("local device map output: " + ex.getMessage(), ex));
       }
     }
     List<PushFetch.Holder> holders = new ArrayList<>();
@@ -156,6 +156,87 @@ public final class GpuShuffleReader<K, C> implements ShuffleReader<K, C> {
       records.add((Product2<K, C>) (Product2<?, ?>) new Tuple2<>(0, b));
     }
     return Scala.toScala(records.iterator());
+  }
+
+  /** Device memory of the task's own holding copies of local blocks, freed when the task completes. */
+  private final List<dev.slipstream.gpu.DeviceBuffer> copies = new ArrayList<>();
+
+  /**
+   * The blocks of one local map output. While pinned outputs hold at most half the store's device
+   * budget they are handed out as views into the store, the output pinned until the task completes;
+   * beyond that, or when the output was spilled, the blocks are copied into device memory of the
+   * task's own (one allocation per output, from the store's device memory or from host memory or
+   * disk) and the output is not held: readers' pins cannot fill the budget that map tasks and
+   * pushes need room in.
+   */
+  private void readLocal(GpuExecutor gpu, int shuffleId, long mapId, List<MapBlock> blocks, int[] widths,
+      List<DeviceBatch> out) {
+    DeviceMapOutputStore store = gpu.store();
+    DeviceMapOutputStore.Pinned p = store.pinIfOnDevice(shuffleId, mapId);
+    if (p != null && store.pinnedBytes() <= store.deviceBudget() / 2) {
+      pins.put(mapId, p);
+      for (MapBlock b : blocks) {
+        int part = b.id().reduceId();
+        out.add(DeviceBatch.view(gpu.context().device(), p.block().address() + p.offset(part),
+            BatchLayout.packed(p.rows(part), widths)));
+        counted(p.bytes(part), p.rows(part));
+      }
+      return;
+    }
+    try {
+      long[] at = new long[blocks.size()];
+      long[] len = new long[blocks.size()];
+      long[] rows = new long[blocks.size()];
+      DeviceMapOutputStore.PartitionCopy[] host = p == null ? new DeviceMapOutputStore.PartitionCopy[blocks.size()]
+          : null;
+      long total = 0;
+      for (int i = 0; i < blocks.size(); i++) {
+        int part = blocks.get(i).id().reduceId();
+        if (p != null) {
+          len[i] = p.bytes(part);
+          rows[i] = p.rows(part);
+        } else {
+          host[i] = store.readPartition(shuffleId, mapId, part);
+          if (!java.util.Arrays.equals(host[i].widths(), widths)) {
+            throw new IllegalStateException("map attempt " + mapId + " has payload widths "
+                + java.util.Arrays.toString(host[i].widths()) + ", the shuffle's are " + java.util.Arrays.toString(widths));
+          }
+          len[i] = host[i].bytes().length;
+          rows[i] = host[i].rows();
+        }
+        at[i] = total;
+        total += (len[i] + 255) & ~255L; // each block where the store would put it: 256-byte aligned
+      }
+      dev.slipstream.gpu.DeviceBuffer buf = gpu.context().allocate(Math.max(16, total));
+      copies.add(buf);
+      if (p != null) {
+        try (dev.slipstream.gpu.DeviceCopyBatch c = gpu.copies().acquire()) {
+          for (int i = 0; i < blocks.size(); i++) {
+            c.withinDevice(buf.address() + at[i], p.block().address() + p.offset(blocks.get(i).id().reduceId()), len[i]);
+          }
+          c.finish();
+        }
+      } else {
+        for (int i = 0; i < blocks.size(); i++) {
+          buf.write(at[i], host[i].bytes());
+        }
+      }
+      for (int i = 0; i < blocks.size(); i++) {
+        out.add(DeviceBatch.view(gpu.context().device(), buf.address() + at[i], BatchLayout.packed(rows[i], widths)));
+        counted(len[i], rows[i]);
+      }
+    } finally {
+      if (p != null) {
+        p.close();
+      }
+    }
+  }
+
+  private void counted(long bytes, long rows) {
+    metrics.incLocalBlocksFetched(1);
+    metrics.incLocalBytesRead(bytes);
+    localBytes += bytes;
+    metrics.incRecordsRead(rows);
   }
 
   /** The holder's peer entry with its GPU endpoint (asked of the driver once when the entry has none yet). */
