@@ -131,6 +131,18 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     return new Pools(root, root.child("device", deviceBudget), root.child("host", hostBudget));
   }
 
+  /** A block of the space with its bytes reserved in the device pool (room was made for it). */
+  private OutputSpace.Block reserved(long bytes) {
+    OutputSpace.Block b = space.allocate(bytes);
+    try {
+      reserve(device, b.length());
+    } catch (IllegalStateException e) {
+      b.close();
+      throw e;
+    }
+    return b;
+  }
+
   /** Reserves {@code n} bytes in {@code pool}; the caller checked they fit. */
   private static void reserve(MemoryPool pool, long n) {
     if (!pool.tryReserve(n)) {
@@ -163,14 +175,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
     awaitRoom(bytes, deadline);
     makeRoom(bytes);
-    OutputSpace.Block b = space.allocate(bytes);
-    try {
-      reserve(device, b.length());
-    } catch (IllegalStateException e) {
-      b.close();
-      throw e;
-    }
-    return new AccountedBlock(b);
+    return new AccountedBlock(reserved(bytes));
   }
 
   private void makeRoom(long bytes) {
@@ -480,13 +485,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
     if (o.device == null) {
       makeRoom(o.bytes());
-      OutputSpace.Block b = space.allocate(Math.max(16, o.bytes()));
-      try {
-        reserve(device, b.length());
-      } catch (IllegalStateException e) {
-        b.close();
-        throw e;
-      }
+      OutputSpace.Block b = reserved(Math.max(16, o.bytes()));
       try {
         if (o.host != null) {
           b.write(0, o.host, 0, o.host.length);
@@ -554,13 +553,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       return new Pinned(o);
     }
     makeRoom(span);
-    OutputSpace.Block b = space.allocate(Math.max(16, span));
-    try {
-      reserve(device, b.length());
-    } catch (IllegalStateException e) {
-      b.close();
-      throw e;
-    }
+    OutputSpace.Block b = reserved(Math.max(16, span));
     try {
       byte[] bytes = new byte[(int) span];
       if (o.host != null) {
