@@ -6,8 +6,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.TreeSet;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.spark.SparkEnv;
@@ -85,27 +83,41 @@ public final class LocalCluster {
    * logs, when some executor ran nothing within 90 s.
    */
   public static void awaitRunning(SparkSession spark, int executors, int cores) {
+    Map<String, Long> ran = executorPids(spark, executors, cores, 90);
+    if (ran.size() < executors) {
+      String logs = executorLogs();
+      spark.stop();
+      throw new IllegalStateException("only executors " + ran.keySet() + " of " + executors + " ran tasks within 90 s;"
+          + " the others registered but their start failed or hangs (a plugin's init: RAPIDS' GPU pool,"
+          + " a GPU that cannot be opened); executor logs:\n" + logs);
+    }
+  }
+
+  /**
+   * The pid of each executor's JVM by executor id, from probe jobs of {@code 2 * executors * cores}
+   * short tasks run until {@code executors} executors answered or {@code seconds} passed (then
+   * fewer). The probes' task ends are drained from the listener bus before it returns, so no query
+   * counts them.
+   */
+  public static Map<String, Long> executorPids(SparkSession spark, int executors, int cores, int seconds) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     int tasks = 2 * executors * cores;
     List<Integer> slots = java.util.stream.IntStream.range(0, tasks).boxed().toList();
-    Set<String> ran = new TreeSet<>();
-    long deadline = System.nanoTime() + 90_000_000_000L;
-    while (ran.size() < executors) {
-      if (System.nanoTime() > deadline) {
-        String logs = executorLogs();
-        spark.stop();
-        throw new IllegalStateException("only executors " + ran + " of " + executors + " ran tasks within 90 s;"
-            + " the others registered but their start failed or hangs (a plugin's init: RAPIDS' GPU pool,"
-            + " a GPU that cannot be opened); executor logs:\n" + logs);
-      }
+    Map<String, Long> pids = new java.util.TreeMap<>();
+    long deadline = System.nanoTime() + seconds * 1_000_000_000L;
+    while (pids.size() < executors && System.nanoTime() < deadline) {
       jsc.setJobDescription("executor start check");
-      ran.addAll(jsc.parallelize(slots, tasks).map(i -> {
+      for (String s : jsc.parallelize(slots, tasks).map(i -> {
         Thread.sleep(100);
-        return SparkEnv.get().executorId();
-      }).collect());
+        return SparkEnv.get().executorId() + "=" + ProcessHandle.current().pid();
+      }).collect()) {
+        int eq = s.indexOf('=');
+        pids.put(s.substring(0, eq), Long.parseLong(s.substring(eq + 1)));
+      }
     }
     jsc.setJobDescription(null);
-    drainListenerBus(spark); // the probes' task ends are not counted as a query's
+    drainListenerBus(spark);
+    return pids;
   }
 
   /**

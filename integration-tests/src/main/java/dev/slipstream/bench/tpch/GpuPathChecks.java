@@ -16,8 +16,6 @@ import java.util.function.Function;
 import java.util.stream.Collectors;
 import org.apache.spark.ExecutorLostFailure;
 import org.apache.spark.FetchFailed;
-import org.apache.spark.SparkEnv;
-import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageCompleted;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
@@ -27,8 +25,6 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.SparkPlan;
-import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec;
-import org.apache.spark.sql.execution.adaptive.QueryStageExec;
 
 /**
  * What RAPIDS' shuffles on Slipstream's GPU path must keep doing beyond the TPC-H queries, checked
@@ -228,7 +224,8 @@ public final class GpuPathChecks {
           spark.conf().set(k, v);
         });
         Map<String, Long> counters0 = gpuRun ? counters() : Map.of();
-        faults.arm(gpuRun ? c.fault() : Fault.NONE, gpuRun ? executorPids(spark) : Map.of());
+        faults.arm(gpuRun ? c.fault() : Fault.NONE,
+            gpuRun ? LocalCluster.executorPids(spark, options.executors(), options.cores(), 60) : Map.of());
         long t0 = System.nanoTime();
         Dataset<Row> ds = spark.sql(c.sql());
         List<String> rows = ds.collectAsList().stream().map(Row::toString).collect(Collectors.toList());
@@ -285,63 +282,26 @@ public final class GpuPathChecks {
     return sum;
   }
 
-  /** Executor id to the pid of its JVM, for every executor (probe tasks until each answered, at most 60 s). */
-  private Map<String, Long> executorPids(SparkSession spark) {
-    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    int tasks = 2 * options.executors() * options.cores();
-    List<Integer> slots = java.util.stream.IntStream.range(0, tasks).boxed().toList();
-    Map<String, Long> pids = new TreeMap<>();
-    long deadline = System.nanoTime() + 60_000_000_000L;
-    while (pids.size() < options.executors() && System.nanoTime() < deadline) {
-      jsc.setJobDescription("executor pids");
-      for (String s : jsc.parallelize(slots, tasks).map(i -> {
-        Thread.sleep(50);
-        return SparkEnv.get().executorId() + "=" + ProcessHandle.current().pid();
-      }).collect()) {
-        int eq = s.indexOf('=');
-        pids.put(s.substring(0, eq), Long.parseLong(s.substring(eq + 1)));
-      }
-    }
-    jsc.setJobDescription(null);
-    LocalCluster.drainListenerBus(spark);
-    return pids;
-  }
-
   /** Counts partition specs of the shuffle reads (Spark's and RAPIDS' readers) and names every node. */
-  private static void walk(SparkPlan p, Map<String, Integer> specs, List<String> nodes) {
-    if (p instanceof AdaptiveSparkPlanExec a) {
-      walk(a.executedPlan(), specs, nodes);
-      return;
-    }
-    if (p instanceof QueryStageExec q) {
-      walk(q.plan(), specs, nodes);
-      return;
-    }
-    nodes.add(p.nodeName());
-    try {
-      Object seq = p.getClass().getMethod("partitionSpecs").invoke(p);
-      scala.collection.Iterator<?> it = ((scala.collection.Iterable<?>) seq).iterator();
-      while (it.hasNext()) {
-        Object spec = it.next();
-        String name = spec.getClass().getSimpleName();
-        boolean range = !name.equals("CoalescedPartitionSpec") || coalescesSeveral(spec);
-        if (range) {
-          specs.merge(name, 1, Integer::sum);
+  private static void walk(SparkPlan plan, Map<String, Integer> specs, List<String> nodes) {
+    PlanMetrics.visit(plan, (p, depth) -> {
+      nodes.add(p.nodeName());
+      try {
+        Object seq = p.getClass().getMethod("partitionSpecs").invoke(p);
+        scala.collection.Iterator<?> it = ((scala.collection.Iterable<?>) seq).iterator();
+        while (it.hasNext()) {
+          Object spec = it.next();
+          String name = spec.getClass().getSimpleName();
+          if (!name.equals("CoalescedPartitionSpec") || coalescesSeveral(spec)) {
+            specs.merge(name, 1, Integer::sum);
+          }
         }
+      } catch (NoSuchMethodException e) {
+        // not a shuffle read
+      } catch (ReflectiveOperationException e) {
+        throw new IllegalStateException("cannot read the partition specs of " + p.nodeName(), e);
       }
-    } catch (NoSuchMethodException e) {
-      // not a shuffle read
-    } catch (ReflectiveOperationException e) {
-      throw new IllegalStateException("cannot read the partition specs of " + p.nodeName(), e);
-    }
-    scala.collection.Iterator<SparkPlan> cs = p.children().iterator();
-    while (cs.hasNext()) {
-      walk(cs.next(), specs, nodes);
-    }
-    scala.collection.Iterator<SparkPlan> subs = p.subqueries().iterator();
-    while (subs.hasNext()) {
-      walk(subs.next(), specs, nodes);
-    }
+    });
   }
 
   /** A coalesced spec counts only when it joins several reduce partitions (one is a plain read). */

@@ -22,19 +22,52 @@ final class PlanMetrics {
 
   static String of(SparkPlan plan) {
     StringBuilder sb = new StringBuilder();
-    walk(plan, 0, sb);
+    visit(plan, (p, depth) -> line(p, depth, sb));
     return sb.toString();
   }
 
-  private static void walk(SparkPlan p, int depth, StringBuilder sb) {
+  /** What {@link #visit} hands each operator: the operator and its depth. */
+  interface Visitor {
+    void operator(SparkPlan p, int depth);
+  }
+
+  /**
+   * Each operator of the executed plan with its depth, parents first: adaptive execution's final
+   * plan, through query stages into their plans, then children and subqueries; a reused exchange
+   * is an operator of its own, not descended into (its plan is where it was first used).
+   */
+  static void visit(SparkPlan plan, Visitor v) {
+    walk(plan, 0, v);
+  }
+
+  private static void walk(SparkPlan p, int depth, Visitor v) {
     if (p instanceof AdaptiveSparkPlanExec a) {
-      walk(a.executedPlan(), depth, sb);
+      walk(a.executedPlan(), depth, v);
       return;
     }
     if (p instanceof QueryStageExec q) {
-      walk(q.plan(), depth, sb);
+      walk(q.plan(), depth, v);
       return;
     }
+    v.operator(p, depth);
+    if (p instanceof ReusedExchangeExec) {
+      return;
+    }
+    List<SparkPlan> next = new ArrayList<>();
+    scala.collection.Iterator<SparkPlan> cs = p.children().iterator();
+    while (cs.hasNext()) {
+      next.add(cs.next());
+    }
+    scala.collection.Iterator<SparkPlan> subs = p.subqueries().iterator();
+    while (subs.hasNext()) {
+      next.add(subs.next());
+    }
+    for (SparkPlan c : next) {
+      walk(c, depth + 1, v);
+    }
+  }
+
+  private static void line(SparkPlan p, int depth, StringBuilder sb) {
     sb.append("  ".repeat(depth)).append(p.nodeName());
     if (p instanceof ReusedExchangeExec) {
       sb.append(" (reused)\n");
@@ -58,17 +91,5 @@ final class PlanMetrics {
     }
     values.forEach((k, v) -> sb.append("  ").append(k).append('=').append(v));
     sb.append('\n');
-    List<SparkPlan> next = new ArrayList<>();
-    scala.collection.Iterator<SparkPlan> cs = p.children().iterator();
-    while (cs.hasNext()) {
-      next.add(cs.next());
-    }
-    scala.collection.Iterator<SparkPlan> subs = p.subqueries().iterator();
-    while (subs.hasNext()) {
-      next.add(subs.next());
-    }
-    for (SparkPlan c : next) {
-      walk(c, depth + 1, sb);
-    }
   }
 }

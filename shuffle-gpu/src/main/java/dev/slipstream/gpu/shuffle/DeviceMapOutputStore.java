@@ -278,31 +278,55 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
   }
 
-  /** Copies an output's file into {@code b}, checking the file holds exactly the output's bytes. */
+  /** Copies an output's file into {@code b} in chunks, checking the file holds exactly the output's bytes. */
   private static void readFile(Output o, OutputSpace.Block b) {
     long n = o.bytes();
-    try (FileChannel ch = FileChannel.open(o.file, StandardOpenOption.READ)) {
-      long size = ch.size();
-      if (size != n) {
-        throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-            + ": spill file " + o.file + " holds " + size + " bytes, expected " + n);
-      }
-      ByteBuffer chunk = ByteBuffer.allocate((int) Math.min(FILE_CHUNK, Math.max(1, n)));
-      for (long at = 0; at < n; at += chunk.capacity()) {
-        int len = (int) Math.min(chunk.capacity(), n - at);
-        chunk.clear().limit(len);
-        while (chunk.hasRemaining()) {
-          if (ch.read(chunk, at + chunk.position()) < 0) {
-            throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-                + ": spill file " + o.file + " ended at " + (at + chunk.position()) + " of " + n + " bytes");
-          }
-        }
-        b.write(at, chunk.array(), 0, len);
+    byte[] chunk = new byte[(int) Math.min(FILE_CHUNK, Math.max(1, n))];
+    try (FileChannel ch = openSpilled(o)) {
+      for (long at = 0; at < n; at += chunk.length) {
+        int len = (int) Math.min(chunk.length, n - at);
+        readFully(ch, o, at, ByteBuffer.wrap(chunk, 0, len));
+        b.write(at, chunk, 0, len);
       }
     } catch (IOException e) {
-      throw new UncheckedIOException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-          + ": cannot read spill file " + o.file, e);
+      throw unreadable(o, e);
     }
+  }
+
+  /** Copies {@code out.length} bytes of an output's file from {@code at}. */
+  private static void readFileRange(Output o, long at, byte[] out) {
+    try (FileChannel ch = openSpilled(o)) {
+      readFully(ch, o, at, ByteBuffer.wrap(out));
+    } catch (IOException e) {
+      throw unreadable(o, e);
+    }
+  }
+
+  /** The output's spill file, open for reading, after checking it holds exactly the output's bytes. */
+  private static FileChannel openSpilled(Output o) throws IOException {
+    FileChannel ch = FileChannel.open(o.file, StandardOpenOption.READ);
+    long size = ch.size();
+    if (size != o.bytes()) {
+      ch.close();
+      throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+          + ": spill file " + o.file + " holds " + size + " bytes, expected " + o.bytes());
+    }
+    return ch;
+  }
+
+  private static void readFully(FileChannel ch, Output o, long at, ByteBuffer dst) throws IOException {
+    int start = dst.position();
+    while (dst.hasRemaining()) {
+      if (ch.read(dst, at + dst.position() - start) < 0) {
+        throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+            + ": spill file " + o.file + " ended at " + (at + dst.position() - start) + " of " + o.bytes() + " bytes");
+      }
+    }
+  }
+
+  private static UncheckedIOException unreadable(Output o, IOException e) {
+    return new UncheckedIOException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
+        + ": cannot read spill file " + o.file, e);
   }
 
   private void dropFile(Output o) {
@@ -678,25 +702,6 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       readFileRange(o, at, out);
     }
     return new PartitionCopy(out, o.counts[p], o.widths.clone());
-  }
-
-  private static void readFileRange(Output o, long at, byte[] out) {
-    try (FileChannel ch = FileChannel.open(o.file, StandardOpenOption.READ)) {
-      if (ch.size() != o.bytes()) {
-        throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-            + ": spill file " + o.file + " holds " + ch.size() + " bytes, expected " + o.bytes());
-      }
-      ByteBuffer b = ByteBuffer.wrap(out);
-      while (b.hasRemaining()) {
-        if (ch.read(b, at + b.position()) < 0) {
-          throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-              + ": spill file " + o.file + " ended at " + (at + b.position()) + " of " + o.bytes() + " bytes");
-        }
-      }
-    } catch (IOException e) {
-      throw new UncheckedIOException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-          + ": cannot read spill file " + o.file, e);
-    }
   }
 
   /** Whether the map output is here and in device memory (pinning it copies nothing back from host memory). */
