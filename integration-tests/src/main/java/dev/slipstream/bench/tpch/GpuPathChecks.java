@@ -57,7 +57,17 @@ public final class GpuPathChecks {
 
   /** What one run of a check showed. */
   record Outcome(List<String> rows, Map<String, Integer> specs, List<String> nodes, long gpuBytes, long spills,
-      long diskSpills, int fetchFailures, int lostTasks, int mapReruns, String killed, String plan) {
+      long diskSpills, int fetchFailures, int lostTasks, int mapReruns, String killed, String plan, String error) {
+    /** A run whose query failed: the failure is the check's verdict, and the next checks still run. */
+    static Outcome failed(Throwable e, String killed) {
+      Throwable root = e;
+      while (root.getCause() != null && root.getCause() != root) {
+        root = root.getCause();
+      }
+      return new Outcome(List.of(), Map.of(), List.of(), 0, 0, 0, 0, 0, 0, killed, "(no plan: the query failed)\n",
+          "the query failed: " + e + (root == e ? "" : "; caused by " + root));
+    }
+
     int spec(String name) {
       return specs.getOrDefault(name, 0);
     }
@@ -180,7 +190,7 @@ public final class GpuPathChecks {
     for (Check c : all) {
       Outcome want = cpu.get(c.name());
       Outcome got = gpu.get(c.name());
-      String why = got == null ? "did not run" : !want.rows().equals(got.rows())
+      String why = got == null ? "did not run" : got.error() != null ? got.error() : !want.rows().equals(got.rows())
           ? "rows differ: CPU " + want.rows() + ", GPU " + got.rows() : c.expect().apply(got);
       failed += why == null ? 0 : 1;
       String verdict = why == null ? "pass" : "FAIL: " + why;
@@ -190,7 +200,8 @@ public final class GpuPathChecks {
         String mib = got.killed() == null ? String.format(Locale.ROOT, "%.1f", got.gpuBytes() / 1048576.0) : "-";
         String spills = got.killed() == null ? got.spills() + " (" + got.diskSpills() + ")" : "-";
         md.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %d | %d | %d | %s | %s | %s |\n", c.name(),
-            got.rows().size() + (want.rows().equals(got.rows()) ? " equal" : " DIFFER"), got.specs(),
+            got.error() != null ? "-" : got.rows().size() + (want.rows().equals(got.rows()) ? " equal" : " DIFFER"),
+            got.specs(),
             got.killed() == null ? "" : got.killed(), got.fetchFailures(), got.lostTasks(), got.mapReruns(), mib,
             spills, verdict));
       } else {
@@ -224,11 +235,27 @@ public final class GpuPathChecks {
           spark.conf().set(k, v);
         });
         Map<String, Long> counters0 = gpuRun ? counters() : Map.of();
-        faults.arm(gpuRun ? c.fault() : Fault.NONE,
-            gpuRun ? LocalCluster.executorPids(spark, options.executors(), options.cores(), 60) : Map.of());
+        Fault fault = gpuRun ? c.fault() : Fault.NONE;
+        faults.arm(fault, fault == Fault.NONE ? Map.of()
+            : LocalCluster.executorPids(spark, options.executors(), options.cores(), 60));
         long t0 = System.nanoTime();
         Dataset<Row> ds = spark.sql(c.sql());
-        List<String> rows = ds.collectAsList().stream().map(Row::toString).collect(Collectors.toList());
+        List<String> rows;
+        try {
+          rows = ds.collectAsList().stream().map(Row::toString).collect(Collectors.toList());
+        } catch (RuntimeException e) {
+          if (!gpuRun) {
+            throw e; // no reference rows: nothing to check against
+          }
+          LocalCluster.drainListenerBus(spark);
+          Outcome o = Outcome.failed(e, faults.killed);
+          faults.arm(Fault.NONE, Map.of());
+          into.put(c.name(), o);
+          progress.println("  " + manager + " " + c.name() + ": " + o.error());
+          restore(spark, before);
+          LocalCluster.awaitRunning(spark, options.executors(), options.cores());
+          continue;
+        }
         long ms = (System.nanoTime() - t0) / 1_000_000;
         LocalCluster.drainListenerBus(spark);
         Map<String, Long> counters1 = gpuRun ? counters() : Map.of();
@@ -239,19 +266,13 @@ public final class GpuPathChecks {
         Outcome o = new Outcome(rows, specs, nodes, delta(counters0, counters1, "gpu.tableBytesWritten"),
             delta(counters0, counters1, "gpu.mapOutputSpills"), delta(counters0, counters1, "gpu.mapOutputDiskSpills"),
             faults.fetchFailures.get(), faults.lostTasks.get(), faults.reruns.get(), faults.killed,
-            PlanMetrics.of(plan));
+            PlanMetrics.of(plan), null);
         faults.arm(Fault.NONE, Map.of());
         into.put(c.name(), o);
         progress.println(String.format(Locale.ROOT, "  %s %s: %d rows in %d ms, specs %s%s", manager, c.name(),
             rows.size(), ms, specs, o.killed() == null ? "" : ", killed " + o.killed() + " (fetch failures "
                 + o.fetchFailures() + ", lost tasks " + o.lostTasks() + ", map stage reruns " + o.mapReruns() + ")"));
-        before.forEach((k, v) -> {
-          if (v == null) {
-            spark.conf().unset(k);
-          } else {
-            spark.conf().set(k, v);
-          }
-        });
+        restore(spark, before);
         if (o.killed() != null) {
           // The worker starts a new executor for the killed one; the next check runs on a full cluster.
           LocalCluster.awaitRunning(spark, options.executors(), options.cores());
@@ -260,6 +281,17 @@ public final class GpuPathChecks {
     } finally {
       spark.stop();
     }
+  }
+
+  /** Puts the session's SQL settings back as they were before a check. */
+  private static void restore(SparkSession spark, Map<String, String> before) {
+    before.forEach((k, v) -> {
+      if (v == null) {
+        spark.conf().unset(k);
+      } else {
+        spark.conf().set(k, v);
+      }
+    });
   }
 
   private static long delta(Map<String, Long> a, Map<String, Long> b, String key) {
