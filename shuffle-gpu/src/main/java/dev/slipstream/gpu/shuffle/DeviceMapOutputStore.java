@@ -45,6 +45,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   private long diskBytes;
   private long diskSpills;
   private long fileSeq;
+  /** Device bytes of spans brought back for pushes: pinned, and not among the outputs. */
+  private long spanBytes;
   /** Why the last move to disk failed (named when a budget cannot be met), or null. */
   private String diskError;
   private boolean closed;
@@ -67,6 +69,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     boolean removed;
     /** The residency was told this output arrived and not yet that it leaves. */
     boolean followed;
+    /** A span of a spilled output brought back for one push ({@link #pin(int, long, int, int, long)}), not in the map. */
+    boolean span;
     /** Per-partition checksums a reader of the host transport was served (StagedBlocks); null until the first. */
     long[] checksums;
     boolean[] summed;
@@ -603,6 +607,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     Output part = new Output(o.key, o.widths, offsets, counts, new AccountedBlock(b));
     part.removed = true;
     part.pins = 1;
+    part.span = true;
+    spanBytes += b.length();
     restores++;
     return new Pinned(part);
   }
@@ -630,11 +636,19 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     }
   }
 
-  /** Device bytes of outputs pinned now (readers' views and pushes): what the budget cannot move. */
+  /**
+   * Device bytes pinned now (outputs readers hold views of or pushes read, and the spans pushes
+   * brought back): what the budget cannot move.
+   */
   public synchronized long pinnedBytes() {
+    return deviceBytes(true) + spanBytes;
+  }
+
+  /** Device bytes of the outputs in device memory that are pinned ({@code true}) or not. */
+  private long deviceBytes(boolean pinned) {
     long n = 0;
     for (Output o : outputs.values()) {
-      if (o.device != null && o.pins > 0) {
+      if (o.device != null && (o.pins > 0) == pinned) {
         n += o.device.length();
       }
     }
@@ -648,13 +662,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   /** Whether {@code bytes} more fit the device budget once every unpinned output that can move has moved. */
   private boolean roomFor(long bytes) {
-    long movable = 0;
-    for (Output o : outputs.values()) {
-      if (o.device != null && o.pins == 0) {
-        movable += o.device.length();
-      }
-    }
-    return device.used() - movable + bytes <= device.limit();
+    return device.used() - deviceBytes(false) + bytes <= device.limit();
   }
 
   /**
@@ -752,6 +760,9 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     notifyAll(); // device bytes or pins may go: a push waiting for room looks again
     if (o.device != null) {
       leaving(o);
+      if (o.span) {
+        spanBytes -= o.device.length();
+      }
       release(o.device);
       o.device = null;
     }

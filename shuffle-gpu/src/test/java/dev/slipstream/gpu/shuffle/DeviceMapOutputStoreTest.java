@@ -345,6 +345,7 @@ class DeviceMapOutputStoreTest {
       long before = s.deviceInUse();
       try (DeviceMapOutputStore.Pinned p = s.pin(1, 10, 2, 3, System.nanoTime() + 1_000_000_000L)) {
         assertEquals(before + 256, s.deviceInUse(), "partitions 2 and 3 only");
+        assertEquals(256, s.pinnedBytes(), "the span is pinned while its push runs");
         assertEquals(4, p.partitions());
         assertEquals(128, p.bytes(2));
         assertEquals(8, p.rows(3));
@@ -354,6 +355,7 @@ class DeviceMapOutputStoreTest {
         assertFalse(s.onDevice(1, 10), "the output itself stays spilled");
       }
       assertEquals(before, s.deviceInUse(), "the span is freed with its pin");
+      assertEquals(0, s.pinnedBytes());
       try (DeviceMapOutputStore.Pinned p = s.pin(1, 11, 0, 0, 0)) {
         assertEquals(128, p.bytes(3), "an output in device memory is pinned whole");
       }
