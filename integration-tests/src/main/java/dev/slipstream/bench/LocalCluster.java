@@ -142,6 +142,19 @@ public final class LocalCluster {
     return manager().executorMetrics().values().stream().mapToLong(m -> m.getOrDefault(metric, 0L)).sum();
   }
 
+  /** Slipstream's counters whose names {@code keep} accepts, each summed over every executor, by name. */
+  public static Map<String, Long> executorSums(java.util.function.Predicate<String> keep) {
+    Map<String, Long> sum = new java.util.TreeMap<>();
+    for (Map<String, Long> e : executorMetrics().values()) {
+      e.forEach((k, v) -> {
+        if (keep.test(k)) {
+          sum.merge(k, v, Long::sum);
+        }
+      });
+    }
+    return sum;
+  }
+
   public static Map<String, Map<String, Long>> executorMetrics() {
     return manager().executorMetrics();
   }

@@ -303,15 +303,7 @@ public final class GpuPathChecks {
    * sum, so a check with a fault reads its spills and bytes only as far as the survivors saw them.
    */
   private static Map<String, Long> counters() {
-    Map<String, Long> sum = new TreeMap<>();
-    for (Map<String, Long> e : LocalCluster.executorMetrics().values()) {
-      e.forEach((k, v) -> {
-        if (k.startsWith("gpu.")) {
-          sum.merge(k, v, Long::sum);
-        }
-      });
-    }
-    return sum;
+    return LocalCluster.executorSums(k -> k.startsWith("gpu."));
   }
 
   /** Counts partition specs of the shuffle reads (Spark's and RAPIDS' readers) and names every node. */

@@ -229,17 +229,9 @@ public final class TpchBenchmark {
    * time): map-output store use and spills show whether outputs of earlier shuffles crowd the store.
    */
   private static Map<String, Long> slipstreamCounters() {
-    Map<String, Long> sum = new java.util.TreeMap<>();
-    for (Map<String, Long> e : LocalCluster.executorMetrics().values()) {
-      for (String k : List.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills", "mapOutput.evictions",
-          "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten", "gpu.mapOutputDeviceBytes", "gpu.mapOutputSpills")) {
-        Long v = e.get(k);
-        if (v != null) {
-          sum.merge(k, v, Long::sum);
-        }
-      }
-    }
-    return sum;
+    return LocalCluster.executorSums(java.util.Set.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills",
+        "mapOutput.evictions", "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten",
+        "gpu.mapOutputDeviceBytes", "gpu.mapOutputSpills")::contains);
   }
 
   /** Compares with the first result of the query, in order (every query's ORDER BY is total). */
