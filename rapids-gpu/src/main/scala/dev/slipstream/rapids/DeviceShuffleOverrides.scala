@@ -31,7 +31,7 @@ import org.apache.spark.sql.rapids.execution.{GpuCustomShuffleReaderExec, GpuShu
  *
  * An exchange Slipstream cannot serve stays RAPIDS' exchange (over Slipstream's host path), with one
  * log line per reason. `spark.slipstream.rapids.shuffle` chooses: `device` (the default) or `host`
- * (every exchange stays RAPIDS').
+ * (every exchange stays RAPIDS'); `spark.slipstream.rapids.compression` (`none` or `lz4`) is checked here too.
  */
 object DeviceShuffleOverrides extends Logging {
   private val MODE_KEY = GpuConf.RAPIDS_SHUFFLE.key
@@ -45,7 +45,10 @@ object DeviceShuffleOverrides extends Logging {
         case Some(reason) =>
           if (hasRapidsExchange(plan)) once(s"RAPIDS shuffles stay on Slipstream's host path: $reason")
           plan
-        case None => rewrite(plan)
+        case None =>
+          // Read again when each exchange's dependency is made; checked here so a bad value fails the plan.
+          RapidsDeviceTables.compression(plan.conf)
+          rewrite(plan)
       }
       case other => throw new IllegalArgumentException(
         s"$MODE_KEY is '$other', expected 'device' or 'host'")

@@ -3,10 +3,12 @@ package dev.slipstream.rapids
 import ai.rapids.cudf.{Cuda, DeviceMemoryBuffer, HostMemoryBuffer, Table}
 import com.nvidia.spark.rapids.jni.kudo.KudoGpuSerializer
 import com.nvidia.spark.rapids.{GpuBindReferences, GpuColumnVector, GpuExpression, GpuHashPartitioningBase, GpuMetric, GpuPartitioning, GpuRangePartitioner, GpuSemaphore, GpuSinglePartitioning, GpuSorter, NoopMetric, RapidsConf, SpillPriorities, SpillableColumnarBatch}
-import com.nvidia.spark.rapids.Arm.{closeOnExcept, withResource}
+import com.nvidia.spark.rapids.Arm.withResource
 import com.nvidia.spark.rapids.RmmRapidsRetryIterator.withRetryNoSplit
 import com.nvidia.spark.rapids.shims.GpuRangePartitioning
-import dev.slipstream.spark.gpu.{DeviceTableCodec, DeviceTableDependency}
+import java.util.Locale
+
+import dev.slipstream.spark.gpu.{DeviceTableCodec, DeviceTableDependency, GpuConf}
 import dev.slipstream.spark.gpu.DeviceTableCodec.{DeviceTable, LandedTable}
 
 import org.apache.spark.{Partitioner, ShuffleDependency, TaskContext}
@@ -25,7 +27,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
  *
  * Map side: each input batch is partitioned on the GPU by RAPIDS' partitioner, bound as RAPIDS binds
  * it, and serialized on the GPU into one Kudo piece per non-empty partition (RAPIDS' shuffle format,
- * self-describing); the records `(partition, DeviceTableValue)` go to Slipstream's device-table
+ * self-describing), compressed on the GPU with LZ4 when `spark.slipstream.rapids.compression=lz4`
+ * ([[DeviceLz4]]); the records `(partition, DeviceTableValue)` go to Slipstream's device-table
  * writer. Reduce side: [[RapidsTableCodec]] turns groups of landed pieces into batches of the
  * exchange's Spark types.
  */
@@ -43,12 +46,13 @@ object RapidsDeviceTables {
     val batches = metrics(GpuMetric.NUM_OUTPUT_BATCHES)
     val dataSize = metrics(GpuShuffleExchangeExecBase.METRIC_DATA_SIZE)
     val partitionTime = metrics(GpuShuffleExchangeExecBase.METRIC_SHUFFLE_PARTITION_TIME)
+    val lz4 = compression(SQLConf.get)
     val tables: RDD[Product2[Int, AnyRef]] = input.mapPartitions { it =>
       it.flatMap { batch =>
-        val parts = partitionTime.ns(split(bound, n, batch))
+        val parts = partitionTime.ns(split(bound, n, batch, lz4))
         parts.foreach { case (_, t) =>
           rows += t.rows()
-          dataSize += t.bytes()
+          dataSize += t.serializedBytes
         }
         batches += parts.length
         parts.iterator
@@ -62,6 +66,16 @@ object RapidsDeviceTables {
       metrics.getOrElse(GpuShuffleExchangeExecBase.METRIC_DATA_READ_SIZE, NoopMetric))
     new DeviceTablesDependency(records, new PartitionIdPassThrough(n), codec,
       ShuffleExchangeExec.createShuffleWriteProcessor(writeMetrics))
+  }
+
+  /** Whether `conf` asks for pieces compressed on the GPU (`spark.slipstream.rapids.compression`). */
+  private[rapids] def compression(conf: SQLConf): Boolean = {
+    val key = GpuConf.RAPIDS_COMPRESSION.key
+    conf.getConfString(key, GpuConf.RAPIDS_COMPRESSION.defaultValue).trim.toLowerCase(Locale.ROOT) match {
+      case "none" => false
+      case "lz4" => true
+      case other => throw new IllegalArgumentException(s"$key is '$other', expected 'none' or 'lz4'")
+    }
   }
 
   /** RAPIDS' partitioner for `partitioning`, bound to `output` (range bounds are sampled here, on the driver). */
@@ -85,9 +99,11 @@ object RapidsDeviceTables {
    * `batch` (closed here) cut by partition and serialized on the GPU in RAPIDS' Kudo format
    * (`KudoGpuSerializer.splitAndSerializeToDevice`, as RAPIDS' own GPU shuffle serialization): one
    * device buffer holding one piece per partition, partition i's rows starting at row `starts(i)`.
-   * Returns a piece per non-empty partition, each a slice of that buffer.
+   * Returns a piece per non-empty partition, each a slice of that buffer, or with `lz4` where that
+   * makes it smaller, its compressed chunks ([[DeviceLz4.compress]]).
    */
-  private def split(bound: GpuExpression, n: Int, batch: ColumnarBatch): Array[(Int, DeviceTableValue)] = {
+  private def split(bound: GpuExpression, n: Int, batch: ColumnarBatch, lz4: Boolean)
+      : Array[(Int, DeviceTableValue)] = {
     if (batch.numRows() == 0) {
       batch.close()
       return Array.empty
@@ -135,45 +151,70 @@ object RapidsDeviceTables {
           s"${offsets.take(8).mkString("[", ", ", if (offsets.length > 8) ", ...]" else "]")} into " +
           s"${data.getLength} bytes, expected ${starts.length + 1} ascending offsets within them")
       }
-      val out = Array.newBuilder[(Int, DeviceTableValue)]
-      closeOnExcept(new scala.collection.mutable.ArrayBuffer[DeviceTableValue]()) { made =>
-        starts.indices.foreach { p =>
-          val partRows = (if (p + 1 < starts.length) starts(p + 1).toLong else rows) - starts(p)
-          val bytes = offsets(p + 1) - offsets(p)
-          if (partRows > 0) {
-            if (bytes <= 0) {
-              throw new IllegalStateException(
-                s"GPU serialization gave partition $p of $partRows rows $bytes bytes, expected some")
-            }
-            val v = new DeviceTableValue(data.slice(offsets(p), bytes), partRows)
-            made += v
-            out += ((p, v))
-          }
+      val nonEmpty = starts.indices.filter { p =>
+        val partRows = (if (p + 1 < starts.length) starts(p + 1).toLong else rows) - starts(p)
+        val bytes = offsets(p + 1) - offsets(p)
+        if (partRows > 0 && bytes <= 0) {
+          throw new IllegalStateException(
+            s"GPU serialization gave partition $p of $partRows rows $bytes bytes, expected some")
         }
+        partRows > 0
+      }.toArray
+      val at = nonEmpty.map(offsets(_))
+      val lengths = nonEmpty.map(p => offsets(p + 1) - offsets(p))
+      val packed = if (lz4) DeviceLz4.compress(data, at, lengths) else Array.fill(nonEmpty.length)(None)
+      // Each value owns its buffer from here: a compressed one takes the buffer compress returned.
+      val values = new Array[(Int, DeviceTableValue)](nonEmpty.length)
+      var k = 0
+      try {
+        while (k < nonEmpty.length) {
+          val p = nonEmpty(k)
+          val partRows = (if (p + 1 < starts.length) starts(p + 1).toLong else rows) - starts(p)
+          values(k) = (p, packed(k) match {
+            case Some((b, piece)) => new DeviceTableValue(b, partRows, lengths(k), piece.encode())
+            case None => new DeviceTableValue(data.slice(at(k), lengths(k)), partRows, lengths(k),
+              Array.emptyByteArray)
+          })
+          k += 1
+        }
+      } catch {
+        case e: Throwable =>
+          values.take(k).foreach(_._2.close())
+          packed.drop(k).flatten.foreach(_._1.close())
+          throw e
       }
-      out.result()
+      values
     }
   }
 }
 
-/** One partition's rows of one map-side batch: a piece in RAPIDS' Kudo format on the device, owned until closed. */
-final class DeviceTableValue(buffer: DeviceMemoryBuffer, pieceRows: Long) extends DeviceTable {
+/**
+ * One partition's rows of one map-side batch: a piece in RAPIDS' Kudo format on the device, owned
+ * until closed, of `serializedBytes` as serialized; stored as it is (no metadata: a Kudo piece
+ * describes itself, its header leads its bytes) or as LZ4 chunks that `pieceMetadata` describes
+ * ([[Lz4Piece]]).
+ */
+final class DeviceTableValue(
+    buffer: DeviceMemoryBuffer,
+    pieceRows: Long,
+    val serializedBytes: Long,
+    pieceMetadata: Array[Byte]) extends DeviceTable {
   override def rows(): Long = pieceRows
 
   override def address(): Long = buffer.getAddress
 
   override def bytes(): Long = buffer.getLength
 
-  /** A Kudo piece describes itself (its header leads its bytes). */
-  override def metadata(): Array[Byte] = Array.emptyByteArray
+  override def metadata(): Array[Byte] = pieceMetadata
 
   override def close(): Unit = buffer.close()
 }
 
 /**
  * Turns landed pieces back into device batches of `types`: each group of pieces a reduce task reads
- * (at most `groupBytes` together, RAPIDS' target batch size) is copied back to back into one RMM
- * buffer with one batched copy and assembled into one table by `KudoGpuSerializer.assembleFromDeviceRaw`
+ * (at most `groupBytes` together once decompressed, RAPIDS' target batch size) is copied back to back
+ * into one RMM buffer with one batched copy (compressed pieces decompressed into it with one batched
+ * LZ4 call, [[DeviceLz4.decompress]]) and assembled into one table by `KudoGpuSerializer.assembleFromDeviceRaw`
  * (as RAPIDS assembles Kudo pieces on the GPU). So RAPIDS gets one batch where map tasks wrote
  * hundreds of small pieces (a reducer of 200 partitions of 8 map tasks reads up to 1,600), and a
  * piece costs the host no more than its offset. `readTime` and `readSize` are the exchange's
@@ -192,6 +233,12 @@ final class RapidsTableCodec(
       s"${if (other == null) "null" else other.getClass.getName}, expected a ${classOf[DeviceTableValue].getName}")
   }
 
+  /** A landed piece's bytes once decompressed; its descriptor checked ([[Lz4Piece.decode]]). */
+  override def assembledBytes(table: LandedTable): Long = piece(table).fold(table.bytes())(_.uncompressedBytes)
+
+  private def piece(t: LandedTable): Option[Lz4Piece] =
+    if (Lz4Piece.isCompressed(t.metadata)) Some(Lz4Piece.decode(t.metadata, t.bytes)) else None
+
   override def assemble(tables: java.util.List[LandedTable]): AnyRef = {
     if (tables.isEmpty) {
       throw new IllegalArgumentException("no landed pieces to assemble, expected at least one")
@@ -199,22 +246,34 @@ final class RapidsTableCodec(
     GpuSemaphore.acquireIfNecessary(TaskContext.get())
     val group = (0 until tables.size()).map(tables.get)
     readTime.ns {
-      val at = group.scanLeft(0L)((o, t) => o + t.bytes())
+      val pieces = group.map(piece)
+      val at = group.indices.scanLeft(0L)((o, i) => o + pieces(i).fold(group(i).bytes())(_.uncompressedBytes))
       val batch = withRetryNoSplit[ColumnarBatch] {
-        assembleOnGpu(group, at)
+        assembleOnGpu(group, pieces, at)
       }
       readSize += at.last
       batch
     }
   }
 
-  /** The pieces of `group` at offsets `at` (back to back, the last entry their end) of one buffer, assembled. */
-  private def assembleOnGpu(group: IndexedSeq[LandedTable], at: IndexedSeq[Long]): ColumnarBatch = {
+  /**
+   * The pieces of `group` (compressed where `pieces` has a descriptor) at offsets `at` (back to back,
+   * the last entry their end) of one buffer, assembled.
+   */
+  private def assembleOnGpu(
+      group: IndexedSeq[LandedTable],
+      pieces: IndexedSeq[Option[Lz4Piece]],
+      at: IndexedSeq[Long]): ColumnarBatch = {
     withResource(DeviceMemoryBuffer.allocate(math.max(at.last, 1L))) { data =>
       // Queued on the thread's stream, as every later use of the batch is. The landed bytes outlive
       // the copy (they are released when the task completes).
-      Cuda.multiBufferCopyAsync(at.init.map(data.getAddress + _).toArray, group.map(_.address()).toArray,
-        group.map(_.bytes()).toArray, Cuda.DEFAULT_STREAM)
+      val (plain, packed) = group.indices.partition(i => pieces(i).isEmpty)
+      if (plain.nonEmpty) {
+        Cuda.multiBufferCopyAsync(plain.map(i => data.getAddress + at(i)).toArray,
+          plain.map(group(_).address()).toArray, plain.map(group(_).bytes()).toArray, Cuda.DEFAULT_STREAM)
+      }
+      DeviceLz4.decompress(packed.map(pieces(_).get), packed.map(group(_).address()),
+        packed.map(i => data.getAddress + at(i)))
       withResource(HostMemoryBuffer.allocate(8L * at.length)) { h =>
         at.indices.foreach(i => h.setLong(8L * i, at(i)))
         withResource(DeviceMemoryBuffer.allocate(h.getLength)) { offsets =>

@@ -193,6 +193,28 @@ class DeviceShufflePlanIT {
   }
 
   @Test
+  void compressionIsAPlanningSettingAndAnUnknownValueIsRefused() {
+    String sql = "select k % 97 as g, count(*) as n from facts group by k % 97";
+    try {
+      spark.conf().set("spark.slipstream.rapids.compression", "lz4");
+      allOnTheGpuPath(plan(sql), 1);
+      spark.conf().set("spark.slipstream.rapids.compression", "zstd");
+      Exception e = assertThrows(Exception.class, () -> plan(sql));
+      Throwable root = e;
+      while (root.getCause() != null && !(root instanceof IllegalArgumentException)) {
+        root = root.getCause();
+      }
+      assertEquals("spark.slipstream.rapids.compression is 'zstd', expected 'none' or 'lz4'", root.getMessage());
+      // With every exchange on RAPIDS' host path the setting is not read.
+      spark.conf().set("spark.slipstream.rapids.shuffle", "host");
+      assertEquals(0, named(plan(sql), "SlipstreamGpuExchange").size());
+    } finally {
+      spark.conf().unset("spark.slipstream.rapids.compression");
+      spark.conf().unset("spark.slipstream.rapids.shuffle");
+    }
+  }
+
+  @Test
   void theExchangeKeepsRapidsSchemaAndPartitioning() {
     SparkPlan p = plan("select name, count(*) as n from facts group by name");
     SparkPlan e = named(p, "SlipstreamGpuExchange").get(0);

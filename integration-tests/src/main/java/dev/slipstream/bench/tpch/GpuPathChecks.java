@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 import java.util.stream.Collectors;
 import org.apache.spark.ExecutorLostFailure;
@@ -32,7 +33,8 @@ import org.apache.spark.sql.execution.SparkPlan;
  * ranges, skew-join splits and local (map-side) reads; an executor killed while a reduce stage reads
  * its outputs and one killed as a map stage ends (fetch failures and lost executors: Spark reruns the
  * lost map outputs); map outputs that overflow small device and host budgets onto disk; and an
- * exchange Slipstream does not serve (round-robin), which stays RAPIDS'. Each check runs its query
+ * exchange Slipstream does not serve (round-robin), which stays RAPIDS'; pieces compressed on the GPU
+ * (LZ4: fewer bytes than the same shuffle stored as it is, and the same rows). Each check runs its query
  * under CPU Spark (sort shuffle, the reference rows) and under RAPIDS on Slipstream's GPU path, and
  * passes when the rows are equal and the run shows what the check is about (the partition specs in
  * the final plan, the faults Spark saw, the spills). Writes {@code checks.md} into the report folder
@@ -51,9 +53,17 @@ public final class GpuPathChecks {
     KILL_AT_MAP_END
   }
 
-  /** One check: a query, the SQL settings it runs with, its fault, and what its GPU run must show. */
+  /**
+   * One check: a query, the SQL settings it runs with, its fault, and what its GPU run must show
+   * (given its outcome and that of the check named {@code against}, which runs before it; null: none).
+   */
   record Check(String name, String sql, Map<String, String> sqlConf, Fault fault, boolean smallStore,
-      Function<Outcome, String> expect) {}
+      String against, BiFunction<Outcome, Outcome, String> expect) {
+    Check(String name, String sql, Map<String, String> sqlConf, Fault fault, boolean smallStore,
+        Function<Outcome, String> expect) {
+      this(name, sql, sqlConf, fault, smallStore, null, (o, b) -> expect.apply(o));
+    }
+  }
 
   /** What one run of a check showed. */
   record Outcome(List<String> rows, Map<String, Integer> specs, List<String> nodes, long gpuBytes, long spills,
@@ -125,6 +135,19 @@ public final class GpuPathChecks {
             + " FROM orders)",
         Map.of(), Fault.NONE, false,
         o -> o.hasNode("GpuColumnarExchange") ? null : "expected RAPIDS' own exchange for the round-robin shuffle"));
+    // Every column type of lineitem through one hash exchange, with nulls put in before it.
+    String mixed = "SELECT count(*) AS n, sum(q) AS quantity, sum(p) AS price, count(p) AS priced, sum(length(c)) AS"
+        + " comments, max(s) AS instruct, min(d) AS shipped FROM (SELECT /*+ REPARTITION(64, l_orderkey) */"
+        + " l_orderkey, l_quantity AS q, CASE WHEN l_linenumber = 1 THEN NULL ELSE l_extendedprice END AS p,"
+        + " l_comment AS c, l_shipinstruct AS s, l_shipdate AS d FROM lineitem)";
+    c.add(new Check("pieces-stored-as-written", mixed, Map.of("spark.slipstream.rapids.compression", "none"),
+        Fault.NONE, false, o -> o.gpuBytes() > 0 ? null : "expected GPU-path bytes"));
+    c.add(new Check("pieces-compressed-lz4", mixed, Map.of("spark.slipstream.rapids.compression", "lz4"),
+        Fault.NONE, false, "pieces-stored-as-written",
+        (o, as) -> as == null || as.error() != null ? "no run of pieces-stored-as-written to compare with"
+            : o.gpuBytes() > 0 && o.gpuBytes() < 0.9 * as.gpuBytes() ? null
+            : String.format(Locale.ROOT, "expected under 0.9 of the %d GPU-path bytes stored as written, got %d",
+                as.gpuBytes(), o.gpuBytes())));
     c.add(new Check("store-spills-to-host-and-disk",
         "SELECT count(*) AS groups, sum(s) AS price FROM (SELECT l_orderkey, l_partkey, sum(l_extendedprice) AS s"
             + " FROM lineitem GROUP BY l_orderkey, l_partkey)",
@@ -191,7 +214,8 @@ public final class GpuPathChecks {
       Outcome want = cpu.get(c.name());
       Outcome got = gpu.get(c.name());
       String why = got == null ? "did not run" : got.error() != null ? got.error() : !want.rows().equals(got.rows())
-          ? "rows differ: CPU " + want.rows() + ", GPU " + got.rows() : c.expect().apply(got);
+          ? "rows differ: CPU " + want.rows() + ", GPU " + got.rows()
+          : c.expect().apply(got, c.against() == null ? null : gpu.get(c.against()));
       failed += why == null ? 0 : 1;
       String verdict = why == null ? "pass" : "FAIL: " + why;
       progress.println(String.format(Locale.ROOT, "%-30s %s", c.name(), verdict));

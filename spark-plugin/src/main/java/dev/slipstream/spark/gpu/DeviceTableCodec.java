@@ -22,8 +22,17 @@ public interface DeviceTableCodec extends java.io.Serializable {
    */
   Object assemble(java.util.List<LandedTable> tables);
 
-  /** The most bytes of landed tables one reduce value is made from (the engine's batch size). */
+  /** The most bytes of tables once assembled ({@link #assembledBytes}) one reduce value is made from (the engine's batch size). */
   long groupBytes();
+
+  /**
+   * The bytes {@code table} takes once assembled: its landed bytes, unless the engine stored it in
+   * a form that grows on the way back (compressed), which its metadata describes. Validates that
+   * description; a table it refuses fails the read.
+   */
+  default long assembledBytes(LandedTable table) {
+    return table.bytes();
+  }
 
   /** The most rows one reduce value is made from: a cudf column's row count is a 32-bit int. */
   long MAX_GROUP_ROWS = Integer.MAX_VALUE;

@@ -18,7 +18,7 @@ import scala.Tuple2;
  * every GPU shuffle ({@link GpuShuffleReader}: local views into the device map-output store,
  * remote blocks pushed into this executor's landing region or staged), and the blocks' tables
  * ({@link DeviceTableBlock}) are handed to the engine's codec in groups as the caller iterates
- * (consecutive tables up to {@link DeviceTableCodec#groupBytes} bytes), each group becoming one
+ * (consecutive tables up to {@link DeviceTableCodec#groupBytes} bytes once assembled), each group becoming one
  * record {@code (0, value)}. Records read counts the tables' rows.
  *
  * <p>Threading: one task thread. Ownership: as {@link GpuShuffleReader}'s: the landed memory is
@@ -103,7 +103,8 @@ public final class DeviceTableReader<K, C> implements ShuffleReader<K, C> {
         return tables.next();
       }
     };
-    TableGroups groups = new TableGroups(all, codec.groupBytes(), DeviceTableCodec.MAX_GROUP_ROWS);
+    TableGroups groups = new TableGroups(all, codec.groupBytes(), DeviceTableCodec.MAX_GROUP_ROWS,
+        codec::assembledBytes);
     return Scala.toScala(new java.util.Iterator<Product2<K, C>>() {
       @Override
       public boolean hasNext() {

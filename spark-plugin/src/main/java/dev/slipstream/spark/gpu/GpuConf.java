@@ -110,6 +110,14 @@ public final class GpuConf {
           + " Slipstream's GPU path can serve keeps its partitions in GPU memory (hash, range or single partitioning"
           + " into at most 2000 partitions; the others stay RAPIDS' host-serialized exchanges, logged once per"
           + " reason); host = every exchange stays RAPIDS'. A SQL setting: a session may change it.");
+  public static final ConfigEntry<String> RAPIDS_COMPRESSION = ConfigEntry.choice(
+      "spark.slipstream.rapids.compression", "none", List.of("none", "lz4"),
+      "How RAPIDS' shuffles on Slipstream's GPU path store their pieces (spark.slipstream.rapids.shuffle=device):"
+          + " none = as RAPIDS' GPU serializer wrote them; lz4 = each piece of 1 KiB or more compressed on the GPU"
+          + " with nvCOMP's batched LZ4 in 64 KiB chunks, and decompressed on the GPU by the reducer (a piece that"
+          + " does not get smaller stays as it was). lz4 stores and moves about half the bytes, and adaptive"
+          + " execution then sizes partitions by bytes like those of RAPIDS' own (LZ4-compressed) shuffle, for"
+          + " GPU time spent compressing. A SQL setting, read when a query is planned.");
   public static final ConfigEntry<String> PATH = ConfigEntry.choice("spark.slipstream.gpu.path", "auto",
       List.of("auto", "nvlink", "gpunetio", "staged"),
       "How a reduce task reads GPU shuffle blocks from other executors: auto = pushed by the holder's GPU into this"

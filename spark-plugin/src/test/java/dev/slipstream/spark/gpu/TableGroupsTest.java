@@ -52,6 +52,19 @@ class TableGroupsTest {
   }
 
   @Test
+  void groupsAreBoundedByTheBytesTablesBecomeNotTheBytesTheyLandedAs() {
+    // Landed compressed: each table becomes four times its landed bytes once assembled.
+    List<DeviceTableCodec.LandedTable> in = List.of(table(1, 100), table(2, 100), table(3, 100), table(4, 100));
+    List<String> out = new ArrayList<>();
+    TableGroups g = new TableGroups(in.iterator(), 800, 1000, t -> 4 * t.bytes());
+    while (g.hasNext()) {
+      out.add(g.next().stream().map(t -> Long.toString(t.rows())).reduce((a, b) -> a + "," + b).orElseThrow());
+    }
+    assertEquals(List.of("1,2", "3,4"), out);
+    assertEquals(List.of("1/100,2/100,3/100,4/100"), groups(in, 800, 1000));
+  }
+
+  @Test
   void noTablesMakeNoGroupAndBadBoundsAreRefused() {
     TableGroups g = new TableGroups(List.<DeviceTableCodec.LandedTable>of().iterator(), 1, 1);
     assertFalse(g.hasNext());
