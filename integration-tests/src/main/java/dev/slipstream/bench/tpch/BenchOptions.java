@@ -51,7 +51,8 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         --warmups N           warm-up rounds, excluded (default 1)
         --transports LIST     Slipstream transports to compare with sort, or 'none' (default tcp)
         --shuffle-partitions N  spark.sql.shuffle.partitions (default 200, Spark's default)
-        --data DIR            generated data, reused across runs (default data/tpch)
+        --data DIR            generated data and CPU Spark's rows (DIR/reference), reused
+                              across runs (default data/tpch)
         --out DIR             report folder (default bench-out/tpch)
         --jfr DIR             record a JFR profile (settings=default) of every executor into DIR/<manager>/
         --conf KEY=VALUE      a further Spark setting for every benchmark cluster (repeatable)

@@ -28,6 +28,9 @@ public final class BenchResults {
   public record Run(String query, String manager, int round, boolean warmup, long startEpochMillis, long wallMillis,
       int rows, QueryMetrics metrics, Map<String, Long> slipstream) {}
 
+  /** CPU Spark's (sort shuffle) scan input and shuffle bytes written of a query: what makes it shuffle-heavy. */
+  public record CpuFigures(long inputBytes, long shuffleBytesWritten) {}
+
   /** Statistics of one query under one manager over the measured rounds. */
   public record Stat(long medianMillis, long minMillis, long maxMillis, int n, QueryMetrics medianMetrics) {}
 
@@ -36,6 +39,7 @@ public final class BenchResults {
   private final List<String> managers;
   private final List<Run> runs = new ArrayList<>();
   private final List<String> mismatches = new ArrayList<>();
+  private final Map<String, CpuFigures> storedCpu = new LinkedHashMap<>();
   private String sparkVersion = "unknown";
 
   public BenchResults(BenchOptions options) {
@@ -72,6 +76,27 @@ public final class BenchResults {
 
   public synchronized String sparkVersion() {
     return sparkVersion;
+  }
+
+  /** CPU Spark's figures of {@code query} from stored reference rows, for a run where CPU Spark does not run it. */
+  public synchronized void storedCpu(String query, CpuFigures f) {
+    storedCpu.put(query, f);
+  }
+
+  /** Queries whose CPU Spark figures (and rows) came from stored reference rows. */
+  public synchronized List<String> storedCpuQueries() {
+    return List.copyOf(storedCpu.keySet());
+  }
+
+  /** CPU Spark's figures of {@code query}: the median of its runs here, else the stored ones, else null. */
+  public CpuFigures cpu(String query) {
+    Stat s = stat(query, "sort");
+    if (s != null) {
+      return new CpuFigures(s.medianMetrics().inputBytes(), s.medianMetrics().shuffleBytesWritten());
+    }
+    synchronized (this) {
+      return storedCpu.get(query);
+    }
   }
 
   public synchronized void add(Run r) {
@@ -130,8 +155,8 @@ public final class BenchResults {
 
   /** Shuffle-heavy: under sort shuffle the query wrote more shuffle bytes than 10% of what its scans read. */
   public boolean heavy(String query) {
-    Stat s = stat(query, "sort");
-    return s != null && s.medianMetrics().shuffleBytesWritten() > HEAVY_FRACTION * s.medianMetrics().inputBytes();
+    CpuFigures c = cpu(query);
+    return c != null && c.shuffleBytesWritten() > HEAVY_FRACTION * c.inputBytes();
   }
 
   /** Median time of {@code manager} over median time of the baseline, or NaN. */

@@ -67,9 +67,9 @@ public final class ReportWriter {
       for (String m : r.compared()) {
         sb.append(String.format(Locale.ROOT, " %8s", ratio(r.ratio(q, m))));
       }
-      BenchResults.Stat sort = r.stat(q, "sort"); // CPU Spark's figures, the query's own
-      sb.append(String.format(Locale.ROOT, " %10s %10s%n", sort == null ? "-" : mb(sort.medianMetrics().shuffleBytesWritten()),
-          sort == null ? "-" : mb(sort.medianMetrics().inputBytes())));
+      BenchResults.CpuFigures cpu = r.cpu(q); // CPU Spark's figures, the query's own
+      sb.append(String.format(Locale.ROOT, " %10s %10s%n", cpu == null ? "-" : mb(cpu.shuffleBytesWritten()),
+          cpu == null ? "-" : mb(cpu.inputBytes())));
     }
     List<String> heavy = r.heavyQueries();
     for (String[] row : List.of(new String[] {"all", ""}, new String[] {"heavy", "yes"})) {
@@ -118,9 +118,9 @@ public final class ReportWriter {
         machine.summary(), before, after));
     if (o.gpu()) {
       sb.append(String.format(Locale.ROOT, "GPU mode: the RAPIDS Accelerator (%s), %s of GPU memory per executor for "
-          + "its pool; ratios are to %s (RAPIDS with its own shuffle manager). CPU Spark with sort shuffle ran once, "
-          + "in the first round, for the reference rows.%s%n%n", o.rapidsJar().getFileName(), o.gpuAllocFraction(),
-          r.baseline(), o.confs().isEmpty() ? "" : " Further settings: " + String.join(", ", o.confs()) + "."));
+          + "its pool; ratios are to %s (RAPIDS with its own shuffle manager). %s%s%n%n", o.rapidsJar().getFileName(),
+          o.gpuAllocFraction(), r.baseline(), cpuSource(r),
+          o.confs().isEmpty() ? "" : " Further settings: " + String.join(", ", o.confs()) + "."));
     }
     if (!r.mismatches().isEmpty()) {
       sb.append("**RESULT MISMATCH, run failed:**\n\n");
@@ -215,6 +215,18 @@ public final class ReportWriter {
     return whole <= 0 ? "-" : String.format(Locale.ROOT, "%.0f%%", 100.0 * part / whole);
   }
 
+  /** Where the GPU mode's reference rows came from: CPU Spark in this run, stored rows, or both. */
+  static String cpuSource(BenchResults r) {
+    List<String> stored = r.storedCpuQueries();
+    if (stored.isEmpty()) {
+      return "CPU Spark with sort shuffle ran once, in the first round, for the reference rows.";
+    }
+    String which = stored.size() == r.queries().size() ? "every query" : String.join(", ", stored);
+    return "CPU Spark's reference rows (and its shuffle and input bytes, which tell shuffle-heavy queries apart) "
+        + "came from rows stored by an earlier CPU Spark run on the same data for " + which
+        + (stored.size() == r.queries().size() ? "; CPU Spark did not run." : "; CPU Spark ran the others once.");
+  }
+
   static String json(BenchResults r, Machine machine, Machine.Load before, Machine.Load after, Path data, String when) {
     BenchOptions o = r.options();
     Json j = new Json();
@@ -237,6 +249,7 @@ public final class ReportWriter {
         .field("loadBefore", before.toString()).field("loadAfter", after.toString()).close('}');
     j.strings("mismatches", r.mismatches());
     j.strings("shuffleHeavyQueries", r.heavyQueries());
+    j.strings("storedReferenceQueries", r.storedCpuQueries());
     j.key("queries").open('[');
     for (String q : r.queries()) {
       j.open('{').field("query", q).field("shuffleHeavy", r.heavy(q));

@@ -20,13 +20,15 @@ import org.apache.spark.util.MutableURLClassLoader;
 /**
  * The TPC-H benchmark runner: generates (or reuses) the data, then runs the selected queries on a
  * local cluster under Spark's sort shuffle and under Slipstream with each transport, checks that
- * every run of a query returns the same rows as the first one, and writes a console table, JSON,
- * markdown and a PNG chart.
+ * every run of a query returns the same rows as the first one (or as CPU Spark's rows stored by an
+ * earlier run on the same data, {@link ReferenceRows}), and writes a console table, JSON, markdown
+ * and a PNG chart.
  *
  * <p>GPU mode ({@code --rapids JAR}, Spark 4 line): CPU Spark with sort shuffle runs the queries
- * once, in the first round, for the reference rows; then the RAPIDS Accelerator runs them with its
- * own shuffle manager ({@code rapids-default}: {@code spark.shuffle.manager} unset, RAPIDS sets
- * its {@code RapidsShuffleManager}) and with Slipstream's ({@code rapids-slipstream-<transport>}).
+ * once, in the first round, for the reference rows (not at all when every query's rows are stored);
+ * then the RAPIDS Accelerator runs them with its own shuffle manager ({@code rapids-default}:
+ * {@code spark.shuffle.manager} unset, RAPIDS sets its {@code RapidsShuffleManager}) and with
+ * Slipstream's ({@code rapids-slipstream-<transport>}).
  * The driver loads the jar as {@code spark-submit --jars} does (a {@link MutableURLClassLoader} as
  * the context class loader); executors get it on their class path. Executors share the machine's
  * GPUs, each with {@link BenchOptions#gpuAllocFraction()} of the GPU memory free when it starts for
@@ -45,6 +47,11 @@ public final class TpchBenchmark {
   private final BenchResults results;
   private final Progress progress;
   private final Map<String, List<String>> reference = new LinkedHashMap<>();
+  /** Queries whose reference rows came from {@link #stored}, with the file they came from. */
+  private final Map<String, Path> fromStore = new LinkedHashMap<>();
+  private ReferenceRows stored;
+  /** The GPU mode with every query's reference rows stored: CPU Spark does not run. */
+  private boolean cpuSkipped;
   private final Map<String, String> sql;
   private Path data;
 
@@ -105,7 +112,7 @@ public final class TpchBenchmark {
     int clusters = 0;
     for (int round = 0; round < rounds; round++) {
       for (String m : managers) {
-        clusters += options.runs(m, round) ? 1 : 0;
+        clusters += runs(m, round) ? 1 : 0;
       }
     }
     progress.total(clusters * options.queries().size());
@@ -116,7 +123,7 @@ public final class TpchBenchmark {
         Collections.reverse(order);
       }
       final int r = round;
-      order.removeIf(m -> !options.runs(m, r));
+      order.removeIf(m -> !runs(m, r));
       for (String manager : order) {
         runRound(round, round < options.warmups(), manager);
         // Reports so far, so that an interrupted long run still leaves its numbers.
@@ -134,7 +141,8 @@ public final class TpchBenchmark {
 
   /**
    * What every cluster of a run needs before it starts: in the GPU mode RAPIDS on the driver's class
-   * loader, and the generated data. Returns the data folder.
+   * loader, the generated data, and CPU Spark's rows stored by earlier runs ({@link ReferenceRows},
+   * under {@code <data>/reference}). Returns the data folder.
    */
   Path prepare() throws IOException {
     if (options.gpu()) {
@@ -142,7 +150,40 @@ public final class TpchBenchmark {
     }
     data = TpchGenerator.ensure(options.dataDir(), options.scaleFactor(),
         Math.max(2, Runtime.getRuntime().availableProcessors()), progress::println);
+    stored = new ReferenceRows(options.dataDir().resolve("reference"), options.scaleFactor(), sparkVersion());
+    for (String q : options.queries()) {
+      stored.load(q, sql.get(q), progress::println).ifPresent(s -> {
+        reference.put(q, s.rows());
+        fromStore.put(q, stored.file(q));
+        if (options.gpu()) {
+          results.storedCpu(q, s.cpu());
+        }
+      });
+    }
+    cpuSkipped = options.gpu() && fromStore.size() == options.queries().size();
+    if (cpuSkipped) {
+      progress.println("Reference rows: CPU Spark's, stored for every query in "
+          + stored.file(options.queries().get(0)).getParent() + "; CPU Spark does not run");
+    } else if (!fromStore.isEmpty()) {
+      progress.println("Reference rows: stored for " + fromStore.keySet() + "; CPU Spark runs every query and is "
+          + "checked against them");
+    }
     return data;
+  }
+
+  /** Whether {@code manager} runs in {@code round}: as {@link BenchOptions#runs}, and CPU Spark not when {@link #cpuSkipped}. */
+  private boolean runs(String manager, int round) {
+    return options.runs(manager, round) && !(cpuSkipped && manager.equals("sort"));
+  }
+
+  /** The Spark version on the class path (Scala's {@code org.apache.spark.SPARK_VERSION}), before any cluster starts. */
+  private static String sparkVersion() {
+    try {
+      Object pkg = Class.forName("org.apache.spark.package$").getField("MODULE$").get(null);
+      return (String) pkg.getClass().getMethod("SPARK_VERSION").invoke(pkg);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("cannot read Spark's version from org.apache.spark.package$", e);
+    }
   }
 
   /** Per query run: bytes of device-table blocks map tasks stored (Slipstream's GPU path), from the executors' counter. */
@@ -179,6 +220,11 @@ public final class TpchBenchmark {
         }
         results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m, counters));
         String verdict = check(query, manager, round, got);
+        if (manager.equals("sort") && !fromStore.containsKey(query) && results.mismatches().isEmpty()) {
+          stored.store(query, sql.get(query), got, new BenchResults.CpuFigures(m.inputBytes(), m.shuffleBytesWritten()));
+          fromStore.put(query, stored.file(query));
+          verdict += " (stored)";
+        }
         if (counters.containsKey(GPU_BYTES)) {
           verdict += String.format(Locale.ROOT, "  (GPU path %d MiB; device store %d MiB, %d spills to host so far)",
               counters.get(GPU_BYTES) >> 20, counters.getOrDefault("gpu.mapOutputDeviceBytes", 0L) >> 20,
@@ -250,7 +296,8 @@ public final class TpchBenchmark {
     String first = i < Math.min(want.size(), got.size())
         ? "row " + i + ": expected " + want.get(i) + ", got " + got.get(i)
         : "row counts " + want.size() + " vs " + got.size();
-    results.mismatch(query + " under " + manager + " (round " + round + ") differs from the first run ("
+    String from = fromStore.containsKey(query) ? "CPU Spark's rows stored in " + fromStore.get(query) : "the first run";
+    results.mismatch(query + " under " + manager + " (round " + round + ") differs from " + from + " ("
         + want.size() + " rows): " + first);
     return "MISMATCH";
   }
