@@ -28,10 +28,13 @@ import java.util.Locale;
  * @param confs further {@code key=value} Spark settings for every benchmark cluster
  * @param rapidsGpuJar in the GPU mode, Slipstream's RAPIDS integration jar ({@code slipstream-rapids-gpu}):
  *     when set, RAPIDS also runs on Slipstream's GPU path ({@link #RAPIDS_SLIPSTREAM_GPU}); null: not
+ * @param gpuCompressions with {@code rapidsGpuJar}, the values of {@code spark.slipstream.rapids.compression}
+ *     the GPU path runs with, one manager each ({@link #gpuManager}); {@code [none]} by default
  */
 public record BenchOptions(double scaleFactor, List<String> queries, int executors, int cores, String executorMemory,
     int warmups, int reps, List<String> transports, int shufflePartitions, Path dataDir, Path outDir, Path jfrDir,
-    Path rapidsJar, Path rapidsNatives, double gpuAllocFraction, List<String> confs, Path rapidsGpuJar) {
+    Path rapidsJar, Path rapidsNatives, double gpuAllocFraction, List<String> confs, Path rapidsGpuJar,
+    List<String> gpuCompressions) {
 
   /** The GPU mode's managers: RAPIDS with its own shuffle manager (Spark 4: set by RAPIDS itself). */
   public static final String RAPIDS_DEFAULT = "rapids-default";
@@ -39,6 +42,8 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
   public static final String RAPIDS_SLIPSTREAM = "rapids-slipstream-";
   /** The GPU mode's RAPIDS on Slipstream's GPU path: shuffles stay in GPU memory (control over tcp). */
   public static final String RAPIDS_SLIPSTREAM_GPU = "rapids-slipstream-gpu";
+  /** The values of {@code spark.slipstream.rapids.compression} that {@code --gpu-compression} takes. */
+  public static final List<String> GPU_COMPRESSIONS = List.of("none", "lz4");
 
   public static final String USAGE = """
       Usage: slipstream-bench [options]
@@ -63,13 +68,16 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         --rapids-natives DIR  cudf's native libraries from DIR instead of from the jar
         --rapids-gpu JAR      also run rapids-slipstream-gpu: RAPIDS' shuffles on Slipstream's GPU path,
                               with Slipstream's RAPIDS integration from JAR (slipstream-rapids-gpu)
+        --gpu-compression LIST  the GPU path's spark.slipstream.rapids.compression values, one manager
+                              each: none (rapids-slipstream-gpu), lz4 (rapids-slipstream-gpu-lz4);
+                              default none
         --gpu-alloc-fraction F  each executor's share of GPU memory for RAPIDS' pool
                               (default 0.8 / executors, at most 0.4)
       """;
 
   public static BenchOptions defaults() {
     return new BenchOptions(0.1, allQueries(), 2, 1, "1g", 1, 2, List.of("tcp"), 200, Path.of("data/tpch"),
-        Path.of("bench-out/tpch"), null, null, null, Double.NaN, List.of(), null);
+        Path.of("bench-out/tpch"), null, null, null, Double.NaN, List.of(), null, List.of("none"));
   }
 
   public static List<String> allQueries() {
@@ -102,6 +110,7 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
     Path natives = null;
     Path rapidsGpu = null;
     double fraction = Double.NaN;
+    List<String> compressions = null;
     List<String> confs = new ArrayList<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
@@ -135,6 +144,7 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
         case "--rapids" -> rapids = Path.of(v);
         case "--rapids-natives" -> natives = Path.of(v);
         case "--rapids-gpu" -> rapidsGpu = Path.of(v);
+        case "--gpu-compression" -> compressions = compressions(v);
         case "--gpu-alloc-fraction" -> {
           fraction = number(a, v);
           if (!(fraction > 0 && fraction <= 1)) {
@@ -148,11 +158,30 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
       throw new IllegalArgumentException("--rapids-natives, --rapids-gpu and --gpu-alloc-fraction need --rapids JAR"
           + " (the GPU mode)");
     }
+    if (compressions != null && rapidsGpu == null) {
+      throw new IllegalArgumentException("--gpu-compression needs --rapids-gpu JAR (the GPU path)");
+    }
     if (rapids != null && Double.isNaN(fraction)) {
       fraction = Math.min(0.4, 0.8 / executors);
     }
     return new BenchOptions(sf, queries, executors, cores, memory, warmups, reps, transports, partitions, data, out,
-        jfr, rapids, natives, fraction, List.copyOf(confs), rapidsGpu);
+        jfr, rapids, natives, fraction, List.copyOf(confs), rapidsGpu, compressions == null ? d.gpuCompressions
+        : compressions);
+  }
+
+  private static List<String> compressions(String v) {
+    List<String> out = new ArrayList<>();
+    for (String s : v.split(",")) {
+      String c = s.trim().toLowerCase(Locale.ROOT);
+      if (!GPU_COMPRESSIONS.contains(c)) {
+        throw new IllegalArgumentException("--gpu-compression: got '" + s + "', expected a list of " + GPU_COMPRESSIONS);
+      }
+      if (out.contains(c)) {
+        throw new IllegalArgumentException("--gpu-compression: " + c + " given twice");
+      }
+      out.add(c);
+    }
+    return List.copyOf(out);
   }
 
   private static double number(String option, String v) {
@@ -214,7 +243,7 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
       m.add(RAPIDS_DEFAULT);
       transports.forEach(t -> m.add(RAPIDS_SLIPSTREAM + t));
       if (rapidsGpuJar != null) {
-        m.add(RAPIDS_SLIPSTREAM_GPU);
+        gpuCompressions.forEach(c -> m.add(gpuManager(c)));
       }
     } else {
       transports.forEach(t -> m.add("slipstream-" + t));
@@ -245,9 +274,24 @@ public record BenchOptions(double scaleFactor, List<String> queries, int executo
     return manager.startsWith("slipstream-") || manager.startsWith(RAPIDS_SLIPSTREAM);
   }
 
+  /** The GPU path's manager with compression {@code compression}: {@code none} has no suffix. */
+  public static String gpuManager(String compression) {
+    return compression.equals("none") ? RAPIDS_SLIPSTREAM_GPU : RAPIDS_SLIPSTREAM_GPU + "-" + compression;
+  }
+
+  /** RAPIDS' shuffles on Slipstream's GPU path under {@code manager}, with any compression. */
+  public static boolean gpuPath(String manager) {
+    return manager.equals(RAPIDS_SLIPSTREAM_GPU) || manager.startsWith(RAPIDS_SLIPSTREAM_GPU + "-");
+  }
+
+  /** The value of {@code spark.slipstream.rapids.compression} under a {@link #gpuPath} manager. */
+  public static String gpuCompression(String manager) {
+    return manager.equals(RAPIDS_SLIPSTREAM_GPU) ? "none" : manager.substring(RAPIDS_SLIPSTREAM_GPU.length() + 1);
+  }
+
   /** The transport of a Slipstream manager (the GPU path's control messages go over tcp). */
   public static String transport(String manager) {
-    if (manager.equals(RAPIDS_SLIPSTREAM_GPU)) {
+    if (gpuPath(manager)) {
       return "tcp";
     }
     return manager.substring(manager.lastIndexOf('-') + 1);

@@ -35,9 +35,12 @@ public final class ChartFromJson {
     JsonNode o = root.path("options");
     List<String> managers = strings(o.path("managers"));
     List<String> transports = new ArrayList<>();
+    List<String> compressions = new ArrayList<>();
     boolean gpu = managers.contains(BenchOptions.RAPIDS_DEFAULT);
     for (String m : managers) {
-      if (BenchOptions.slipstream(m) && !m.equals(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
+      if (BenchOptions.gpuPath(m)) {
+        compressions.add(BenchOptions.gpuCompression(m));
+      } else if (BenchOptions.slipstream(m)) {
         transports.add(BenchOptions.transport(m));
       }
     }
@@ -47,8 +50,8 @@ public final class ChartFromJson {
         Path.of(root.path("data").asText()), file.getParent(), null,
         gpu ? Path.of(o.path("rapidsJar").asText("rapids.jar")) : null, null,
         gpu ? o.path("gpuAllocFraction").asDouble() : Double.NaN, strings(o.path("confs")),
-        managers.contains(BenchOptions.RAPIDS_SLIPSTREAM_GPU) ? Path.of(o.path("rapidsGpuJar").asText("rapids-gpu.jar"))
-            : null);
+        compressions.isEmpty() ? null : Path.of(o.path("rapidsGpuJar").asText("rapids-gpu.jar")),
+        compressions.isEmpty() ? List.of("none") : compressions);
     if (!options.managers().equals(managers)) {
       throw new IOException(file + ": managers " + managers + " are not a run order this runner writes (expected "
           + options.managers() + ")");

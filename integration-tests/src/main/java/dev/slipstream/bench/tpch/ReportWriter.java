@@ -90,7 +90,7 @@ public final class ReportWriter {
     return sb.toString();
   }
 
-  /** One sentence: the ratios against the target. */
+  /** One sentence: the ratios against the benchmark's targets. */
   static String verdict(BenchResults r, String manager) {
     List<String> heavy = r.heavyQueries();
     double total = r.totalRatio(manager, heavy);
@@ -171,23 +171,26 @@ public final class ReportWriter {
             x.executorsUsed()));
       }
     }
-    if (managers.contains(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
-      sb.append("\nShare of shuffle bytes on Slipstream's GPU path under ").append(BenchOptions.RAPIDS_SLIPSTREAM_GPU)
+    for (String gm : managers) {
+      if (!BenchOptions.gpuPath(gm)) {
+        continue;
+      }
+      sb.append("\nShare of shuffle bytes on Slipstream's GPU path under ").append(gm)
           .append(" (medians; MiB; device-table blocks stored by map tasks against Spark's shuffle bytes written, the share"
               + " the median of each run's; the rest went over RAPIDS' host-serialized exchanges):\n\n| query | shuffle written | on the GPU path |"
               + " share |\n|---|---:|---:|---:|\n");
       long allWritten = 0;
       long allGpu = 0;
       for (String q : r.queries()) {
-        BenchResults.Stat s = r.stat(q, BenchOptions.RAPIDS_SLIPSTREAM_GPU);
+        BenchResults.Stat s = r.stat(q, gm);
         if (s == null) {
           continue;
         }
         long written = s.medianMetrics().shuffleBytesWritten();
-        long gpu = gpuShuffleBytes(r, q);
+        long gpu = gpuShuffleBytes(r, q, gm);
         allWritten += written;
         allGpu += gpu;
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s |%n", q, mb(written), mb(gpu), gpuShare(r, q)));
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s |%n", q, mb(written), mb(gpu), gpuShare(r, q, gm)));
       }
       sb.append(String.format(Locale.ROOT, "| **all** | **%s** | **%s** | **%s** |%n", mb(allWritten), mb(allGpu),
           share(allGpu, allWritten)));
@@ -195,16 +198,19 @@ public final class ReportWriter {
     return sb.toString();
   }
 
-  /** The median over measured runs of the GPU path's bytes of {@code query} ({@link TpchBenchmark#GPU_BYTES}). */
-  static long gpuShuffleBytes(BenchResults r, String query) {
-    List<Long> v = r.measured(query, BenchOptions.RAPIDS_SLIPSTREAM_GPU).stream()
+  /**
+   * The median over measured runs under GPU-path manager {@code manager} of the GPU path's bytes of
+   * {@code query} ({@link TpchBenchmark#GPU_BYTES}).
+   */
+  static long gpuShuffleBytes(BenchResults r, String query, String manager) {
+    List<Long> v = r.measured(query, manager).stream()
         .map(x -> x.slipstream().getOrDefault(TpchBenchmark.GPU_BYTES, 0L)).sorted().collect(Collectors.toList());
     return v.isEmpty() ? 0 : v.get(v.size() / 2);
   }
 
-  /** The median over measured runs of each run's GPU path bytes over its shuffle bytes written. */
-  static String gpuShare(BenchResults r, String query) {
-    List<Double> v = r.measured(query, BenchOptions.RAPIDS_SLIPSTREAM_GPU).stream()
+  /** The median over measured runs under {@code manager} of each run's GPU path bytes over its shuffle bytes written. */
+  static String gpuShare(BenchResults r, String query, String manager) {
+    List<Double> v = r.measured(query, manager).stream()
         .filter(x -> x.metrics().shuffleBytesWritten() > 0)
         .map(x -> (double) x.slipstream().getOrDefault(TpchBenchmark.GPU_BYTES, 0L) / x.metrics().shuffleBytesWritten())
         .sorted().collect(Collectors.toList());

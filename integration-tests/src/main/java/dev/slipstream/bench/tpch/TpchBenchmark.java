@@ -397,7 +397,7 @@ public final class TpchBenchmark {
         javaOptions.add("-Dai.rapids.cudf.lib-native-dir=" + options.rapidsNatives().toAbsolutePath());
       }
     }
-    if (manager.equals(BenchOptions.RAPIDS_SLIPSTREAM_GPU)) {
+    if (BenchOptions.gpuPath(manager)) {
       String discover = DISCOVER.toAbsolutePath().toString();
       // Executors on Spark's GPU resources (RAPIDS and Slipstream then use the same device), Slipstream's
       // GPU runtime beside RAPIDS' plugin, and the session extension that moves RAPIDS' exchanges onto
@@ -412,7 +412,8 @@ public final class TpchBenchmark {
           .config("spark.worker.resource.gpu.discoveryScript", discover)
           .config("spark.executor.resource.gpu.amount", "1")
           .config("spark.executor.resource.gpu.discoveryScript", discover)
-          .config("spark.task.resource.gpu.amount", Double.toString(1.0 / options.cores()));
+          .config("spark.task.resource.gpu.amount", Double.toString(1.0 / options.cores()))
+          .config("spark.slipstream.rapids.compression", BenchOptions.gpuCompression(manager));
     }
     if (options.jfrDir() != null) {
       Path dir = options.jfrDir().resolve(manager).toAbsolutePath();

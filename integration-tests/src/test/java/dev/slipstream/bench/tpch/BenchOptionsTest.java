@@ -54,7 +54,30 @@ class BenchOptionsTest {
   }
 
   @Test
+  void eachGpuCompressionIsAManagerOfItsOwn() {
+    BenchOptions o = BenchOptions.parse(new String[] {"--rapids", "r.jar", "--rapids-gpu", "g.jar", "--transports",
+        "none", "--gpu-compression", "none,LZ4"});
+    assertEquals(List.of("sort", "rapids-default", "rapids-slipstream-gpu", "rapids-slipstream-gpu-lz4"), o.managers());
+    assertEquals(List.of("rapids-slipstream-gpu", "rapids-slipstream-gpu-lz4"), o.compared());
+    assertTrue(BenchOptions.gpuPath("rapids-slipstream-gpu-lz4"));
+    assertEquals("lz4", BenchOptions.gpuCompression("rapids-slipstream-gpu-lz4"));
+    assertEquals("none", BenchOptions.gpuCompression("rapids-slipstream-gpu"));
+    assertEquals("tcp", BenchOptions.transport("rapids-slipstream-gpu-lz4"));
+    assertFalse(BenchOptions.gpuPath("rapids-slipstream-tcp"));
+    assertEquals(List.of("sort", "rapids-default", "rapids-slipstream-gpu-lz4"), BenchOptions.parse(new String[] {
+        "--rapids", "r.jar", "--rapids-gpu", "g.jar", "--transports", "none", "--gpu-compression", "lz4"}).managers());
+  }
+
+  @Test
   void badValuesAreRefusedNamingWhatWasGot() {
+    assertEquals("--gpu-compression: got 'zstd', expected a list of [none, lz4]",
+        assertThrows(IllegalArgumentException.class, () -> BenchOptions.parse(new String[] {"--rapids", "r.jar",
+            "--rapids-gpu", "g.jar", "--gpu-compression", "lz4,zstd"})).getMessage());
+    assertEquals("--gpu-compression: lz4 given twice", assertThrows(IllegalArgumentException.class,
+        () -> BenchOptions.parse(new String[] {"--rapids", "r.jar", "--rapids-gpu", "g.jar", "--gpu-compression",
+            "lz4,lz4"})).getMessage());
+    assertEquals("--gpu-compression needs --rapids-gpu JAR (the GPU path)", assertThrows(IllegalArgumentException.class,
+        () -> BenchOptions.parse(new String[] {"--rapids", "r.jar", "--gpu-compression", "lz4"})).getMessage());
     assertEquals("--gpu-alloc-fraction: got 1.5, expected a fraction above 0 and at most 1",
         assertThrows(IllegalArgumentException.class,
             () -> BenchOptions.parse(new String[] {"--rapids", "r.jar", "--gpu-alloc-fraction", "1.5"})).getMessage());

@@ -19,7 +19,7 @@ class ChartFromJsonTest {
   void aGpuModeReportReadsBackIntoTheSameRunsAndChart() throws Exception {
     BenchOptions o = BenchOptions.parse(new String[] {"--rapids", "rapids.jar", "--queries", "3,18", "--reps", "2",
         "--warmups", "1", "--out", tmp.toString(), "--conf", "spark.rapids.sql.concurrentGpuTasks=2", "--rapids-gpu",
-        "g.jar"});
+        "g.jar", "--gpu-compression", "none,lz4"});
     BenchResults r = new BenchResults(o);
     r.sparkVersion("4.2.0");
     long t = 1_000;
@@ -32,7 +32,7 @@ class ChartFromJsonTest {
           t += 17;
           r.add(new BenchResults.Run(q, m, round, round == 0, t, t % 997, 5,
               new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24, 3, t % 11, 2),
-              m.equals(BenchOptions.RAPIDS_SLIPSTREAM_GPU) ? Map.of("mapOutput.count", t, TpchBenchmark.GPU_BYTES, t)
+              BenchOptions.gpuPath(m) ? Map.of("mapOutput.count", t, TpchBenchmark.GPU_BYTES, t)
                   : BenchOptions.slipstream(m) ? Map.of("mapOutput.count", t) : Map.of()));
         }
       }
@@ -43,9 +43,11 @@ class ChartFromJsonTest {
 
     assertEquals(r.runs(), back.runs());
     assertEquals(o.rapidsGpuJar(), back.options().rapidsGpuJar());
+    assertEquals(List.of("none", "lz4"), back.options().gpuCompressions());
     String md = ReportWriter.markdown(r, Machine.probe(), Machine.load(), Machine.load(), "now");
     // The GPU path's bytes are a third of those written in every run, so is the median share.
-    assertTrue(md.contains("Share of shuffle bytes on Slipstream's GPU path"), md);
+    assertTrue(md.contains("Share of shuffle bytes on Slipstream's GPU path under rapids-slipstream-gpu "), md);
+    assertTrue(md.contains("Share of shuffle bytes on Slipstream's GPU path under rapids-slipstream-gpu-lz4 "), md);
     assertTrue(md.matches("(?s).*\\| q03 \\| [0-9.]+ \\| [0-9.]+ \\| 33% \\|.*"), md);
     assertEquals(o.managers(), back.managers());
     assertEquals("rapids-default", back.baseline());
