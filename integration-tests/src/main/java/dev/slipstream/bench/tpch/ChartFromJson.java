@@ -59,6 +59,13 @@ public final class ChartFromJson {
     BenchResults r = new BenchResults(options);
     r.sparkVersion(root.path("sparkVersion").asText("unknown"));
     strings(root.path("mismatches")).forEach(r::mismatch);
+    for (JsonNode q : root.path("queries")) {
+      JsonNode c = q.path("storedCpu");
+      if (!c.isMissingNode()) {
+        r.storedCpu(q.path("query").asText(), new BenchResults.CpuFigures(c.path("inputBytes").asLong(),
+            c.path("shuffleBytesWritten").asLong()));
+      }
+    }
     for (JsonNode run : root.path("runs")) {
       JsonNode m = run.path("metrics");
       Map<String, Long> counters = new TreeMap<>();

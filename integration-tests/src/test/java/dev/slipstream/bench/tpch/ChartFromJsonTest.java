@@ -61,4 +61,33 @@ class ChartFromJsonTest {
     ChartWriter.write(back, tmp.resolve("b.png"));
     assertArrayEquals(Files.readAllBytes(tmp.resolve("a.png")), Files.readAllBytes(tmp.resolve("b.png")));
   }
+  @Test
+  void storedCpuFiguresTellShuffleHeavyQueriesWhenCpuSparkDidNotRun() throws Exception {
+    BenchOptions o = BenchOptions.parse(new String[] {"--rapids", "rapids.jar", "--queries", "3,18", "--reps", "1",
+        "--warmups", "0", "--out", tmp.toString(), "--transports", "none", "--rapids-gpu", "g.jar"});
+    BenchResults r = new BenchResults(o);
+    r.sparkVersion("4.2.0");
+    // q03 wrote half its input as shuffle bytes under CPU Spark, q18 a hundredth.
+    r.storedCpu("q03", new BenchResults.CpuFigures(1000, 500));
+    r.storedCpu("q18", new BenchResults.CpuFigures(1000, 10));
+    long t = 1_000;
+    for (String m : List.of("rapids-default", "rapids-slipstream-gpu")) {
+      for (String q : o.queries()) {
+        t += 17;
+        r.add(new BenchResults.Run(q, m, 0, false, t, t, 5,
+            new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24, 3, t % 11, 2),
+            Map.of()));
+      }
+    }
+    assertEquals(List.of("q03"), r.heavyQueries());
+    Path json = tmp.resolve("tpch.json");
+    Files.writeString(json, ReportWriter.json(r, Machine.probe(), Machine.load(), Machine.load(), tmp, "now"));
+    BenchResults back = ChartFromJson.read(json);
+
+    assertEquals(List.of("q03"), back.heavyQueries(), "read back from the stored figures, not from CPU Spark's runs");
+    assertEquals(List.of("q03", "q18"), back.storedCpuQueries());
+    assertEquals(r.totalRatio("rapids-slipstream-gpu", r.heavyQueries()),
+        back.totalRatio("rapids-slipstream-gpu", back.heavyQueries()));
+    assertTrue(Double.isFinite(back.totalRatio("rapids-slipstream-gpu", back.heavyQueries())));
+  }
 }
