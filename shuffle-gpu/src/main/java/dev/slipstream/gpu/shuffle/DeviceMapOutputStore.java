@@ -1,6 +1,7 @@
 package dev.slipstream.gpu.shuffle;
 
 import dev.slipstream.core.memory.MemoryPool;
+import dev.slipstream.gpu.GpuException;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -137,7 +138,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   /** A block of the space with its bytes reserved in the device pool (room was made for it). */
   private OutputSpace.Block reserved(long bytes) {
-    OutputSpace.Block b = space.allocate(bytes);
+    OutputSpace.Block b = deviceBlock(bytes);
     try {
       reserve(device, b.length());
     } catch (IllegalStateException e) {
@@ -145,6 +146,47 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       throw e;
     }
     return b;
+  }
+
+  /**
+   * A block of the space. The budget counts on device memory that other users of the GPU may hold
+   * when the block is asked for (an engine's memory pool, such as RAPIDS', grows into what is free):
+   * when the GPU refuses the block, the outputs no push or reader holds move to host memory or disk,
+   * oldest first, and the block is asked for again each time as many bytes as it needs have left. A
+   * map task fails, naming the budget and what the GPU said, only when it is still refused with no
+   * such output left.
+   */
+  private OutputSpace.Block deviceBlock(long bytes) {
+    GpuException refused;
+    try {
+      return space.allocate(bytes);
+    } catch (GpuException e) {
+      refused = e;
+    }
+    long moved = 0;
+    for (Output o : outputs.values()) {
+      if (o.device == null || o.pins > 0) {
+        continue;
+      }
+      long n = o.device.length();
+      spill(o);
+      if (o.device != null) {
+        continue; // neither host memory nor disk took it
+      }
+      moved += n;
+      if (moved >= bytes) {
+        try {
+          return space.allocate(bytes);
+        } catch (GpuException e) {
+          refused = e;
+        }
+      }
+    }
+    throw new IllegalStateException("device map-output store: the GPU refused " + bytes + " more bytes ("
+        + refused.getMessage() + ") with " + device.used() + " of the " + device.limit() + " budgeted bytes"
+        + " (spark.slipstream.gpu.mapOutput.memoryBytes) in use and " + moved + " bytes of outputs moved to host"
+        + " memory or disk, none left to move: other users of the GPU hold the rest (an engine's memory pool, such"
+        + " as RAPIDS' spark.rapids.memory.gpu.allocFraction); leave the budget room beside them", refused);
   }
 
   /** Reserves {@code n} bytes in {@code pool}; the caller checked they fit. */

@@ -92,6 +92,63 @@ class DeviceMapOutputStoreTest {
     s.close();
   }
 
+  /** Host space standing in for a GPU of {@code capacity} bytes that others share: it refuses as cudaMalloc does. */
+  private static final class SharedGpu implements OutputSpace {
+    final HostOutputSpace inner = new HostOutputSpace();
+    long capacity;
+
+    SharedGpu(long capacity) {
+      this.capacity = capacity;
+    }
+
+    @Override
+    public Block allocate(long bytes) {
+      if (inner.live() + bytes > capacity) {
+        throw new dev.slipstream.gpu.GpuException(dev.slipstream.gpu.SlipStatus.SLIP_ERR_CUDA,
+            "cudaMalloc(" + bytes + "): cudaErrorMemoryAllocation: out of memory");
+      }
+      return inner.allocate(bytes);
+    }
+  }
+
+  @Test
+  void whenTheGpuRefusesWithinTheBudgetOlderOutputsMoveOutAndNothingIsLost() {
+    SharedGpu gpu = new SharedGpu(1024);
+    try (DeviceMapOutputStore s = new DeviceMapOutputStore(gpu, 1024, 1024)) {
+      put(s, 1, 10, 2, 2, (byte) 1); // 64 bytes each
+      put(s, 1, 11, 2, 2, (byte) 2);
+      put(s, 1, 12, 2, 2, (byte) 3);
+      gpu.capacity = 192; // another user of the GPU took the rest: the budget has room, the device has none
+      try (DeviceMapOutputStore.Pinned held = s.pin(1, 12)) { // a push reads map 12: it stays
+        put(s, 2, 20, 2, 2, (byte) 4); // the oldest, map 10, moves to host memory; then the GPU takes it
+        assertEquals(1, s.spills());
+        assertEquals(64, s.hostInUse());
+        put(s, 2, 21, 4, 4, (byte) 5); // 96 bytes: maps 11 and 20 move out, 12 is held
+        assertEquals(3, s.spills());
+        assertEquals(64 + 96, gpu.inner.live());
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> s.allocate(512));
+        assertTrue(e.getMessage().startsWith("device map-output store: the GPU refused 512 more bytes "
+            + "(cudaMalloc(512): cudaErrorMemoryAllocation: out of memory) with 64 of the 1024 budgeted bytes"
+            + " (spark.slipstream.gpu.mapOutput.memoryBytes) in use and 96 bytes of outputs moved"), e.getMessage());
+        assertEquals(64, gpu.inner.live(), "the held output alone: the refused map task has nothing");
+      }
+      // Every output still reads back as written, wherever it went.
+      gpu.capacity = 1 << 20;
+      byte[] fills = {1, 2, 3, 4, 5};
+      long[][] maps = {{1, 10}, {1, 11}, {1, 12}, {2, 20}, {2, 21}};
+      for (int i = 0; i < maps.length; i++) {
+        try (DeviceMapOutputStore.Pinned p = s.pin((int) maps[i][0], maps[i][1])) {
+          int n = (int) (p.offset(p.partitions() - 1) + p.bytes(p.partitions() - 1) - p.offset(0));
+          byte[] got = new byte[n];
+          p.block().read(p.offset(0), got, 0, n);
+          for (byte b : got) {
+            assertEquals(fills[i], b, "map " + maps[i][1]);
+          }
+        }
+      }
+    }
+  }
+
   @Test
   void uncommittedBlocksReturnTheirMemoryAndCommitsAreChecked() {
     HostOutputSpace space = new HostOutputSpace();
