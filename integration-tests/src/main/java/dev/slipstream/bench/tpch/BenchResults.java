@@ -137,7 +137,7 @@ public final class BenchResults {
         med(rs, r -> r.metrics().fetchWaitMillis()), med(rs, r -> r.metrics().peakExecutionMemory()),
         med(rs, r -> r.metrics().peakHeapBytes()), med(rs, r -> r.metrics().peakDirectBytes()),
         med(rs, r -> r.metrics().stages()), med(rs, r -> r.metrics().taskRunMillis()),
-        med(rs, r -> r.metrics().executorsUsed()));
+        med(rs, r -> r.metrics().executorsUsed()), med(rs, r -> r.metrics().gpuSemaphoreWaitMillis()));
     return new Stat(median(wall), wall.get(0), wall.get(wall.size() - 1), wall.size(), m);
   }
 

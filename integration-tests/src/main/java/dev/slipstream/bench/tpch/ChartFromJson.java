@@ -78,7 +78,8 @@ public final class ChartFromJson {
               m.path("shuffleRemoteBytesRead").asLong(), m.path("shuffleWriteNanos").asLong(),
               m.path("fetchWaitMillis").asLong(), m.path("peakExecutionMemory").asLong(),
               m.path("peakHeapBytes").asLong(), m.path("peakDirectBytes").asLong(), m.path("stages").asLong(),
-              m.path("taskRunMillis").asLong(), m.path("executorsUsed").asLong()), counters));
+              m.path("taskRunMillis").asLong(), m.path("executorsUsed").asLong(),
+              m.path("gpuSemaphoreWaitMillis").asLong()), counters));
     }
     return r;
   }

@@ -17,12 +17,15 @@ package dev.slipstream.bench.tpch;
  * @param stages stages that completed (skipped stages, whose shuffle output was reused, not counted)
  * @param taskRunMillis executor run time summed over the tasks (Spark's {@code executorRunTime})
  * @param executorsUsed executors that ran at least one of the tasks
+ * @param gpuSemaphoreWaitMillis time tasks waited for RAPIDS' GPU semaphore (its task accumulator
+ *     {@code gpuSemaphoreWait}; 0 without RAPIDS)
  */
 public record QueryMetrics(long tasks, long inputBytes, long shuffleBytesWritten, long shuffleBytesRead,
     long shuffleRemoteBytesRead, long shuffleWriteNanos, long fetchWaitMillis, long peakExecutionMemory,
-    long peakHeapBytes, long peakDirectBytes, long stages, long taskRunMillis, long executorsUsed) {
+    long peakHeapBytes, long peakDirectBytes, long stages, long taskRunMillis, long executorsUsed,
+    long gpuSemaphoreWaitMillis) {
 
-  public static final QueryMetrics ZERO = new QueryMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  public static final QueryMetrics ZERO = new QueryMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 
   /** Peak executor memory: heap plus direct buffers (Slipstream's registered memory is direct). */
   public long peakExecutorMemory() {

@@ -30,11 +30,15 @@ public final class QueryMetricsListener extends SparkListener {
   private long peakDirect;
   private long stages;
   private long taskRun;
+  private long semaphoreWaitNanos;
   private final java.util.Set<String> executors = new java.util.HashSet<>();
+
+  /** RAPIDS' task accumulator of the time a task waited for the GPU semaphore (nanoseconds). */
+  static final String GPU_SEMAPHORE_WAIT = "gpuSemaphoreWait";
 
   public synchronized void begin() {
     tasks = inputBytes = written = read = remoteRead = writeNanos = fetchWait = 0;
-    peakExecution = peakHeap = peakDirect = stages = taskRun = 0;
+    peakExecution = peakHeap = peakDirect = stages = taskRun = semaphoreWaitNanos = 0;
     executors.clear();
   }
 
@@ -43,7 +47,24 @@ public final class QueryMetricsListener extends SparkListener {
     LocalCluster.drainListenerBus(spark);
     synchronized (this) {
       return new QueryMetrics(tasks, inputBytes, written, read, remoteRead, writeNanos, fetchWait, peakExecution,
-          peakHeap, peakDirect, stages, taskRun, executors.size());
+          peakHeap, peakDirect, stages, taskRun, executors.size(), semaphoreWaitNanos / 1_000_000);
+    }
+  }
+
+  /**
+   * A task's update of a RAPIDS time accumulator in nanoseconds: a number, or RAPIDS' {@code NanoTime}
+   * (read through its {@code value()}, so that this class needs no RAPIDS on its class path); 0 for
+   * anything else.
+   */
+  static long nanos(Object update) {
+    if (update instanceof Number n) {
+      return n.longValue();
+    }
+    try {
+      Object v = update.getClass().getMethod("value").invoke(update);
+      return v instanceof Number n ? n.longValue() : 0;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return 0;
     }
   }
 
@@ -57,6 +78,13 @@ public final class QueryMetricsListener extends SparkListener {
     tasks++;
     if (end.taskInfo() != null) {
       executors.add(end.taskInfo().executorId());
+      scala.collection.Iterator<org.apache.spark.scheduler.AccumulableInfo> it = end.taskInfo().accumulables().iterator();
+      while (it.hasNext()) {
+        org.apache.spark.scheduler.AccumulableInfo a = it.next();
+        if (a.name().isDefined() && GPU_SEMAPHORE_WAIT.equals(a.name().get()) && a.update().isDefined()) {
+          semaphoreWaitNanos += nanos(a.update().get());
+        }
+      }
     }
     TaskMetrics m = end.taskMetrics();
     if (m != null) {

@@ -155,8 +155,9 @@ public final class ReportWriter {
     r.compared().forEach(m -> sb.append("- ").append(verdict(r, m)).append('\n'));
     sb.append("\nSpark's task metrics (medians; MiB; times in ms; peak memory = largest executor heap + direct "
         + "buffers seen at a task's end):\n\n| query | manager | input | shuffle written | shuffle read (remote) "
-        + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | stages | tasks | task time | executors |\n"
-        + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | stages | tasks | task time | executors |"
+        + (o.gpu() ? " GPU semaphore wait |" : "") + "\n"
+        + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + (o.gpu() ? "---:|" : "") + "\n");
     for (String q : r.queries()) {
       for (String m : managers) {
         BenchResults.Stat s = r.stat(q, m);
@@ -164,11 +165,12 @@ public final class ReportWriter {
           continue;
         }
         QueryMetrics x = s.medianMetrics();
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s) | %d | %d | %s | %s | %d | %d | %d | %d |%n",
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s) | %d | %d | %s | %s | %d | %d | %d | %d |",
             q, m, mb(x.inputBytes()), mb(x.shuffleBytesWritten()), mb(x.shuffleBytesRead()),
             mb(x.shuffleRemoteBytesRead()), x.shuffleWriteNanos() / 1_000_000, x.fetchWaitMillis(),
             mb(x.peakExecutionMemory()), mb(x.peakExecutorMemory()), x.stages(), x.tasks(), x.taskRunMillis(),
             x.executorsUsed()));
+        sb.append(o.gpu() ? " " + x.gpuSemaphoreWaitMillis() + " |\n" : "\n");
       }
     }
     for (String gm : managers) {
@@ -326,6 +328,7 @@ public final class ReportWriter {
         .field("fetchWaitMillis", m.fetchWaitMillis()).field("peakExecutionMemory", m.peakExecutionMemory())
         .field("peakHeapBytes", m.peakHeapBytes()).field("peakDirectBytes", m.peakDirectBytes())
         .field("stages", m.stages()).field("taskRunMillis", m.taskRunMillis())
-        .field("executorsUsed", m.executorsUsed()).close('}');
+        .field("executorsUsed", m.executorsUsed()).field("gpuSemaphoreWaitMillis", m.gpuSemaphoreWaitMillis())
+        .close('}');
   }
 }

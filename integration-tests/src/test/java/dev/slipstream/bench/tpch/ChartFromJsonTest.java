@@ -31,7 +31,7 @@ class ChartFromJsonTest {
         for (String q : o.queries()) {
           t += 17;
           r.add(new BenchResults.Run(q, m, round, round == 0, t, t % 997, 5,
-              new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24, 3, t % 11, 2),
+              new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24, 3, t % 11, 2, t % 13),
               BenchOptions.gpuPath(m) ? Map.of("mapOutput.count", t, TpchBenchmark.GPU_BYTES, t)
                   : BenchOptions.slipstream(m) ? Map.of("mapOutput.count", t) : Map.of()));
         }
@@ -75,7 +75,7 @@ class ChartFromJsonTest {
       for (String q : o.queries()) {
         t += 17;
         r.add(new BenchResults.Run(q, m, 0, false, t, t, 5,
-            new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24, 3, t % 11, 2),
+            new QueryMetrics(9, 1 << 20, t * 3, t * 3, t, t * 1000, t % 7, 1 << 16, 1 << 28, 1 << 24, 3, t % 11, 2, t % 13),
             Map.of()));
       }
     }
