@@ -47,7 +47,7 @@ public record Lz4Piece(int chunkBytes, long uncompressedBytes, int[] chunks) {
     return s;
   }
 
-  /** Uncompressed bytes of chunk {@code i}: {@code chunkBytes}, the last one what is left of the piece. */
+  /** Uncompressed bytes of chunk {@code i}: {@code chunkBytes}, the last one the rest of the piece. */
   public long uncompressedChunk(int i) {
     return i < chunks.length - 1 ? chunkBytes : uncompressedBytes - (long) chunkBytes * (chunks.length - 1);
   }
