@@ -381,7 +381,8 @@ public final class TpchBenchmark {
     if (options.gpu()) {
       // Spark 4.1+: a query's shuffles are removed when it ends, under every manager, instead of when
       // the driver's garbage collector lets ContextCleaner find them. Otherwise the outputs of earlier
-      // queries stay in the GPU path's device store, and a later query pays for moving them to host memory.
+      // queries stay in the GPU path's device store, and once they fill its budget a later query pays for
+      // moving them to host memory.
       b.config("spark.sql.classic.shuffleDependency.fileCleanup.enabled", "true");
     }
     List<String> javaOptions = new ArrayList<>();
