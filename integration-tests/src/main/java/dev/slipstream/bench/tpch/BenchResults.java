@@ -88,6 +88,11 @@ public final class BenchResults {
     return List.copyOf(storedCpu.keySet());
   }
 
+  /** CPU Spark's figures of {@code query} as stored with its reference rows, or null. */
+  public synchronized CpuFigures storedCpu(String query) {
+    return storedCpu.get(query);
+  }
+
   /** CPU Spark's figures of {@code query}: the median of its runs here, else the stored ones, else null. */
   public CpuFigures cpu(String query) {
     Stat s = stat(query, "sort");

@@ -261,10 +261,10 @@ public final class ReportWriter {
     j.key("queries").open('[');
     for (String q : r.queries()) {
       j.open('{').field("query", q).field("shuffleHeavy", r.heavy(q));
-      if (r.storedCpuQueries().contains(q)) {
+      BenchResults.CpuFigures c = r.storedCpu(q);
+      if (c != null) {
         // CPU Spark's figures from its stored rows: what tells this query's shuffle-heavy flag when the
         // report is read back (ChartFromJson) and CPU Spark did not run.
-        BenchResults.CpuFigures c = r.cpu(q);
         j.key("storedCpu").open('{').field("inputBytes", c.inputBytes())
             .field("shuffleBytesWritten", c.shuffleBytesWritten()).close('}');
       }
