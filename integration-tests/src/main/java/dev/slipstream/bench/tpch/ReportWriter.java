@@ -96,14 +96,19 @@ public final class ReportWriter {
     double total = r.totalRatio(manager, heavy);
     Map.Entry<String, Double> worst = r.worst(manager);
     List<Double> rounds = r.roundRatios(manager, heavy);
-    boolean met = total <= BenchResults.TARGET_HEAVY_RATIO && worst != null
-        && worst.getValue() <= BenchResults.TARGET_MAX_QUERY_RATIO;
-    return String.format(Locale.ROOT,
-        "%s / %s over shuffle-heavy queries: %s (per round: %s; target <= %.2f); slowest query %s at %s (target <= %.2f): %s",
+    boolean queryMet = worst != null && worst.getValue() <= BenchResults.TARGET_MAX_QUERY_RATIO;
+    String slowest = String.format(Locale.ROOT, "slowest query %s at %s (target <= %.2f)",
+        worst == null ? "-" : worst.getKey(), worst == null ? "-" : ratio(worst.getValue()),
+        BenchResults.TARGET_MAX_QUERY_RATIO);
+    if (heavy.isEmpty()) {
+      // The total target is over shuffle-heavy queries; a run of none (e.g. q06 alone) can only meet the other.
+      return String.format(Locale.ROOT, "%s / %s: no shuffle-heavy query in this run, so no total; %s: %s", manager,
+          r.baseline(), slowest, queryMet ? "per-query target met" : "per-query target NOT met");
+    }
+    boolean met = total <= BenchResults.TARGET_HEAVY_RATIO && queryMet;
+    return String.format(Locale.ROOT, "%s / %s over shuffle-heavy queries: %s (per round: %s; target <= %.2f); %s: %s",
         manager, r.baseline(), ratio(total), rounds.stream().map(ReportWriter::ratio).collect(Collectors.joining(", ")),
-        BenchResults.TARGET_HEAVY_RATIO, worst == null ? "-" : worst.getKey(),
-        worst == null ? "-" : ratio(worst.getValue()), BenchResults.TARGET_MAX_QUERY_RATIO,
-        met ? "target met" : "target NOT met");
+        BenchResults.TARGET_HEAVY_RATIO, slowest, met ? "target met" : "target NOT met");
   }
 
   static String markdown(BenchResults r, Machine machine, Machine.Load before, Machine.Load after, String when) {
