@@ -17,8 +17,8 @@ import org.junit.jupiter.api.io.TempDir;
  * A CI-sized run of the TPC-H benchmark runner: scale factor 0.01, three queries that are
  * shuffle-heavy at this scale (Q16, Q17, Q18), sort shuffle against Slipstream over tcp on a
  * local cluster of two executor JVMs, one round.
- * Every run of a query must return the same rows, and the JSON, markdown and PNG reports must be
- * written. Times are not asserted (they belong to the benchmark itself).
+ * Every run of a query must return the same rows, no query's map outputs may outlive it, and the JSON,
+ * markdown and PNG reports must be written. Times are not asserted (they belong to the benchmark itself).
  */
 class TpchSmokeIT {
   @TempDir
@@ -41,6 +41,11 @@ class TpchSmokeIT {
       assertTrue(run.rows() > 0, run + " returned no rows");
       assertTrue(run.metrics().shuffleBytesWritten() > 0, run + " wrote no shuffle bytes");
       assertTrue(run.metrics().inputBytes() > 0, run + " read no input");
+      if (run.manager().equals("slipstream-tcp")) {
+        // The runner removes each query's shuffles once its figures are taken: the next query starts clean.
+        assertTrue(run.slipstream().getOrDefault("mapOutput.count", 0L) > 0, run + ": outputs while it ran");
+        assertEquals(0L, run.slipstream().get("mapOutput.countAfterRemoval"), run + ": outputs left after removal");
+      }
     }
     for (String f : List.of("tpch.json", "tpch.md", "tpch.png")) {
       assertTrue(Files.size(out.resolve(f)) > 0, f + " written");

@@ -5,6 +5,8 @@ import org.apache.spark.executor.ExecutorMetrics;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.SparkSession;
 
@@ -12,7 +14,8 @@ import org.apache.spark.sql.SparkSession;
  * Sums Spark's task metrics over one query at a time. Queries run one after another, so the
  * runner calls {@link #begin()} before a query and {@link #end(SparkSession)} after it; every task
  * that ended in between belongs to it (broadcast and subquery jobs included, which run under job
- * groups of their own).
+ * groups of their own). It also records the shuffles the query's map stages wrote
+ * ({@link #shuffles()}), for the runner to remove once the query's figures are taken.
  *
  * <p>Threading: {@code onTaskEnd} runs on Spark's listener bus thread, {@code begin}/{@code end} on
  * the runner's thread; all state is guarded by this object's monitor.
@@ -32,6 +35,7 @@ public final class QueryMetricsListener extends SparkListener {
   private long taskRun;
   private long semaphoreWaitNanos;
   private final java.util.Set<String> executors = new java.util.HashSet<>();
+  private final java.util.Set<Integer> shuffles = new java.util.TreeSet<>();
 
   /** RAPIDS' task accumulator of the time a task waited for the GPU semaphore (nanoseconds). */
   static final String GPU_SEMAPHORE_WAIT = "gpuSemaphoreWait";
@@ -40,6 +44,12 @@ public final class QueryMetricsListener extends SparkListener {
     tasks = inputBytes = written = read = remoteRead = writeNanos = fetchWait = 0;
     peakExecution = peakHeap = peakDirect = stages = taskRun = semaphoreWaitNanos = 0;
     executors.clear();
+    shuffles.clear();
+  }
+
+  /** The shuffles of the map stages submitted since {@link #begin()} (call after {@link #end}). */
+  public synchronized java.util.List<Integer> shuffles() {
+    return java.util.List.copyOf(shuffles);
   }
 
   /** Waits until the listener bus has delivered every event so far, then returns the sums. */
@@ -69,8 +79,20 @@ public final class QueryMetricsListener extends SparkListener {
   }
 
   @Override
+  public synchronized void onStageSubmitted(SparkListenerStageSubmitted submitted) {
+    shuffleOf(submitted.stageInfo());
+  }
+
+  @Override
   public synchronized void onStageCompleted(SparkListenerStageCompleted done) {
     stages++;
+    shuffleOf(done.stageInfo());
+  }
+
+  private void shuffleOf(StageInfo stage) {
+    if (stage != null && stage.shuffleDepId().isDefined()) {
+      shuffles.add((Integer) stage.shuffleDepId().get());
+    }
   }
 
   @Override

@@ -218,6 +218,13 @@ public final class TpchBenchmark {
           counters.put(GPU_BYTES, now - gpuBytesBefore);
           gpuBytesBefore = now;
         }
+        removeShuffles(spark, listener.shuffles());
+        if (!counters.isEmpty()) {
+          Map<String, Long> left = slipstreamCounters();
+          counters.put(OUTPUTS_LEFT, left.getOrDefault("mapOutput.count", 0L));
+          counters.put(GPU_BYTES_LEFT, left.getOrDefault("gpu.mapOutputDeviceBytes", 0L)
+              + left.getOrDefault("gpu.mapOutputHostBytes", 0L) + left.getOrDefault("gpu.mapOutputDiskBytes", 0L));
+        }
         results.add(new BenchResults.Run(query, manager, round, warmup, start, wall, got.size(), m, counters));
         String verdict = check(query, manager, round, got);
         if (manager.equals("sort") && !fromStore.containsKey(query) && results.mismatches().isEmpty()) {
@@ -226,13 +233,14 @@ public final class TpchBenchmark {
           verdict += " (stored)";
         }
         if (counters.containsKey(GPU_BYTES)) {
-          verdict += String.format(Locale.ROOT, "  (GPU path %d MiB; device store %d MiB, %d spills to host so far)",
+          verdict += String.format(Locale.ROOT,
+              "  (GPU path %d MiB; device store %d MiB, %d spills to host so far; %d MiB left after removal)",
               counters.get(GPU_BYTES) >> 20, counters.getOrDefault("gpu.mapOutputDeviceBytes", 0L) >> 20,
-              counters.getOrDefault("gpu.mapOutputSpills", 0L));
+              counters.getOrDefault("gpu.mapOutputSpills", 0L), counters.getOrDefault(GPU_BYTES_LEFT, 0L) >> 20);
         } else if (!counters.isEmpty()) {
-          verdict += String.format(Locale.ROOT, "  (store %d MiB in %d outputs, %d spills so far)",
+          verdict += String.format(Locale.ROOT, "  (store %d MiB in %d outputs, %d spills so far; %d outputs left after removal)",
               counters.getOrDefault("memory.mapOutputInUse", 0L) >> 20, counters.getOrDefault("mapOutput.count", 0L),
-              counters.getOrDefault("mapOutput.spills", 0L));
+              counters.getOrDefault("mapOutput.spills", 0L), counters.getOrDefault(OUTPUTS_LEFT, 0L));
         }
         if (m.tasks() >= options.executors() && m.executorsUsed() < options.executors()) {
           // A query whose tasks all ran on fewer executors than the cluster has compares unlike clusters.
@@ -274,10 +282,34 @@ public final class TpchBenchmark {
    * Slipstream's own executor counters, summed over executors, read after the query (outside its
    * time): map-output store use and spills show whether outputs of earlier shuffles crowd the store.
    */
+  /** Per query run: host-path map outputs Slipstream's executors held once the query's shuffles were removed. */
+  static final String OUTPUTS_LEFT = "mapOutput.countAfterRemoval";
+  /** Per query run: bytes the GPU path's stores held (device, host, disk) once the query's shuffles were removed. */
+  static final String GPU_BYTES_LEFT = "gpu.mapOutputBytesAfterRemoval";
+
+  /**
+   * Removes a finished query's shuffles on the driver and every executor, waiting until they are
+   * gone, as Spark's {@code ContextCleaner} would once the driver's garbage collector let it find
+   * them. So every query starts with the map-output stores (and shuffle files) of the queries before
+   * it removed, under every manager. Spark 4.1+'s {@code
+   * spark.sql.classic.shuffleDependency.fileCleanup.enabled} does not cover these runs: {@code
+   * spark.sql(text)} plans with cleanup off whatever the setting says. Outside the query's measured
+   * time.
+   */
+  static void removeShuffles(SparkSession spark, List<Integer> shuffles) {
+    scala.Option<org.apache.spark.ContextCleaner> cleaner = spark.sparkContext().cleaner();
+    if (cleaner.isEmpty()) {
+      return; // spark.cleaner.referenceTracking=false: the user took removal into their own hands
+    }
+    for (int id : shuffles) {
+      cleaner.get().doCleanupShuffle(id, true);
+    }
+  }
+
   private static Map<String, Long> slipstreamCounters() {
     return LocalCluster.executorSums(java.util.Set.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills",
         "mapOutput.evictions", "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten",
-        "gpu.mapOutputDeviceBytes", "gpu.mapOutputSpills")::contains);
+        "gpu.mapOutputDeviceBytes", "gpu.mapOutputHostBytes", "gpu.mapOutputDiskBytes", "gpu.mapOutputSpills")::contains);
   }
 
   /** Compares with the first result of the query, in order (every query's ORDER BY is total). */
@@ -377,13 +409,6 @@ public final class TpchBenchmark {
         .config("spark.executor.metrics.pollingInterval", "100ms");
     if (slip) {
       b.config("spark.slipstream.transport", BenchOptions.transport(manager));
-    }
-    if (options.gpu()) {
-      // Spark 4.1+: a query's shuffles are removed when it ends, under every manager, instead of when
-      // the driver's garbage collector lets ContextCleaner find them. Otherwise the outputs of earlier
-      // queries stay in the GPU path's device store, and once they fill its budget a later query pays for
-      // moving them to host memory.
-      b.config("spark.sql.classic.shuffleDependency.fileCleanup.enabled", "true");
     }
     List<String> javaOptions = new ArrayList<>();
     if (rapids) {
