@@ -218,7 +218,10 @@ public final class TpchBenchmark {
           counters.put(GPU_BYTES, now - gpuBytesBefore);
           gpuBytesBefore = now;
         }
-        removeShuffles(spark, listener.shuffles());
+        long r0 = System.nanoTime();
+        List<Integer> shuffles = listener.shuffles();
+        removeShuffles(spark, shuffles);
+        long removalMillis = (System.nanoTime() - r0) / 1_000_000;
         if (!counters.isEmpty()) {
           Map<String, Long> left = slipstreamCounters();
           counters.put(OUTPUTS_LEFT, left.getOrDefault("mapOutput.count", 0L));
@@ -247,6 +250,7 @@ public final class TpchBenchmark {
           verdict += String.format(Locale.ROOT, "  (WARNING: its %d tasks ran on %d of %d executors)", m.tasks(),
               m.executorsUsed(), options.executors());
         }
+        verdict += String.format(Locale.ROOT, "  (%d shuffles removed in %d ms)", shuffles.size(), removalMillis);
         progress.finish(round, warmup, manager, query, wall, got.size(), verdict);
         ExecutorLog.drain().forEach(e -> progress.println("  " + manager + ": " + e));
         if (!results.mismatches().isEmpty()) {
@@ -278,10 +282,6 @@ public final class TpchBenchmark {
     }
   }
 
-  /**
-   * Slipstream's own executor counters, summed over executors, read after the query (outside its
-   * time): map-output store use and spills show whether outputs of earlier shuffles crowd the store.
-   */
   /** Per query run: host-path map outputs Slipstream's executors held once the query's shuffles were removed. */
   static final String OUTPUTS_LEFT = "mapOutput.countAfterRemoval";
   /** Per query run: bytes the GPU path's stores held (device, host, disk) once the query's shuffles were removed. */
@@ -291,7 +291,7 @@ public final class TpchBenchmark {
    * Removes a finished query's shuffles on the driver and every executor, waiting until they are
    * gone, as Spark's {@code ContextCleaner} would once the driver's garbage collector let it find
    * them. So every query starts with the map-output stores (and shuffle files) of the queries before
-   * it removed, under every manager. Spark 4.1+'s {@code
+   * it removed, under every manager. On Spark 4.2 {@code
    * spark.sql.classic.shuffleDependency.fileCleanup.enabled} does not cover these runs: {@code
    * spark.sql(text)} plans with cleanup off whatever the setting says. Outside the query's measured
    * time.
@@ -306,6 +306,11 @@ public final class TpchBenchmark {
     }
   }
 
+  /**
+   * Slipstream's own executor counters, summed over executors, read after the query (outside its
+   * time): the map-output stores' use and spills while the query's own outputs are in them (earlier
+   * queries' shuffles were removed after each).
+   */
   private static Map<String, Long> slipstreamCounters() {
     return LocalCluster.executorSums(java.util.Set.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills",
         "mapOutput.evictions", "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten",

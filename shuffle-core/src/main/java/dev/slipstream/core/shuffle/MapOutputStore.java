@@ -55,6 +55,12 @@ public final class MapOutputStore implements AutoCloseable {
   private final List<RegisteredRegion> segments = new ArrayList<>();
   private final ArrayDeque<Page> freePages = new ArrayDeque<>();
   private final Map<Integer, Map<Long, MapOutput>> outputs = new ConcurrentHashMap<>();
+  /**
+   * Shuffles removed here. A map task of a stage Spark was cancelling as it removed the shuffle (adaptive
+   * execution stops the stages a finished query no longer needs) can still commit afterwards; its
+   * output is dropped instead of held until the executor ends. Spark never reuses a shuffle id.
+   */
+  private final java.util.Set<Integer> removedShuffles = ConcurrentHashMap.newKeySet();
   private final AtomicLong spills = new AtomicLong();
   private final AtomicLong spilledBytes = new AtomicLong();
   private final AtomicLong fileSeq = new AtomicLong();
@@ -197,15 +203,38 @@ public final class MapOutputStore implements AutoCloseable {
     LOG.warn("Could not delete map-output file {}: {}", file, e.toString());
   }
 
-  /** Publishes a committed output; an earlier output of the same attempt id is replaced. */
+  /**
+   * Publishes a committed output; an earlier output of the same attempt id is replaced. The output of
+   * a shuffle already removed here is released instead (see {@link #removedShuffles}).
+   */
   void publish(MapOutput out) {
-    if (out.inMemory()) {
-      resident.add(out);
+    MapOutput[] old = new MapOutput[1];
+    boolean[] kept = new boolean[1];
+    // Atomic with removeShuffle for the same shuffle: an output is either published before the removal
+    // (and freed by it) or refused after it.
+    outputs.compute(out.shuffleId(), (id, m) -> {
+      if (removedShuffles.contains(id)) {
+        return m;
+      }
+      Map<Long, MapOutput> into = m != null ? m : new ConcurrentHashMap<>();
+      synchronized (into) {
+        if (out.inMemory()) {
+          resident.add(out);
+        }
+        old[0] = into.put(out.mapId(), out);
+      }
+      kept[0] = true;
+      return into;
+    });
+    if (!kept[0]) {
+      LOG.debug("Dropped map output {}/{}: its shuffle was removed before the map task committed",
+          out.shuffleId(), out.mapId());
+      out.release();
+      return;
     }
-    MapOutput old = outputs.computeIfAbsent(out.shuffleId(), k -> new ConcurrentHashMap<>()).put(out.mapId(), out);
-    if (old != null) {
-      resident.remove(old);
-      old.release();
+    if (old[0] != null) {
+      resident.remove(old[0]);
+      old[0].release();
     }
   }
 
@@ -246,9 +275,19 @@ public final class MapOutputStore implements AutoCloseable {
     }
   }
 
-  /** Frees every output of a shuffle (pages go back to the free list once no reader holds them). */
+  /**
+   * Frees every output of a shuffle (pages go back to the free list once no reader holds them); an
+   * output of it committed later is dropped.
+   */
   public void removeShuffle(int shuffleId) {
-    Map<Long, MapOutput> m = outputs.remove(shuffleId);
+    @SuppressWarnings("unchecked")
+    Map<Long, MapOutput>[] gone = new Map[1];
+    outputs.compute(shuffleId, (id, m) -> {
+      removedShuffles.add(id);
+      gone[0] = m;
+      return null;
+    });
+    Map<Long, MapOutput> m = gone[0];
     if (m != null) {
       synchronized (m) {
         m.values().forEach(o -> {

@@ -380,6 +380,43 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void anOutputCommittedAfterItsShuffleWasRemovedIsDropped() throws Exception {
+    // A map task of a stage Spark was cancelling as it removed the shuffle commits afterwards.
+    writeOutput(holder, 12, 1L, new int[] {10_000}, 6);
+    holder.store().removeShuffle(12);
+    writeOutput(holder, 12, 2L, new int[] {10_000, 20_000}, 7);
+    PartitionedOutputWriter w = holder.store().newPartitionedOutput(12, 3L, 2);
+    w.partition(1).write(new byte[900_000]); // beyond the budget: a spill file
+    w.commit();
+    assertEquals(0, holder.store().outputCount(), "nothing of the removed shuffle is held");
+    assertEquals(0, holder.store().memoryInUse());
+    assertEquals(0, holder.store().spillFilesOnDisk());
+    writeOutput(holder, 13, 1L, new int[] {10_000}, 8);
+    assertEquals(1, holder.store().outputCount(), "other shuffles are stored as before");
+  }
+
+  @Test
+  void aRemovalRacingCommitsLeavesNothingBehind() throws Exception {
+    for (int shuffle = 100; shuffle < 160; shuffle++) {
+      int id = shuffle;
+      java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+      java.util.concurrent.Future<?> writer = java.util.concurrent.ForkJoinPool.commonPool().submit(() -> {
+        go.await();
+        for (long m = 0; m < 20; m++) {
+          writeOutput(holder, id, m, new int[] {4_000, 0, 1_000}, m);
+        }
+        return null;
+      });
+      go.countDown();
+      Thread.sleep(0, 200_000);
+      holder.store().removeShuffle(id);
+      writer.get();
+      assertEquals(0, holder.store().outputCount(), "shuffle " + id + ": outputs committed around its removal");
+      assertEquals(0, holder.store().memoryInUse(), "shuffle " + id);
+    }
+  }
+
+  @Test
   void closeReleasesAllRegisteredMemory() throws Exception {
     writeOutput(holder, 6, 1L, new int[] {50_000}, 5);
     holder.close();

@@ -39,6 +39,12 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   /** The root of the pools this store made for itself (closed with it); null when they are the caller's. */
   private final MemoryPool ownedPools;
   private final Map<Key, Output> outputs = new LinkedHashMap<>(); // insertion order = spill order
+  /**
+   * Shuffles removed here. A map task of a stage Spark was cancelling as it removed the shuffle (adaptive
+   * execution stops the stages a finished query no longer needs) can still commit afterwards; its
+   * block is freed instead of held until the executor ends. Spark never reuses a shuffle id.
+   */
+  private final java.util.Set<Integer> removedShuffles = new java.util.HashSet<>();
   private long spills;
   private long restores;
   /** Folder of outputs spilled to disk (created when first needed); null: no disk tier. */
@@ -420,6 +426,10 @@ public final class DeviceMapOutputStore implements AutoCloseable {
             + " bytes within the block of " + block.length());
       }
     }
+    if (removedShuffles.contains(shuffleId)) {
+      block.close(); // not among the outputs: returns its memory
+      return;
+    }
     Key k = new Key(shuffleId, mapAttemptId);
     Output old = outputs.remove(k);
     if (old != null) {
@@ -780,6 +790,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   /** Frees every output of {@code shuffleId}; an output a push still reads goes when the push ends. */
   public synchronized int removeShuffle(int shuffleId) {
+    removedShuffles.add(shuffleId);
     List<Output> gone = new ArrayList<>();
     outputs.values().removeIf(o -> {
       if (o.key.shuffleId() == shuffleId) {

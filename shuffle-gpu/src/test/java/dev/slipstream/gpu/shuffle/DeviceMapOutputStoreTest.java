@@ -71,6 +71,22 @@ class DeviceMapOutputStoreTest {
   }
 
   @Test
+  void anOutputCommittedAfterItsShuffleWasRemovedIsFreed() {
+    HostOutputSpace space = new HostOutputSpace();
+    DeviceMapOutputStore s = new DeviceMapOutputStore(space, 128, 0);
+    put(s, 1, 10, 2, 2, (byte) 1);
+    assertEquals(1, s.removeShuffle(1));
+    // A map task of a stage Spark was cancelling as it removed the shuffle commits afterwards.
+    put(s, 1, 11, 2, 2, (byte) 2);
+    assertFalse(s.contains(1, 11));
+    assertEquals(0, s.deviceInUse());
+    assertEquals(0, space.live(), "its block went back");
+    put(s, 2, 10, 2, 2, (byte) 3);
+    assertTrue(s.contains(2, 10), "other shuffles are stored as before");
+    s.close();
+  }
+
+  @Test
   void aPinnedOutputStaysAndABudgetThatCannotBeMetNamesBothBudgets() {
     HostOutputSpace space = new HostOutputSpace();
     DeviceMapOutputStore s = new DeviceMapOutputStore(space, 128, 0);
