@@ -82,7 +82,7 @@ public final class LocalCluster {
    * a benchmark would quietly measure fewer executors. Stops Spark and throws, with the executors'
    * logs, when some executor ran nothing within 90 s.
    */
-  public static void awaitRunning(SparkSession spark, int executors, int cores) {
+  public static Map<String, Long> awaitRunning(SparkSession spark, int executors, int cores) {
     Map<String, Long> ran = executorPids(spark, executors, cores, 90);
     if (ran.size() < executors) {
       String logs = executorLogs();
@@ -91,6 +91,42 @@ public final class LocalCluster {
           + " the others registered but their start failed or hangs (a plugin's init: RAPIDS' GPU pool,"
           + " a GPU that cannot be opened); executor logs:\n" + logs);
     }
+    return ran;
+  }
+
+  /**
+   * Stops Spark, then waits up to {@code seconds} for the executor processes {@code pids} to exit:
+   * {@code stop()} returns while the executors still shut down, and a GPU executor's exit frees its
+   * GPU memory (RAPIDS' pool, Slipstream's store), which the next cluster's executors size their own
+   * from. Returns the pids still alive at the deadline (empty: all gone).
+   */
+  public static List<Long> stopAndAwaitExit(SparkSession spark, java.util.Collection<Long> pids, int seconds) {
+    spark.stop();
+    return awaitExit(pids, seconds);
+  }
+
+  /** Waits up to {@code seconds} for the processes {@code pids} to exit; returns those still alive then. */
+  public static List<Long> awaitExit(java.util.Collection<Long> pids, int seconds) {
+    long deadline = System.nanoTime() + seconds * 1_000_000_000L;
+    List<Long> alive = new java.util.ArrayList<>();
+    for (long pid : pids) {
+      java.util.Optional<ProcessHandle> h = ProcessHandle.of(pid);
+      if (h.isEmpty()) {
+        continue;
+      }
+      try {
+        h.get().onExit().get(Math.max(0, deadline - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS);
+      } catch (java.util.concurrent.TimeoutException e) {
+        alive.add(pid);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        alive.add(pid);
+        break;
+      } catch (java.util.concurrent.ExecutionException e) {
+        // onExit() does not fail; nothing to wait for
+      }
+    }
+    return alive;
   }
 
   /**

@@ -54,6 +54,8 @@ public final class TpchBenchmark {
   private boolean cpuSkipped;
   private final Map<String, String> sql;
   private Path data;
+  /** The executor processes of the cluster {@link #start} started last, by executor id. */
+  private Map<String, Long> executorPids = Map.of();
 
   public TpchBenchmark(BenchOptions options, Progress progress) {
     this.options = options;
@@ -258,7 +260,18 @@ public final class TpchBenchmark {
         }
       }
     } finally {
-      spark.stop();
+      stop(spark);
+    }
+  }
+
+  /**
+   * Stops a cluster and waits for its executor processes to exit, so that the next cluster starts on
+   * a machine (and a GPU, whose memory the next executors size RAPIDS' pool from) this one has left.
+   */
+  void stop(SparkSession spark) {
+    List<Long> alive = LocalCluster.stopAndAwaitExit(spark, executorPids.values(), 60);
+    if (!alive.isEmpty()) {
+      progress.println("  WARNING: executor processes " + alive + " had not exited 60 s after the cluster stopped");
     }
   }
 
@@ -472,7 +485,7 @@ public final class TpchBenchmark {
     extra.forEach(b::config);
     ExecutorLog.drain(); // a stopped cluster's last events are not this one's
     SparkSession spark = LocalCluster.start(b, options.executors());
-    LocalCluster.awaitRunning(spark, options.executors(), options.cores());
+    executorPids = LocalCluster.awaitRunning(spark, options.executors(), options.cores());
     spark.sparkContext().setLogLevel("WARN");
     results.sparkVersion(spark.version());
     return spark;
