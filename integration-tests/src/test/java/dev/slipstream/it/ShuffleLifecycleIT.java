@@ -90,6 +90,16 @@ class ShuffleLifecycleIT {
         assertEquals(0L, m.get("memory.mapOutputInUse"), "executor " + id + " still holds pages: " + m);
         assertEquals(0L, m.get("memory.landingInUse"), "executor " + id + " still holds landing space: " + m);
       });
+
+      // The RDD runs again: Spark registers the removed shuffle under the same id and reruns its map
+      // stage (as for a Dataset whose shuffles SQL's cleanup removed); those outputs are kept and read.
+      long want = 0;
+      for (long i = 0; i < 200_000; i++) {
+        want += i;
+      }
+      assertEquals(want, (long) r.values().reduce(Long::sum), "the rerun reads every record once");
+      assertEquals(4L, LocalCluster.executorMetrics().values().stream().mapToLong(m -> m.get("mapOutput.count")).sum(),
+          "the rerun's map outputs are held again");
     } finally {
       spark.stop();
     }

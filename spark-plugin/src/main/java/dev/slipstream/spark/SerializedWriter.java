@@ -66,7 +66,7 @@ final class SerializedWriter<K, V> extends ShuffleWriter<K, V> {
     try {
       UnsafeShuffleWriter<K, V> w = new UnsafeShuffleWriter<>(SparkEnv.get().blockManager(), context.taskMemoryManager(),
           new SerializedShuffleHandle<>(handle.shuffleId(), dep), mapId, context, conf, metrics,
-          new StoreComponents(store, metrics));
+          new StoreComponents(store, metrics, store.removalMark()));
       return new SerializedWriter<>(w, store, handle.shuffleId(), mapId);
     } catch (SparkException e) {
       throw new IllegalStateException("Spark's serialized shuffle writer refused shuffle " + handle.shuffleId() + ": "
@@ -102,10 +102,13 @@ final class SerializedWriter<K, V> extends ShuffleWriter<K, V> {
   private static final class StoreComponents implements ShuffleExecutorComponents {
     private final MapOutputStore store;
     private final ShuffleWriteMetricsReporter metrics;
+    /** The store's removal mark when the task began: see {@link MapOutputStore#newOutput(int, long, int, long)}. */
+    private final long begun;
 
-    StoreComponents(MapOutputStore store, ShuffleWriteMetricsReporter metrics) {
+    StoreComponents(MapOutputStore store, ShuffleWriteMetricsReporter metrics, long begun) {
       this.store = store;
       this.metrics = metrics;
+      this.begun = begun;
     }
 
     @Override
@@ -113,7 +116,7 @@ final class SerializedWriter<K, V> extends ShuffleWriter<K, V> {
 
     @Override
     public ShuffleMapOutputWriter createMapOutputWriter(int shuffleId, long mapTaskId, int numPartitions) {
-      return new StoreMapOutputWriter(store.newOutput(shuffleId, mapTaskId, numPartitions));
+      return new StoreMapOutputWriter(store.newOutput(shuffleId, mapTaskId, numPartitions, begun));
     }
 
     /**
@@ -126,7 +129,7 @@ final class SerializedWriter<K, V> extends ShuffleWriter<K, V> {
     public Optional<SingleSpillShuffleMapOutputWriter> createSingleFileMapOutputWriter(int shuffleId, long mapId) {
       return Optional.of((file, partitionLengths, checksums) -> {
         long t0 = System.nanoTime();
-        MapOutputWriter out = store.newOutput(shuffleId, mapId, partitionLengths.length);
+        MapOutputWriter out = store.newOutput(shuffleId, mapId, partitionLengths.length, begun);
         try (InputStream in = new BufferedInputStream(new FileInputStream(file), 64 * 1024)) {
           byte[] buf = new byte[64 * 1024];
           for (int p = 0; p < partitionLengths.length; p++) {

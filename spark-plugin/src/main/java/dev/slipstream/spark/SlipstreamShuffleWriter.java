@@ -1,6 +1,7 @@
 package dev.slipstream.spark;
 
 import dev.slipstream.core.shuffle.MapOutput;
+import dev.slipstream.core.shuffle.MapOutputStore;
 import dev.slipstream.core.shuffle.PartitionedOutputWriter;
 import dev.slipstream.spark.adapter.Scala;
 import dev.slipstream.spark.shim.SparkShim;
@@ -46,6 +47,8 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private MapStatus status;
   private long[] partitionLengths = new long[0];
   private boolean stopping;
+  /** The store's removal mark when the task began: see {@link MapOutputStore#newOutput(int, long, int, long)}. */
+  private final long begun;
 
   SlipstreamShuffleWriter(SlipstreamShuffleHandle<K, V, C> handle, long mapId, TaskContext context,
                           ShuffleWriteMetricsReporter metrics, ExecutorRuntime runtime, int directPartitionsMax) {
@@ -55,6 +58,7 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     this.metrics = metrics;
     this.runtime = runtime;
     this.directPartitionsMax = directPartitionsMax;
+    this.begun = runtime.node().store().removalMark();
   }
 
   @Override
@@ -74,7 +78,7 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
    */
   private void writeDirect(ShuffleDependency<K, V, C> dep, Iterator<Product2<K, V>> records) throws IOException {
     int n = dep.partitioner().numPartitions();
-    direct = runtime.node().store().newPartitionedOutput(handle.shuffleId(), mapId, n);
+    direct = runtime.node().store().newPartitionedOutput(handle.shuffleId(), mapId, n, begun);
     SerializerInstance ser = dep.serializer().newInstance();
     SerializerManager sm = SparkEnv.get().serializerManager();
     Partitioner partitioner = dep.partitioner();
@@ -119,7 +123,7 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     sorter.insertAll(records);
     output = new StoreMapOutputWriter(runtime.node().store().newOutput(handle.shuffleId(), mapId,
-        dep.partitioner().numPartitions()));
+        dep.partitioner().numPartitions(), begun));
     long t0 = System.nanoTime();
     sorter.writePartitionedMapOutput(handle.shuffleId(), mapId, output, metrics);
     output.commitAllPartitions(sorter.getChecksums());

@@ -55,12 +55,17 @@ public final class MapOutputStore implements AutoCloseable {
   private final List<RegisteredRegion> segments = new ArrayList<>();
   private final ArrayDeque<Page> freePages = new ArrayDeque<>();
   private final Map<Integer, Map<Long, MapOutput>> outputs = new ConcurrentHashMap<>();
+  /** Removals so far: a map task notes the count when it begins ({@link #removalMark}). */
+  private final AtomicLong removals = new AtomicLong();
   /**
-   * Shuffles removed here. A map task of a stage Spark was cancelling as it removed the shuffle (adaptive
-   * execution stops the stages a finished query no longer needs) can still commit afterwards; its
-   * output is dropped instead of held until the executor ends. Spark never reuses a shuffle id.
+   * The removal count at each removed shuffle's last removal. A map task of a stage Spark was
+   * cancelling as it removed the shuffle (adaptive execution stops the stages a finished query no
+   * longer needs) can still commit afterwards: an output whose task began before its shuffle's
+   * removal is dropped instead of held until the executor ends. One begun after it is kept: Spark
+   * registers a removed shuffle again under the same id when a plan whose shuffles were cleaned up
+   * runs again (SQL's shuffle cleanup, then a second action on the same Dataset).
    */
-  private final java.util.Set<Integer> removedShuffles = ConcurrentHashMap.newKeySet();
+  private final Map<Integer, Long> removedAt = new ConcurrentHashMap<>();
   private final AtomicLong spills = new AtomicLong();
   private final AtomicLong spilledBytes = new AtomicLong();
   private final AtomicLong fileSeq = new AtomicLong();
@@ -107,12 +112,26 @@ public final class MapOutputStore implements AutoCloseable {
 
   /** Starts the output of one map task attempt. */
   public MapOutputWriter newOutput(int shuffleId, long mapId, int numPartitions) {
-    return new MapOutputWriter(this, shuffleId, mapId, numPartitions);
+    return newOutput(shuffleId, mapId, numPartitions, removalMark());
+  }
+
+  /**
+   * Starts the output of one map task attempt that began at removal mark {@code begun}
+   * ({@link #removalMark}, taken when the task began): if its shuffle is removed after that, the
+   * output is dropped when it commits.
+   */
+  public MapOutputWriter newOutput(int shuffleId, long mapId, int numPartitions, long begun) {
+    return new MapOutputWriter(this, shuffleId, mapId, numPartitions, begun);
   }
 
   /** Starts the output of one map task attempt with every partition writable at once. */
   public PartitionedOutputWriter newPartitionedOutput(int shuffleId, long mapId, int numPartitions) {
-    return new PartitionedOutputWriter(this, shuffleId, mapId, numPartitions);
+    return newPartitionedOutput(shuffleId, mapId, numPartitions, removalMark());
+  }
+
+  /** {@link #newPartitionedOutput(int, long, int)} of a task that began at removal mark {@code begun}. */
+  public PartitionedOutputWriter newPartitionedOutput(int shuffleId, long mapId, int numPartitions, long begun) {
+    return new PartitionedOutputWriter(this, shuffleId, mapId, numPartitions, begun);
   }
 
   /**
@@ -203,17 +222,24 @@ public final class MapOutputStore implements AutoCloseable {
     LOG.warn("Could not delete map-output file {}: {}", file, e.toString());
   }
 
+  /** The count of removals so far, which a map task notes when it begins. */
+  public long removalMark() {
+    return removals.get();
+  }
+
   /**
-   * Publishes a committed output; an earlier output of the same attempt id is replaced. The output of
-   * a shuffle already removed here is released instead (see {@link #removedShuffles}).
+   * Publishes a committed output; an earlier output of the same attempt id is replaced. An output
+   * whose task began (at removal mark {@code begun}) before its shuffle was removed is released
+   * instead (see {@link #removedAt}).
    */
-  void publish(MapOutput out) {
+  void publish(MapOutput out, long begun) {
     MapOutput[] old = new MapOutput[1];
     boolean[] kept = new boolean[1];
     // Atomic with removeShuffle for the same shuffle: an output is either published before the removal
     // (and freed by it) or refused after it.
     outputs.compute(out.shuffleId(), (id, m) -> {
-      if (removedShuffles.contains(id)) {
+      Long removed = removedAt.get(id);
+      if (removed != null && begun < removed) {
         return m;
       }
       Map<Long, MapOutput> into = m != null ? m : new ConcurrentHashMap<>();
@@ -227,7 +253,7 @@ public final class MapOutputStore implements AutoCloseable {
       return into;
     });
     if (!kept[0]) {
-      LOG.debug("Dropped map output {}/{}: its shuffle was removed before the map task committed",
+      LOG.debug("Dropped map output {}/{}: its shuffle was removed while the map task wrote it",
           out.shuffleId(), out.mapId());
       out.release();
       return;
@@ -277,13 +303,13 @@ public final class MapOutputStore implements AutoCloseable {
 
   /**
    * Frees every output of a shuffle (pages go back to the free list once no reader holds them); an
-   * output of it committed later is dropped.
+   * output of it whose task began before this is dropped when it commits.
    */
   public void removeShuffle(int shuffleId) {
     @SuppressWarnings("unchecked")
     Map<Long, MapOutput>[] gone = new Map[1];
     outputs.compute(shuffleId, (id, m) -> {
-      removedShuffles.add(id);
+      removedAt.put(id, removals.incrementAndGet());
       gone[0] = m;
       return null;
     });

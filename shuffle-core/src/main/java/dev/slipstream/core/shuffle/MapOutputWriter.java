@@ -24,7 +24,11 @@ public final class MapOutputWriter {
   private int nextPartition;
   private boolean done;
 
-  MapOutputWriter(MapOutputStore store, int shuffleId, long mapId, int numPartitions) {
+  /** The store's removal mark when the map task began (see {@link MapOutputStore#publish}). */
+  private final long begun;
+
+  MapOutputWriter(MapOutputStore store, int shuffleId, long mapId, int numPartitions, long begun) {
+    this.begun = begun;
     if (numPartitions < 0) {
       throw new IllegalArgumentException("numPartitions " + numPartitions + " is negative");
     }
@@ -115,7 +119,7 @@ public final class MapOutputWriter {
     }
     MapOutput out = new MapOutput(store, shuffleId, mapId,
         new MapOutputLayout.Contiguous(offsets, chain.pages(), chain.file(), pageBytes), checksums);
-    store.publish(out);
+    store.publish(out, begun);
     return out;
   }
 

@@ -59,7 +59,11 @@ public final class PartitionedOutputWriter {
     }
   }
 
-  PartitionedOutputWriter(MapOutputStore store, int shuffleId, long mapId, int numPartitions) {
+  /** The store's removal mark when the map task began (see {@link MapOutputStore#publish}). */
+  private final long begun;
+
+  PartitionedOutputWriter(MapOutputStore store, int shuffleId, long mapId, int numPartitions, long begun) {
+    this.begun = begun;
     if (numPartitions < 0) {
       throw new IllegalArgumentException("numPartitions " + numPartitions + " is negative");
     }
@@ -131,7 +135,7 @@ public final class PartitionedOutputWriter {
       layout = new MapOutputLayout.PerPartition(lengths, pages, files, pageBytes);
     }
     MapOutput out = new MapOutput(store, shuffleId, mapId, layout, checksums);
-    store.publish(out);
+    store.publish(out, begun);
     return out;
   }
 

@@ -380,37 +380,52 @@ class ShuffleNodeTest {
   }
 
   @Test
-  void anOutputCommittedAfterItsShuffleWasRemovedIsDropped() throws Exception {
-    // A map task of a stage Spark was cancelling as it removed the shuffle commits afterwards.
+  void anOutputBegunBeforeItsShuffleWasRemovedIsDroppedAndOneBegunAfterIsKept() throws Exception {
     writeOutput(holder, 12, 1L, new int[] {10_000}, 6);
+    // Map tasks of a stage Spark was cancelling as it removed the shuffle: begun before, committed after.
+    MapOutputWriter zombie = holder.store().newOutput(12, 2L, 1);
+    try (OutputStream o = zombie.openPartition(0)) {
+      o.write(new byte[10_000]);
+    }
+    PartitionedOutputWriter spilling = holder.store().newPartitionedOutput(12, 3L, 2);
+    spilling.partition(1).write(new byte[900_000]); // beyond the budget: a spill file
     holder.store().removeShuffle(12);
-    writeOutput(holder, 12, 2L, new int[] {10_000, 20_000}, 7);
-    PartitionedOutputWriter w = holder.store().newPartitionedOutput(12, 3L, 2);
-    w.partition(1).write(new byte[900_000]); // beyond the budget: a spill file
-    w.commit();
+    zombie.commit();
+    spilling.commit();
     assertEquals(0, holder.store().outputCount(), "nothing of the removed shuffle is held");
     assertEquals(0, holder.store().memoryInUse());
     assertEquals(0, holder.store().spillFilesOnDisk());
-    writeOutput(holder, 13, 1L, new int[] {10_000}, 8);
-    assertEquals(1, holder.store().outputCount(), "other shuffles are stored as before");
+    // Spark registers a removed shuffle again under its id when the cleaned-up plan runs again.
+    byte[][] again = writeOutput(holder, 12, 4L, new int[] {5_000, 7_000}, 9);
+    assertEquals(1, holder.store().outputCount(), "an output begun after the removal is kept");
+    Map<BlockId, byte[]> got = fetchAll(12, List.of(new BlockFetcher.RemoteBlock(new BlockId(12, 4L, 1), 7_000)));
+    assertArrayEquals(again[1], got.get(new BlockId(12, 4L, 1)));
   }
 
   @Test
-  void aRemovalRacingCommitsLeavesNothingBehind() throws Exception {
+  void aRemovalRacingCommitsOfWritersBegunBeforeItLeavesNothingBehind() throws Exception {
     for (int shuffle = 100; shuffle < 160; shuffle++) {
       int id = shuffle;
+      List<MapOutputWriter> begun = new java.util.ArrayList<>();
+      for (long m = 0; m < 20; m++) {
+        MapOutputWriter w = holder.store().newOutput(id, m, 3);
+        try (OutputStream o = w.openPartition(0)) {
+          o.write(new byte[4_000]);
+        }
+        begun.add(w);
+      }
       java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
-      java.util.concurrent.Future<?> writer = java.util.concurrent.ForkJoinPool.commonPool().submit(() -> {
+      java.util.concurrent.Future<?> committer = java.util.concurrent.ForkJoinPool.commonPool().submit(() -> {
         go.await();
-        for (long m = 0; m < 20; m++) {
-          writeOutput(holder, id, m, new int[] {4_000, 0, 1_000}, m);
+        for (MapOutputWriter w : begun) {
+          w.commit();
         }
         return null;
       });
       go.countDown();
       Thread.sleep(0, 200_000);
       holder.store().removeShuffle(id);
-      writer.get();
+      committer.get();
       assertEquals(0, holder.store().outputCount(), "shuffle " + id + ": outputs committed around its removal");
       assertEquals(0, holder.store().memoryInUse(), "shuffle " + id);
     }

@@ -39,12 +39,17 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   /** The root of the pools this store made for itself (closed with it); null when they are the caller's. */
   private final MemoryPool ownedPools;
   private final Map<Key, Output> outputs = new LinkedHashMap<>(); // insertion order = spill order
+  /** Removals so far: a writer notes the count when it begins ({@link #removalMark}). */
+  private long removals;
   /**
-   * Shuffles removed here. A map task of a stage Spark was cancelling as it removed the shuffle (adaptive
-   * execution stops the stages a finished query no longer needs) can still commit afterwards; its
-   * block is freed instead of held until the executor ends. Spark never reuses a shuffle id.
+   * The removal count at each removed shuffle's last removal. A map task of a stage Spark was
+   * cancelling as it removed the shuffle (adaptive execution stops the stages a finished query no
+   * longer needs) can still commit afterwards: an output whose task began before its shuffle's
+   * removal is freed instead of held until the executor ends. One begun after it is kept: Spark
+   * registers a removed shuffle again under the same id when a plan whose shuffles were cleaned up
+   * runs again.
    */
-  private final java.util.Set<Integer> removedShuffles = new java.util.HashSet<>();
+  private final Map<Integer, Long> removedAt = new java.util.HashMap<>();
   private long spills;
   private long restores;
   /** Folder of outputs spilled to disk (created when first needed); null: no disk tier. */
@@ -407,6 +412,22 @@ public final class DeviceMapOutputStore implements AutoCloseable {
    */
   public synchronized void commit(int shuffleId, long mapAttemptId, OutputSpace.Block block, int[] widths,
       long[] offsets, long[] counts) {
+    commit(shuffleId, mapAttemptId, block, widths, offsets, counts,
+        block instanceof AccountedBlock a ? a.begun : Long.MAX_VALUE);
+  }
+
+  /** The count of removals so far, which a writer notes when it begins (for {@link #commit}). */
+  public synchronized long removalMark() {
+    return removals;
+  }
+
+  /**
+   * {@link #commit(int, long, OutputSpace.Block, int[], long[], long[])} of a writer that began at
+   * removal mark {@code begun} ({@link #removalMark}; the other form takes the block's allocation):
+   * when its shuffle was removed since, the block is freed and nothing is stored.
+   */
+  public synchronized void commit(int shuffleId, long mapAttemptId, OutputSpace.Block block, int[] widths,
+      long[] offsets, long[] counts, long begun) {
     ensureOpen();
     if (!(block instanceof AccountedBlock)) {
       throw new IllegalArgumentException("commit of a block that did not come from this store's allocate()");
@@ -426,7 +447,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
             + " bytes within the block of " + block.length());
       }
     }
-    if (removedShuffles.contains(shuffleId)) {
+    Long removed = removedAt.get(shuffleId);
+    if (removed != null && begun < removed) {
       block.close(); // not among the outputs: returns its memory
       return;
     }
@@ -790,7 +812,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   /** Frees every output of {@code shuffleId}; an output a push still reads goes when the push ends. */
   public synchronized int removeShuffle(int shuffleId) {
-    removedShuffles.add(shuffleId);
+    removedAt.put(shuffleId, ++removals);
     List<Output> gone = new ArrayList<>();
     outputs.values().removeIf(o -> {
       if (o.key.shuffleId() == shuffleId) {
@@ -899,10 +921,13 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   /** A block counted against the device budget; closing an uncommitted one returns its bytes. */
   private final class AccountedBlock implements OutputSpace.Block {
     final OutputSpace.Block inner;
+    /** The store's removal mark when the block was allocated. */
+    final long begun;
     private boolean open = true;
 
     AccountedBlock(OutputSpace.Block inner) {
       this.inner = inner;
+      this.begun = removals; // constructed under the store's lock
     }
 
     @Override

@@ -71,18 +71,28 @@ class DeviceMapOutputStoreTest {
   }
 
   @Test
-  void anOutputCommittedAfterItsShuffleWasRemovedIsFreed() {
+  void anOutputBegunBeforeItsShuffleWasRemovedIsFreedAndOneBegunAfterIsKept() {
     HostOutputSpace space = new HostOutputSpace();
-    DeviceMapOutputStore s = new DeviceMapOutputStore(space, 128, 0);
+    DeviceMapOutputStore s = new DeviceMapOutputStore(space, 256, 0);
     put(s, 1, 10, 2, 2, (byte) 1);
+    long taskBegan = s.removalMark();
+    OutputSpace.Block early = s.allocate(64); // a map task of a stage Spark was cancelling
     assertEquals(1, s.removeShuffle(1));
-    // A map task of a stage Spark was cancelling as it removed the shuffle commits afterwards.
-    put(s, 1, 11, 2, 2, (byte) 2);
-    assertFalse(s.contains(1, 11));
+    OutputSpace.Block late = s.allocate(64); // that task's block, allocated after the removal
+    s.commit(1, 11, early, W, new long[] {0, 32, 64}, new long[] {2, 2});
+    s.commit(1, 12, late, W, new long[] {0, 32, 64}, new long[] {2, 2}, taskBegan);
+    assertFalse(s.contains(1, 11), "block allocated before the removal");
+    assertFalse(s.contains(1, 12), "writer begun before the removal");
     assertEquals(0, s.deviceInUse());
-    assertEquals(0, space.live(), "its block went back");
-    put(s, 2, 10, 2, 2, (byte) 3);
-    assertTrue(s.contains(2, 10), "other shuffles are stored as before");
+    assertEquals(0, space.live(), "their blocks went back");
+    // Spark registers a removed shuffle again under its id when the cleaned-up plan runs again.
+    put(s, 1, 13, 2, 2, (byte) 3);
+    assertTrue(s.contains(1, 13), "an output begun after the removal is kept");
+    try (DeviceMapOutputStore.Pinned p = s.pin(1, 13)) {
+      byte[] got = new byte[32];
+      p.block().read(p.offset(1), got, 0, 32);
+      assertArrayEquals(filled(32, (byte) 3), got);
+    }
     s.close();
   }
 

@@ -16,12 +16,18 @@ abstract class DeviceStoreWriter<K, V> extends ShuffleWriter<K, V> {
   protected final ExecutorGpu runtime;
   protected MapStatus status;
   protected long[] partitionLengths = new long[0];
+  /**
+   * The device store's removal mark when the task began writing: its output is dropped at commit if
+   * the shuffle was removed since (a task of a stage Spark was cancelling).
+   */
+  protected final long begun;
   private boolean stopping;
 
   DeviceStoreWriter(int shuffleId, long mapId, ExecutorGpu runtime) {
     this.shuffleId = shuffleId;
     this.mapId = mapId;
     this.runtime = runtime;
+    this.begun = runtime.current().map(g -> g.store().removalMark()).orElse(Long.MAX_VALUE);
   }
 
   @Override

@@ -112,7 +112,7 @@ public final class DeviceTableWriter<K, V, C> extends DeviceStoreWriter<K, V> {
         }
         copies.finish();
       }
-      gpu.store().commit(handle.shuffleId(), mapId, block, new int[0], offsets, words);
+      gpu.store().commit(handle.shuffleId(), mapId, block, new int[0], offsets, words, begun);
     } catch (RuntimeException | Error e) {
       block.close();
       throw e;
