@@ -277,7 +277,7 @@ public final class GpuPathChecks {
           into.put(c.name(), o);
           progress.println("  " + manager + " " + c.name() + ": " + o.error());
           restore(spark, before);
-          LocalCluster.awaitRunning(spark, options.executors(), options.cores());
+          bench.executorsStarted(LocalCluster.awaitRunning(spark, options.executors(), options.cores()));
           continue;
         }
         long ms = (System.nanoTime() - t0) / 1_000_000;
@@ -299,11 +299,11 @@ public final class GpuPathChecks {
         restore(spark, before);
         if (o.killed() != null) {
           // The worker starts a new executor for the killed one; the next check runs on a full cluster.
-          LocalCluster.awaitRunning(spark, options.executors(), options.cores());
+          bench.executorsStarted(LocalCluster.awaitRunning(spark, options.executors(), options.cores()));
         }
       }
     } finally {
-      spark.stop();
+      bench.stop(spark);
     }
   }
 
