@@ -55,17 +55,8 @@ public final class MapOutputStore implements AutoCloseable {
   private final List<RegisteredRegion> segments = new ArrayList<>();
   private final ArrayDeque<Page> freePages = new ArrayDeque<>();
   private final Map<Integer, Map<Long, MapOutput>> outputs = new ConcurrentHashMap<>();
-  /** Removals so far: a map task notes the count when it begins ({@link #removalMark}). */
-  private final AtomicLong removals = new AtomicLong();
-  /**
-   * The removal count at each removed shuffle's last removal. A map task of a stage Spark was
-   * cancelling as it removed the shuffle (adaptive execution stops the stages a finished query no
-   * longer needs) can still commit afterwards: an output whose task began before its shuffle's
-   * removal is dropped instead of held until the executor ends. One begun after it is kept: Spark
-   * registers a removed shuffle again under the same id when a plan whose shuffles were cleaned up
-   * runs again (SQL's shuffle cleanup, then a second action on the same Dataset).
-   */
-  private final Map<Integer, Long> removedAt = new ConcurrentHashMap<>();
+  /** Which shuffles were removed when: an output of a task begun before its shuffle's removal is dropped. */
+  private final ShuffleRemovals removals = new ShuffleRemovals();
   private final AtomicLong spills = new AtomicLong();
   private final AtomicLong spilledBytes = new AtomicLong();
   private final AtomicLong fileSeq = new AtomicLong();
@@ -222,15 +213,15 @@ public final class MapOutputStore implements AutoCloseable {
     LOG.warn("Could not delete map-output file {}: {}", file, e.toString());
   }
 
-  /** The count of removals so far, which a map task notes when it begins. */
+  /** The count of removals so far, which a map task notes when it begins ({@link ShuffleRemovals}). */
   public long removalMark() {
-    return removals.get();
+    return removals.mark();
   }
 
   /**
    * Publishes a committed output; an earlier output of the same attempt id is replaced. An output
    * whose task began (at removal mark {@code begun}) before its shuffle was removed is released
-   * instead (see {@link #removedAt}).
+   * instead (see {@link ShuffleRemovals}).
    */
   void publish(MapOutput out, long begun) {
     MapOutput[] old = new MapOutput[1];
@@ -238,8 +229,7 @@ public final class MapOutputStore implements AutoCloseable {
     // Atomic with removeShuffle for the same shuffle: an output is either published before the removal
     // (and freed by it) or refused after it.
     outputs.compute(out.shuffleId(), (id, m) -> {
-      Long removed = removedAt.get(id);
-      if (removed != null && begun < removed) {
+      if (removals.removedSince(id, begun)) {
         return m;
       }
       Map<Long, MapOutput> into = m != null ? m : new ConcurrentHashMap<>();
@@ -309,7 +299,7 @@ public final class MapOutputStore implements AutoCloseable {
     @SuppressWarnings("unchecked")
     Map<Long, MapOutput>[] gone = new Map[1];
     outputs.compute(shuffleId, (id, m) -> {
-      removedAt.put(id, removals.incrementAndGet());
+      removals.removed(id);
       gone[0] = m;
       return null;
     });

@@ -1,6 +1,7 @@
 package dev.slipstream.gpu.shuffle;
 
 import dev.slipstream.core.memory.MemoryPool;
+import dev.slipstream.core.shuffle.ShuffleRemovals;
 import dev.slipstream.gpu.GpuException;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -39,17 +40,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   /** The root of the pools this store made for itself (closed with it); null when they are the caller's. */
   private final MemoryPool ownedPools;
   private final Map<Key, Output> outputs = new LinkedHashMap<>(); // insertion order = spill order
-  /** Removals so far: a writer notes the count when it begins ({@link #removalMark}). */
-  private long removals;
-  /**
-   * The removal count at each removed shuffle's last removal. A map task of a stage Spark was
-   * cancelling as it removed the shuffle (adaptive execution stops the stages a finished query no
-   * longer needs) can still commit afterwards: an output whose task began before its shuffle's
-   * removal is freed instead of held until the executor ends. One begun after it is kept: Spark
-   * registers a removed shuffle again under the same id when a plan whose shuffles were cleaned up
-   * runs again.
-   */
-  private final Map<Integer, Long> removedAt = new java.util.HashMap<>();
+  /** Which shuffles were removed when: an output of a task begun before its shuffle's removal is freed. */
+  private final ShuffleRemovals removals = new ShuffleRemovals();
   private long spills;
   private long restores;
   /** Folder of outputs spilled to disk (created when first needed); null: no disk tier. */
@@ -416,9 +408,9 @@ public final class DeviceMapOutputStore implements AutoCloseable {
         block instanceof AccountedBlock a ? a.begun : Long.MAX_VALUE);
   }
 
-  /** The count of removals so far, which a writer notes when it begins (for {@link #commit}). */
-  public synchronized long removalMark() {
-    return removals;
+  /** The count of removals so far, which a map task notes when it begins ({@link ShuffleRemovals}). */
+  public long removalMark() {
+    return removals.mark();
   }
 
   /**
@@ -447,8 +439,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
             + " bytes within the block of " + block.length());
       }
     }
-    Long removed = removedAt.get(shuffleId);
-    if (removed != null && begun < removed) {
+    if (removals.removedSince(shuffleId, begun)) {
       block.close(); // not among the outputs: returns its memory
       return;
     }
@@ -812,7 +803,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   /** Frees every output of {@code shuffleId}; an output a push still reads goes when the push ends. */
   public synchronized int removeShuffle(int shuffleId) {
-    removedAt.put(shuffleId, ++removals);
+    removals.removed(shuffleId);
     List<Output> gone = new ArrayList<>();
     outputs.values().removeIf(o -> {
       if (o.key.shuffleId() == shuffleId) {
@@ -927,7 +918,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
     AccountedBlock(OutputSpace.Block inner) {
       this.inner = inner;
-      this.begun = removals; // constructed under the store's lock
+      this.begun = removals.mark();
     }
 
     @Override
