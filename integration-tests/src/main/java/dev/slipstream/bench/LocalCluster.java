@@ -94,17 +94,6 @@ public final class LocalCluster {
     return ran;
   }
 
-  /**
-   * Stops Spark, then waits up to {@code seconds} for the executor processes {@code pids} to exit:
-   * {@code stop()} returns while the executors still shut down, and a GPU executor's exit frees its
-   * GPU memory (RAPIDS' pool, Slipstream's store), which the next cluster's executors size their own
-   * from. Returns the pids still alive at the deadline (empty: all gone).
-   */
-  public static List<Long> stopAndAwaitExit(SparkSession spark, java.util.Collection<Long> pids, int seconds) {
-    spark.stop();
-    return awaitExit(pids, seconds);
-  }
-
   /** Waits up to {@code seconds} for the processes {@code pids} to exit; returns those still alive then. */
   public static List<Long> awaitExit(java.util.Collection<Long> pids, int seconds) {
     long deadline = System.nanoTime() + seconds * 1_000_000_000L;

@@ -80,19 +80,15 @@ public final class QueryMetricsListener extends SparkListener {
 
   @Override
   public synchronized void onStageSubmitted(SparkListenerStageSubmitted submitted) {
-    shuffleOf(submitted.stageInfo());
+    StageInfo stage = submitted.stageInfo();
+    if (stage != null && stage.shuffleDepId().isDefined()) {
+      shuffles.add((Integer) stage.shuffleDepId().get());
+    }
   }
 
   @Override
   public synchronized void onStageCompleted(SparkListenerStageCompleted done) {
     stages++;
-    shuffleOf(done.stageInfo());
-  }
-
-  private void shuffleOf(StageInfo stage) {
-    if (stage != null && stage.shuffleDepId().isDefined()) {
-      shuffles.add((Integer) stage.shuffleDepId().get());
-    }
   }
 
   @Override

@@ -264,17 +264,19 @@ public final class TpchBenchmark {
     }
   }
 
-  /**
-   * Stops a cluster and waits for its executor processes to exit, so that the next cluster starts on
-   * a machine (and a GPU, whose memory the next executors size RAPIDS' pool from) this one has left.
-   */
   /** The executor processes of the running cluster after some were replaced (a check killed one). */
   void executorsStarted(Map<String, Long> pids) {
     executorPids = pids;
   }
 
+  /**
+   * Stops a cluster and waits for its executor processes to exit ({@code stop()} returns while they
+   * still shut down), so that the next cluster starts on a machine (and a GPU, whose memory the next
+   * executors size RAPIDS' pool from) this one has left.
+   */
   void stop(SparkSession spark) {
-    List<Long> alive = LocalCluster.stopAndAwaitExit(spark, executorPids.values(), 60);
+    spark.stop();
+    List<Long> alive = LocalCluster.awaitExit(executorPids.values(), 60);
     if (!alive.isEmpty()) {
       progress.println("  WARNING: executor processes " + alive + " had not exited 60 s after the cluster stopped");
     }
