@@ -138,24 +138,22 @@ public final class MapOutput implements ServedOutput {
       }
       int n = old.numPartitions();
       long[] offsets = new long[n + 1];
-      java.nio.file.Path file = store.newSpillFile(shuffleId, mapId);
-      try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
-          java.nio.file.StandardOpenOption.CREATE_NEW, java.nio.file.StandardOpenOption.WRITE)) {
+      SpillFile file = SpillFile.create(store, shuffleId, mapId);
+      try {
         for (int p = 0; p < n; p++) {
           offsets[p] = bytes;
           long len = old.partitionLength(p);
           if (len > 0) {
             for (ByteBuffer b : old.slices(p, 0, len)) {
-              while (b.hasRemaining()) {
-                ch.write(b);
-              }
+              file.append(b);
             }
           }
           bytes += len;
         }
         offsets[n] = bytes;
+        file.finish();
       } catch (IOException | RuntimeException e) {
-        MapOutputLayout.delete(store, file);
+        file.delete(store);
         throw e;
       }
       layout = new MapOutputLayout.Contiguous(offsets, List.of(), file, 0);

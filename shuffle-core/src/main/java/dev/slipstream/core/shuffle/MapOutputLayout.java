@@ -2,10 +2,8 @@ package dev.slipstream.core.shuffle;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -43,12 +41,6 @@ interface MapOutputLayout {
     return out;
   }
 
-  static ByteBuffer mapFile(Path file, long start, long length) throws IOException {
-    try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
-      return ch.map(FileChannel.MapMode.READ_ONLY, start, length);
-    }
-  }
-
   static void delete(MapOutputStore store, Path file) {
     try {
       Files.deleteIfExists(file);
@@ -58,7 +50,7 @@ interface MapOutputLayout {
   }
 
   /** Partitions one after another, in pages or (after a spill) in one file. */
-  record Contiguous(long[] offsets, List<MapOutputStore.Page> pages, Path file, long pageBytes)
+  record Contiguous(long[] offsets, List<MapOutputStore.Page> pages, SpillFile file, long pageBytes)
       implements MapOutputLayout {
     @Override public int numPartitions() { return offsets.length - 1; }
 
@@ -67,7 +59,7 @@ interface MapOutputLayout {
     @Override
     public List<ByteBuffer> slices(int p, long offset, long length) throws IOException {
       long start = offsets[p] + offset;
-      return file != null ? List.of(mapFile(file, start, length)) : pageSlices(pages, pageBytes, start, length);
+      return file != null ? file.slices(start, length) : pageSlices(pages, pageBytes, start, length);
     }
 
     @Override public boolean inMemory() { return file == null; }
@@ -76,32 +68,48 @@ interface MapOutputLayout {
     public void free(MapOutputStore store) {
       store.freePages(pages);
       if (file != null) {
-        delete(store, file);
+        file.delete(store);
       }
     }
   }
 
-  /** Each partition in its own chain of pages, or (after a spill) its own file. */
-  record PerPartition(long[] lengths, List<List<MapOutputStore.Page>> pages, Path[] files, long pageBytes)
-      implements MapOutputLayout {
+  /**
+   * Each partition in its own chain of pages or, for the partitions that spilled, in extents of
+   * the output's one file: {@code extents[p]} holds (offset, length) pairs in order, null for a
+   * partition in pages.
+   */
+  record PerPartition(long[] lengths, List<List<MapOutputStore.Page>> pages, long[][] extents, SpillFile file,
+                      long pageBytes) implements MapOutputLayout {
     @Override public int numPartitions() { return lengths.length; }
 
     @Override public long partitionLength(int p) { return lengths[p]; }
 
     @Override
     public List<ByteBuffer> slices(int p, long offset, long length) throws IOException {
-      return files[p] != null ? List.of(mapFile(files[p], offset, length))
-          : pageSlices(pages.get(p), pageBytes, offset, length);
+      long[] e = extents[p];
+      if (e == null) {
+        return pageSlices(pages.get(p), pageBytes, offset, length);
+      }
+      List<ByteBuffer> out = new ArrayList<>();
+      long skip = offset;
+      long left = length;
+      for (int i = 0; i < e.length && left > 0; i += 2) {
+        long extent = e[i + 1];
+        if (skip >= extent) {
+          skip -= extent;
+          continue;
+        }
+        long n = Math.min(extent - skip, left);
+        out.addAll(file.slices(e[i] + skip, n));
+        skip = 0;
+        left -= n;
+      }
+      return out;
     }
 
     @Override
     public boolean inMemory() {
-      for (Path f : files) {
-        if (f != null) {
-          return false;
-        }
-      }
-      return true;
+      return file == null;
     }
 
     @Override
@@ -109,10 +117,8 @@ interface MapOutputLayout {
       for (List<MapOutputStore.Page> p : pages) {
         store.freePages(p);
       }
-      for (Path f : files) {
-        if (f != null) {
-          delete(store, f);
-        }
+      if (file != null) {
+        file.delete(store);
       }
     }
   }

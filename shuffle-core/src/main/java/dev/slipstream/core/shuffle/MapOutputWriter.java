@@ -2,6 +2,7 @@ package dev.slipstream.core.shuffle;
 
 import java.io.IOException;
 import java.io.OutputStream;
+import java.util.List;
 
 /**
  * Writes one map task attempt's output, partition after partition, into store pages, spilling
@@ -20,6 +21,7 @@ public final class MapOutputWriter {
   private final java.util.zip.Checksum checksum;
   private final long pageBytes;
   private final PageChain chain;
+  private SpillFile file;
   private long position;
   private int nextPartition;
   private boolean done;
@@ -39,7 +41,7 @@ public final class MapOutputWriter {
     this.checksum = store.checksumAlgorithm().newChecksum();
     this.checksums = checksum == null ? null : new long[numPartitions];
     this.pageBytes = store.pageBytes();
-    this.chain = new PageChain(store, shuffleId, mapId, 1 << 16);
+    this.chain = new PageChain(store, () -> file = SpillFile.create(store, shuffleId, mapId), 1 << 16);
   }
 
   /**
@@ -113,12 +115,27 @@ public final class MapOutputWriter {
       offsets[p] = position;
       endChecksum(p - 1);
     }
-    chain.closeFile();
-    if (chain.file() != null) {
+    MapOutputLayout layout;
+    if (file == null) {
+      layout = new MapOutputLayout.Contiguous(offsets, chain.pages(), null, pageBytes);
+    } else {
+      try {
+        chain.flush();
+        file.finish();
+        long[] e = chain.extents();
+        if (e.length != 2 || e[0] != 0 || e[1] != position) { // the only chain appending: one run from 0
+          throw new IllegalStateException("map output " + shuffleId + "/" + mapId + ": spill file holds extents "
+              + java.util.Arrays.toString(e) + ", expected one of " + position + " bytes from offset 0");
+        }
+      } catch (IOException | RuntimeException e) {
+        chain.discard();
+        file.delete(store);
+        throw e;
+      }
       store.onSpill(position);
+      layout = new MapOutputLayout.Contiguous(offsets, List.of(), file, pageBytes);
     }
-    MapOutput out = new MapOutput(store, shuffleId, mapId,
-        new MapOutputLayout.Contiguous(offsets, chain.pages(), chain.file(), pageBytes), checksums);
+    MapOutput out = new MapOutput(store, shuffleId, mapId, layout, checksums);
     store.publish(out, begun);
     return out;
   }
@@ -130,5 +147,8 @@ public final class MapOutputWriter {
     }
     done = true;
     chain.discard();
+    if (file != null) {
+      file.delete(store);
+    }
   }
 }

@@ -2,14 +2,14 @@ package dev.slipstream.core.shuffle;
 
 import java.io.IOException;
 import java.io.OutputStream;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
  * Writes one map task attempt's output with every partition open at once: each partition fills
  * its own chain of registered pages as records arrive, so nothing is sorted or concatenated.
- * When the store's budget is spent, the partition that needs a page moves to its own local file.
+ * When the store's budget is spent, the partition that needs a page moves to the output's one local
+ * file ({@link SpillFile}) and goes on there; partitions that spill share that file as extents.
  *
  * <p>Threading: one task thread. Ownership: {@link #commit()} hands the bytes to the store;
  * {@link #abort()} frees them; exactly one of the two must be called.
@@ -20,11 +20,12 @@ public final class PartitionedOutputWriter {
   private final long mapId;
   private final long pageBytes;
   private final PartitionStream[] streams;
+  private SpillFile file;
   private boolean done;
 
   private final class PartitionStream extends OutputStream {
     final java.util.zip.Checksum checksum = store.checksumAlgorithm().newChecksum();
-    final PageChain chain = new PageChain(store, shuffleId, mapId, 1 << 15);
+    final PageChain chain = new PageChain(store, PartitionedOutputWriter.this::spillFile, 1 << 15);
     long length;
 
     @Override
@@ -96,43 +97,59 @@ public final class PartitionedOutputWriter {
     return t;
   }
 
+  /** The output's one spill file, created when its first partition runs out of pages. */
+  private SpillFile spillFile() throws IOException {
+    if (file == null) {
+      file = SpillFile.create(store, shuffleId, mapId);
+    }
+    return file;
+  }
+
   /** Publishes the output in the store and returns it (not retained for the caller). */
   public MapOutput commit() throws IOException {
     if (done) {
       throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
     }
-    done = true;
     long[] lengths = new long[streams.length];
     long[] checksums = store.checksumAlgorithm() == ChecksumAlgorithm.NONE ? null : new long[streams.length];
     List<List<MapOutputStore.Page>> pages = new ArrayList<>(streams.length);
-    Path[] files = new Path[streams.length];
+    long[][] extents = new long[streams.length][];
     long spilled = 0;
-    for (int p = 0; p < streams.length; p++) {
-      PartitionStream s = streams[p];
-      if (s == null) {
-        pages.add(List.of());
-        if (checksums != null) {
-          checksums[p] = store.checksumAlgorithm().newChecksum().getValue();
+    try {
+      for (int p = 0; p < streams.length; p++) {
+        PartitionStream s = streams[p];
+        if (s == null) {
+          pages.add(List.of());
+          if (checksums != null) {
+            checksums[p] = store.checksumAlgorithm().newChecksum().getValue();
+          }
+          continue;
         }
-        continue;
+        lengths[p] = s.length;
+        if (checksums != null) {
+          checksums[p] = s.checksum.getValue();
+        }
+        pages.add(s.chain.pages());
+        if (s.chain.spilled()) {
+          s.chain.flush();
+          extents[p] = s.chain.extents();
+          spilled += s.length;
+        }
       }
-      lengths[p] = s.length;
-      if (checksums != null) {
-        checksums[p] = s.checksum.getValue();
+      if (file != null) {
+        file.finish();
       }
-      pages.add(s.chain.pages());
-      s.chain.closeFile();
-      if (s.chain.file() != null) {
-        files[p] = s.chain.file();
-        spilled += s.length;
-      }
+    } catch (IOException | RuntimeException e) {
+      abort();
+      throw e;
     }
+    done = true;
     if (spilled > 0) {
       store.onSpill(spilled);
     }
-    MapOutputLayout layout = spilled == 0 ? compact(lengths, pages) : null;
+    MapOutputLayout layout = file == null ? compact(lengths, pages) : null;
     if (layout == null) {
-      layout = new MapOutputLayout.PerPartition(lengths, pages, files, pageBytes);
+      layout = new MapOutputLayout.PerPartition(lengths, pages, extents, file, pageBytes);
     }
     MapOutput out = new MapOutput(store, shuffleId, mapId, layout, checksums);
     store.publish(out, begun);
@@ -208,6 +225,9 @@ public final class PartitionedOutputWriter {
       if (s != null) {
         s.chain.discard();
       }
+    }
+    if (file != null) {
+      file.delete(store);
     }
   }
 }

@@ -258,17 +258,23 @@ class ShuffleNodeTest {
     }
     PartitionedOutputWriter w = holder.store().newPartitionedOutput(8, 3L, parts);
     Random r = new Random(8);
-    // ~1.6 MB over 12 partitions against a 1 MiB budget: some partitions end in files.
+    // ~1.8 MB over 12 partitions against a 1 MiB budget: the partitions that run out of pages go on
+    // in the output's one file, their small writes buffered and interleaved there as extents; a few
+    // writes longer than the buffer go to the file as they are, and single bytes through write(int).
     for (int i = 0; i < 4000; i++) {
       int p = r.nextInt(parts - 2); // the last two partitions stay empty
-      byte[] rec = new byte[1 + r.nextInt(800)];
+      byte[] rec = new byte[i % 500 == 499 ? 40_000 : 1 + r.nextInt(800)];
       r.nextBytes(rec);
+      if (i % 97 == 0) {
+        w.partition(p).write(rec[0]);
+        expected[p].write(rec[0]);
+      }
       w.partition(p).write(rec);
       expected[p].write(rec);
     }
     MapOutput out = w.commit();
     assertTrue(holder.store().spills() >= 1, "the budget was exceeded");
-    assertTrue(holder.store().spillFilesOnDisk() >= 1);
+    assertEquals(1, holder.store().spillFilesOnDisk(), "the partitions that spilled share one file");
     assertEquals(0, out.partitionLength(parts - 1));
     List<BlockFetcher.RemoteBlock> blocks = new ArrayList<>();
     for (int p = 0; p < parts; p++) {
