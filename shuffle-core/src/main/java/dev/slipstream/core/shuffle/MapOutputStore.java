@@ -199,6 +199,11 @@ public final class MapOutputStore implements AutoCloseable {
     }
   }
 
+  /** The folder spilled outputs go to. */
+  Path spillDir() {
+    return spillDir;
+  }
+
   Path newSpillFile(int shuffleId, long mapId) throws IOException {
     Files.createDirectories(spillDir);
     return spillDir.resolve("slipstream_" + shuffleId + "_" + mapId + "_" + fileSeq.incrementAndGet() + ".data");

@@ -37,7 +37,14 @@ final class SpillFile {
 
   /** A new, empty file for map output {@code shuffleId/mapId} in the store's spill folder. */
   static SpillFile create(MapOutputStore store, int shuffleId, long mapId) throws IOException {
-    return create(store.newSpillFile(shuffleId, mapId), WINDOW);
+    Path p = null;
+    try {
+      p = store.newSpillFile(shuffleId, mapId);
+      return create(p, WINDOW);
+    } catch (IOException e) {
+      throw new IOException("map output " + shuffleId + "/" + mapId + " needs a spill file (the map-output store's"
+          + " budget is spent) and could not create " + (p != null ? p : "one in " + store.spillDir()) + ": " + e, e);
+    }
   }
 
   /** A new, empty file at {@code path}, mapped in windows of {@code window} bytes. */

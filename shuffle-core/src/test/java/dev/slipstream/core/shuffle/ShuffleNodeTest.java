@@ -364,6 +364,29 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void aSpillThatCannotCreateItsFileFailsTheWriteNamingItAndAbortFreesThePages() throws Exception {
+    java.nio.file.Files.writeString(tmp.resolve("no-folder"), "a file where the spill folder should be");
+    ShuffleNode blocked = node("no-folder", small());
+    try {
+      PartitionedOutputWriter w = blocked.store().newPartitionedOutput(8, 5L, 3);
+      w.partition(1).write(new byte[300_000]);
+      IOException e = assertThrows(IOException.class, () -> w.partition(0).write(new byte[900_000]));
+      assertTrue(e.getMessage().startsWith("map output 8/5 needs a spill file (the map-output store's budget is"
+          + " spent) and could not create one in " + tmp.resolve("no-folder")), e.getMessage());
+      w.abort();
+      assertEquals(0, blocked.store().memoryInUse());
+      assertEquals(0, blocked.store().outputCount());
+      MapOutputWriter m = blocked.store().newOutput(8, 6L, 1);
+      OutputStream o = m.openPartition(0);
+      assertThrows(IOException.class, () -> o.write(new byte[1_200_000]));
+      m.abort();
+      assertEquals(0, blocked.store().memoryInUse());
+    } finally {
+      blocked.close();
+    }
+  }
+
+  @Test
   void abortedPartitionedOutputFreesEverything() throws Exception {
     PartitionedOutputWriter w = holder.store().newPartitionedOutput(8, 4L, 3);
     w.partition(2).write(new byte[300_000]);
