@@ -7,6 +7,7 @@ import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageCompleted;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.sql.SparkSession;
 
@@ -15,7 +16,9 @@ import org.apache.spark.sql.SparkSession;
  * runner calls {@link #begin()} before a query and {@link #end(SparkSession)} after it; every task
  * that ended in between belongs to it (broadcast and subquery jobs included, which run under job
  * groups of their own). It also records the shuffles the query's map stages wrote
- * ({@link #shuffles()}), for the runner to remove once the query's figures are taken.
+ * ({@link #shuffles()}), for the runner to remove once the query's figures are taken, and whether
+ * any of its stages ended without success ({@link #awaitStragglers}): adaptive execution cancels
+ * stages it no longer needs, and their running tasks can end after the query returned.
  *
  * <p>Threading: {@code onTaskEnd} runs on Spark's listener bus thread, {@code begin}/{@code end} on
  * the runner's thread; all state is guarded by this object's monitor.
@@ -36,6 +39,10 @@ public final class QueryMetricsListener extends SparkListener {
   private long semaphoreWaitNanos;
   private final java.util.Set<String> executors = new java.util.HashSet<>();
   private final java.util.Set<Integer> shuffles = new java.util.TreeSet<>();
+  /** Tasks started and not yet ended, over every query so far. */
+  private long running;
+  /** Whether a stage ended without success since {@link #begin()}. */
+  private boolean unsuccessfulStage;
 
   /** RAPIDS' task accumulator of the time a task waited for the GPU semaphore (nanoseconds). */
   static final String GPU_SEMAPHORE_WAIT = "gpuSemaphoreWait";
@@ -45,6 +52,29 @@ public final class QueryMetricsListener extends SparkListener {
     peakExecution = peakHeap = peakDirect = stages = taskRun = semaphoreWaitNanos = 0;
     executors.clear();
     shuffles.clear();
+    unsuccessfulStage = false;
+  }
+
+  /**
+   * When a stage of the query ended without success or a task is still running (call after
+   * {@link #end}), waits up to {@code timeoutMillis} until every started task has ended, and
+   * returns true: those tasks' completions may still be on their way through the scheduler.
+   * Returns false at once when every stage succeeded and no task runs.
+   */
+  public synchronized boolean awaitStragglers(long timeoutMillis) throws InterruptedException {
+    if (!unsuccessfulStage && running == 0) {
+      return false;
+    }
+    long deadline = System.nanoTime() + timeoutMillis * 1_000_000;
+    for (long left = timeoutMillis; running > 0 && left > 0; left = (deadline - System.nanoTime()) / 1_000_000) {
+      wait(left);
+    }
+    return true;
+  }
+
+  /** Tasks started and not yet ended. */
+  public synchronized long running() {
+    return running;
   }
 
   /** The shuffles of the map stages submitted since {@link #begin()} (call after {@link #end}). */
@@ -89,10 +119,20 @@ public final class QueryMetricsListener extends SparkListener {
   @Override
   public synchronized void onStageCompleted(SparkListenerStageCompleted done) {
     stages++;
+    if (done.stageInfo() != null && done.stageInfo().failureReason().isDefined()) {
+      unsuccessfulStage = true;
+    }
+  }
+
+  @Override
+  public synchronized void onTaskStart(SparkListenerTaskStart start) {
+    running++;
   }
 
   @Override
   public synchronized void onTaskEnd(SparkListenerTaskEnd end) {
+    running--;
+    notifyAll();
     tasks++;
     if (end.taskInfo() != null) {
       executors.add(end.taskInfo().executorId());

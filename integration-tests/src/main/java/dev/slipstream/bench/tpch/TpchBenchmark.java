@@ -222,6 +222,7 @@ public final class TpchBenchmark {
         }
         long r0 = System.nanoTime();
         List<Integer> shuffles = listener.shuffles();
+        settle(spark, listener, query);
         removeShuffles(spark, shuffles);
         long removalMillis = (System.nanoTime() - r0) / 1_000_000;
         if (!counters.isEmpty()) {
@@ -316,6 +317,29 @@ public final class TpchBenchmark {
    * spark.sql(text)} plans with cleanup off whatever the setting says. Outside the query's measured
    * time.
    */
+  /**
+   * Lets tasks of stages that adaptive execution cancelled end before their shuffles go: Spark 3.5's
+   * scheduler stops the SparkContext when such a task's map output arrives for a shuffle already
+   * removed (Spark 4 aborts the stage instead). After the last task ended, a one-task job passes
+   * through the scheduler's event loop behind those tasks' completions.
+   */
+  private static void settle(SparkSession spark, QueryMetricsListener listener, String query) {
+    try {
+      if (!listener.awaitStragglers(60_000)) {
+        return;
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(query + ": interrupted while tasks of its cancelled stages ran", e);
+    }
+    if (listener.running() > 0) {
+      System.err.printf(Locale.ROOT, "slipstream-bench: %s: %d tasks of cancelled stages still run after 60 s; removing"
+          + " its shuffles anyway%n", query, listener.running());
+    }
+    org.apache.spark.api.java.JavaSparkContext.fromSparkContext(spark.sparkContext())
+        .parallelize(List.of(0), 1).count();
+  }
+
   static void removeShuffles(SparkSession spark, List<Integer> shuffles) {
     scala.Option<org.apache.spark.ContextCleaner> cleaner = spark.sparkContext().cleaner();
     if (cleaner.isEmpty()) {
