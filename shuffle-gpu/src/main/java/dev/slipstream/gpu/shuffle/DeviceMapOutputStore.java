@@ -3,13 +3,7 @@ package dev.slipstream.gpu.shuffle;
 import dev.slipstream.core.memory.MemoryPool;
 import dev.slipstream.core.shuffle.ShuffleRemovals;
 import dev.slipstream.gpu.GpuException;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -44,15 +38,10 @@ public final class DeviceMapOutputStore implements AutoCloseable {
   private final ShuffleRemovals removals = new ShuffleRemovals();
   private long spills;
   private long restores;
-  /** Folder of outputs spilled to disk (created when first needed); null: no disk tier. */
-  private final Path diskDir;
-  private long diskBytes;
-  private long diskSpills;
-  private long fileSeq;
+  /** Outputs spilled to disk; null: no disk tier. */
+  private final DeviceSpillFolder disk;
   /** Device bytes of spans brought back for pushes: pinned, and not among the outputs. */
   private long spanBytes;
-  /** Why the last move to disk failed (named when a budget cannot be met), or null. */
-  private String diskError;
   private boolean closed;
   /** Who follows the outputs in device memory (null: nobody). */
   private DeviceResidency residency;
@@ -130,7 +119,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     this.device = pools.device();
     this.host = pools.host();
     this.ownedPools = pools.owned();
-    this.diskDir = diskDir;
+    this.disk = diskDir == null ? null : new DeviceSpillFolder(diskDir);
   }
 
   /** Pools of {@code deviceBudget} and {@code hostBudget} bytes; the constructor checks the budgets. */
@@ -240,8 +229,8 @@ public final class DeviceMapOutputStore implements AutoCloseable {
           + " of " + device.limit() + " device bytes in use by outputs that map tasks are writing or that readers and"
           + " pushes hold, or the host budget of "
           + host.limit() + " bytes (" + host.used() + " in use) is spent"
-          + (diskDir == null ? " and there is no spill folder"
-              : diskError == null ? "" : " and spilling to " + diskDir + " failed: " + diskError));
+          + (disk == null ? " and there is no spill folder"
+              : disk.lastError() == null ? "" : " and spilling to " + disk.dir() + " failed: " + disk.lastError()));
     }
   }
 
@@ -267,7 +256,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
    * when there is no spill folder or not enough moved.
    */
   private boolean hostToDisk(long need) {
-    if (diskDir == null || need > host.limit()) {
+    if (disk == null || need > host.limit()) {
       return false;
     }
     for (Output o : outputs.values()) {
@@ -282,114 +271,9 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     return host.used() + need <= host.limit();
   }
 
-  private static final int FILE_CHUNK = 4 << 20;
-
-  /**
-   * Writes the output's bytes (from {@code block}, else from {@code bytes}) to a new file of the spill
-   * folder and records it on the output; false (and nothing on disk) when there is no folder or the
-   * write failed, the reason kept for the budget error.
-   */
+  /** Moves the output's bytes to the disk tier; false when there is none or the write failed. */
   private boolean writeFile(Output o, OutputSpace.Block block, byte[] bytes) {
-    if (diskDir == null) {
-      return false;
-    }
-    long n = o.bytes();
-    Path f = diskDir.resolve("gpu-map-" + o.key.shuffleId() + "-" + o.key.mapAttemptId() + "-" + (++fileSeq) + ".data");
-    try {
-      Files.createDirectories(diskDir);
-      try (FileChannel ch = FileChannel.open(f, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
-        if (bytes != null) {
-          writeFully(ch, ByteBuffer.wrap(bytes, 0, (int) n));
-        } else {
-          ByteBuffer chunk = ByteBuffer.allocate((int) Math.min(FILE_CHUNK, Math.max(1, n)));
-          for (long at = 0; at < n; at += chunk.capacity()) {
-            int len = (int) Math.min(chunk.capacity(), n - at);
-            block.read(at, chunk.array(), 0, len);
-            writeFully(ch, ByteBuffer.wrap(chunk.array(), 0, len));
-          }
-        }
-      }
-    } catch (IOException | UncheckedIOException e) {
-      diskError = e.toString();
-      deleteQuietly(f);
-      return false;
-    }
-    o.file = f;
-    diskError = null;
-    diskBytes += n;
-    diskSpills++;
-    return true;
-  }
-
-  private static void writeFully(FileChannel ch, ByteBuffer b) throws IOException {
-    while (b.hasRemaining()) {
-      ch.write(b);
-    }
-  }
-
-  /** Copies an output's file into {@code b} in chunks, checking the file holds exactly the output's bytes. */
-  private static void readFile(Output o, OutputSpace.Block b) {
-    long n = o.bytes();
-    byte[] chunk = new byte[(int) Math.min(FILE_CHUNK, Math.max(1, n))];
-    try (FileChannel ch = openSpilled(o)) {
-      for (long at = 0; at < n; at += chunk.length) {
-        int len = (int) Math.min(chunk.length, n - at);
-        readFully(ch, o, at, ByteBuffer.wrap(chunk, 0, len));
-        b.write(at, chunk, 0, len);
-      }
-    } catch (IOException e) {
-      throw unreadable(o, e);
-    }
-  }
-
-  /** Copies {@code out.length} bytes of an output's file from {@code at}. */
-  private static void readFileRange(Output o, long at, byte[] out) {
-    try (FileChannel ch = openSpilled(o)) {
-      readFully(ch, o, at, ByteBuffer.wrap(out));
-    } catch (IOException e) {
-      throw unreadable(o, e);
-    }
-  }
-
-  /** The output's spill file, open for reading, after checking it holds exactly the output's bytes. */
-  private static FileChannel openSpilled(Output o) throws IOException {
-    FileChannel ch = FileChannel.open(o.file, StandardOpenOption.READ);
-    long size = ch.size();
-    if (size != o.bytes()) {
-      ch.close();
-      throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-          + ": spill file " + o.file + " holds " + size + " bytes, expected " + o.bytes());
-    }
-    return ch;
-  }
-
-  private static void readFully(FileChannel ch, Output o, long at, ByteBuffer dst) throws IOException {
-    int start = dst.position();
-    while (dst.hasRemaining()) {
-      if (ch.read(dst, at + dst.position() - start) < 0) {
-        throw new IllegalStateException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-            + ": spill file " + o.file + " ended at " + (at + dst.position() - start) + " of " + o.bytes() + " bytes");
-      }
-    }
-  }
-
-  private static UncheckedIOException unreadable(Output o, IOException e) {
-    return new UncheckedIOException("device map output " + o.key.shuffleId() + "/" + o.key.mapAttemptId()
-        + ": cannot read spill file " + o.file, e);
-  }
-
-  private void dropFile(Output o) {
-    diskBytes -= o.bytes();
-    deleteQuietly(o.file);
-    o.file = null;
-  }
-
-  private static void deleteQuietly(Path f) {
-    try {
-      Files.deleteIfExists(f);
-    } catch (IOException e) {
-      // the folder goes with the executor's local directories
-    }
+    return disk != null && disk.write(o, block, bytes);
   }
 
   private void release(OutputSpace.Block b) {
@@ -583,7 +467,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
         if (o.host != null) {
           b.write(0, o.host, 0, o.host.length);
         } else {
-          readFile(o, b);
+          DeviceSpillFolder.read(o, b);
         }
       } catch (RuntimeException e) {
         device.release(b.length());
@@ -595,7 +479,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
         host.release(o.host.length);
         o.host = null;
       } else {
-        dropFile(o);
+        disk.drop(o);
       }
       restores++;
       arrived(o);
@@ -652,7 +536,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       if (o.host != null) {
         System.arraycopy(o.host, (int) base, bytes, 0, bytes.length);
       } else {
-        readFileRange(o, base, bytes);
+        DeviceSpillFolder.readRange(o, base, bytes);
       }
       b.write(0, bytes, 0, bytes.length);
     } catch (RuntimeException e) {
@@ -772,7 +656,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
     } else if (o.host != null) {
       System.arraycopy(o.host, (int) at, out, 0, out.length);
     } else {
-      readFileRange(o, at, out);
+      DeviceSpillFolder.readRange(o, at, out);
     }
     return new PartitionCopy(out, o.counts[p], o.widths.clone());
   }
@@ -837,7 +721,7 @@ public final class DeviceMapOutputStore implements AutoCloseable {
       o.host = null;
     }
     if (o.file != null) {
-      dropFile(o);
+      disk.drop(o);
     }
   }
 
@@ -855,12 +739,12 @@ public final class DeviceMapOutputStore implements AutoCloseable {
 
   /** Bytes of outputs now in spill files. */
   public synchronized long diskInUse() {
-    return diskBytes;
+    return disk == null ? 0 : disk.bytes();
   }
 
   /** Outputs written to spill files so far (from the device or from host memory). */
   public synchronized long diskSpills() {
-    return diskSpills;
+    return disk == null ? 0 : disk.spills();
   }
 
   public synchronized long restores() {
