@@ -309,15 +309,6 @@ public final class TpchBenchmark {
   static final String GPU_BYTES_LEFT = "gpu.mapOutputBytesAfterRemoval";
 
   /**
-   * Removes a finished query's shuffles on the driver and every executor, waiting until they are
-   * gone, as Spark's {@code ContextCleaner} would once the driver's garbage collector let it find
-   * them. So every query starts with the map-output stores (and shuffle files) of the queries before
-   * it removed, under every manager. On Spark 4.2 {@code
-   * spark.sql.classic.shuffleDependency.fileCleanup.enabled} does not cover these runs: {@code
-   * spark.sql(text)} plans with cleanup off whatever the setting says. Outside the query's measured
-   * time.
-   */
-  /**
    * Lets tasks of stages that adaptive execution cancelled end before their shuffles go: Spark 3.5's
    * scheduler stops the SparkContext when such a task's map output arrives for a shuffle already
    * removed (Spark 4 aborts the stage instead). After the last task ended, a one-task job passes
@@ -340,6 +331,15 @@ public final class TpchBenchmark {
         .parallelize(List.of(0), 1).count();
   }
 
+  /**
+   * Removes a finished query's shuffles on the driver and every executor, waiting until they are
+   * gone, as Spark's {@code ContextCleaner} would once the driver's garbage collector let it find
+   * them. So every query starts with the map-output stores (and shuffle files) of the queries before
+   * it removed, under every manager. On Spark 4.2 {@code
+   * spark.sql.classic.shuffleDependency.fileCleanup.enabled} does not cover these runs: {@code
+   * spark.sql(text)} plans with cleanup off whatever the setting says. Outside the query's measured
+   * time.
+   */
   static void removeShuffles(SparkSession spark, List<Integer> shuffles) {
     scala.Option<org.apache.spark.ContextCleaner> cleaner = spark.sparkContext().cleaner();
     if (cleaner.isEmpty()) {

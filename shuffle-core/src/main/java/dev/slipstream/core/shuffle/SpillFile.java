@@ -55,10 +55,6 @@ final class SpillFile {
     return new SpillFile(path, window, FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE));
   }
 
-  Path path() {
-    return path;
-  }
-
   /** Bytes appended so far. */
   long size() {
     return size;
