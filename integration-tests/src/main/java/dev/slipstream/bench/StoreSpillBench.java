@@ -81,7 +81,7 @@ public final class StoreSpillBench {
     new Random(1).nextBytes(data);
     System.out.printf("StoreSpillBench: budget %d MiB, %d maps x %d MiB, %d partitions, writes of %d bytes, %d threads,"
             + " spill folder %s%n", budget >> 20, maps, mapBytes >> 20, partitions, writeBytes, threads, spillDir);
-    ExecutorService pool2 = Executors.newFixedThreadPool(threads);
+    ExecutorService workers = Executors.newFixedThreadPool(threads);
     long[] writeNs = new long[rounds];
     long[] readNs = new long[rounds];
     try {
@@ -97,7 +97,7 @@ public final class StoreSpillBench {
         List<Future<?>> fs = new ArrayList<>();
         for (int m = 0; m < maps; m++) {
           final long mapId = m;
-          fs.add(pool2.submit(() -> {
+          fs.add(workers.submit(() -> {
             writeMap(store, shuffle, mapId, nParts, perMap, chunk, data);
             return null;
           }));
@@ -111,7 +111,7 @@ public final class StoreSpillBench {
         final int nMaps = maps;
         for (int p = 0; p < partitions; p++) {
           final int part = p;
-          fs.add(pool2.submit(() -> {
+          fs.add(workers.submit(() -> {
             read.addAndGet(readPartition(store, shuffle, nMaps, part));
             return null;
           }));
@@ -133,7 +133,7 @@ public final class StoreSpillBench {
             (store.spilledBytes() - spilled0) >> 20);
       }
     } finally {
-      pool2.shutdownNow();
+      workers.shutdownNow();
       store.close();
       transport.close();
     }
