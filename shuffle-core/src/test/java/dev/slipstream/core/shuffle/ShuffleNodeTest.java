@@ -24,7 +24,13 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -293,6 +299,97 @@ class ShuffleNodeTest {
     while ((holder.store().spillFilesOnDisk() > 0 || holder.store().memoryInUse() > 0) && System.nanoTime() < deadline) {
       Thread.onSpinWait();
     }
+    assertEquals(0, holder.store().spillFilesOnDisk());
+    assertEquals(0, holder.store().memoryInUse());
+  }
+
+  @Test
+  void concurrentWritersUnderTheBudgetSpillAndEvictAndEveryByteReadsBack() throws Exception {
+    // Four map tasks at once, 24 outputs of 16 partitions (~300 KB, every sixth ~1.5 MB) against a
+    // 1 MiB budget, while a reader keeps reading the outputs already committed: outputs move to files,
+    // partitions spill into their output's one file, outputs being read stay; every partition must
+    // read back exactly.
+    int outputs = 24;
+    int parts = 16;
+    byte[][][] expected = new byte[outputs][][];
+    ConcurrentLinkedQueue<Integer> committed = new ConcurrentLinkedQueue<>();
+    ExecutorService tasks = Executors.newFixedThreadPool(4);
+    AtomicBoolean writing = new AtomicBoolean(true);
+    Thread reader = new Thread(() -> {
+      while (writing.get()) {
+        for (int m : committed) {
+          MapOutput out = holder.store().retain(30, m);
+          try (InputStream in = out.open(m % parts)) {
+            if (!java.util.Arrays.equals(expected[m][m % parts], readAll(in))) {
+              throw new AssertionError("output " + m + " partition " + (m % parts) + " read back different bytes");
+            }
+          } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+          } finally {
+            out.release();
+          }
+        }
+      }
+    });
+    AtomicReference<Throwable> readerFailure = new AtomicReference<>();
+    reader.setUncaughtExceptionHandler((t, e) -> readerFailure.set(e));
+    reader.start();
+    try {
+      List<Future<?>> fs = new ArrayList<>();
+      for (int m = 0; m < outputs; m++) {
+        final int map = m;
+        fs.add(tasks.submit(() -> {
+          Random r = new Random(map);
+          ByteArrayOutputStream[] bytes = new ByteArrayOutputStream[parts];
+          for (int p = 0; p < parts; p++) {
+            bytes[p] = new ByteArrayOutputStream();
+          }
+          PartitionedOutputWriter w = holder.store().newPartitionedOutput(30, map, parts);
+          int records = map % 6 == 5 ? 3000 : 600; // ~1.5 MB: beyond the budget on its own, so it spills
+          for (int i = 0; i < records; i++) {
+            int p = r.nextInt(parts);
+            byte[] rec = new byte[1 + r.nextInt(1000)];
+            r.nextBytes(rec);
+            w.partition(p).write(rec);
+            bytes[p].write(rec);
+          }
+          byte[][] got = new byte[parts][];
+          for (int p = 0; p < parts; p++) {
+            got[p] = bytes[p].toByteArray();
+          }
+          expected[map] = got;
+          w.commit();
+          committed.add(map);
+          return null;
+        }));
+      }
+      for (Future<?> f : fs) {
+        f.get();
+      }
+    } finally {
+      writing.set(false);
+      reader.join();
+      tasks.shutdownNow();
+    }
+    if (readerFailure.get() != null) {
+      throw new AssertionError("reader failed", readerFailure.get());
+    }
+    assertTrue(holder.store().evictions() > 0, "committed outputs moved to files");
+    assertTrue(holder.store().spills() > holder.store().evictions(), "outputs being written spilled too: "
+        + holder.store().spills() + " spills, " + holder.store().evictions() + " of them moves of committed outputs");
+    for (int m = 0; m < outputs; m++) {
+      MapOutput out = holder.store().retain(30, m);
+      try {
+        for (int p = 0; p < parts; p++) {
+          try (InputStream in = out.open(p)) {
+            assertArrayEquals(expected[m][p], readAll(in), "output " + m + " partition " + p);
+          }
+        }
+      } finally {
+        out.release();
+      }
+    }
+    holder.store().removeShuffle(30);
     assertEquals(0, holder.store().spillFilesOnDisk());
     assertEquals(0, holder.store().memoryInUse());
   }
