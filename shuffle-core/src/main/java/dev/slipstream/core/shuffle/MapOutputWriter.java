@@ -110,7 +110,6 @@ public final class MapOutputWriter {
     if (done) {
       throw new IllegalStateException("map output " + shuffleId + "/" + mapId + " is already committed or aborted");
     }
-    done = true;
     for (int p = nextPartition; p < offsets.length; p++) {
       offsets[p] = position;
       endChecksum(p - 1);
@@ -128,13 +127,13 @@ public final class MapOutputWriter {
               + java.util.Arrays.toString(e) + ", expected one of " + position + " bytes from offset 0");
         }
       } catch (IOException | RuntimeException e) {
-        chain.discard();
-        file.delete(store);
+        abort();
         throw e;
       }
       store.onSpill(position);
       layout = new MapOutputLayout.Contiguous(offsets, List.of(), file, pageBytes);
     }
+    done = true;
     MapOutput out = new MapOutput(store, shuffleId, mapId, layout, checksums);
     store.publish(out, begun);
     return out;
