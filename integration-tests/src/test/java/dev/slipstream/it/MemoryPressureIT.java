@@ -44,6 +44,8 @@ class MemoryPressureIT {
       Map<String, Map<String, Long>> m = LocalCluster.executorMetrics();
       long spills = m.values().stream().mapToLong(v -> v.get("mapOutput.spills")).sum();
       assertTrue(spills > 0, "map output beyond the 1 MiB budget spilled to disk: " + m);
+      long ahead = m.values().stream().mapToLong(v -> v.get("reader.bytesDecodedAhead")).sum();
+      assertTrue(ahead > 0, "the decode threads decoded blocks ahead of the readers: " + m);
       m.forEach((id, v) -> assertTrue(v.get("memory.landingPeak") <= v.get("memory.landingBytes"),
           "executor " + id + " held at most its landing pool: " + v));
     } finally {

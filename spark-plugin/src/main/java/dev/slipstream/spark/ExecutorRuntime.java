@@ -63,6 +63,9 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   private final boolean authenticate;
   /** The GPU side: opens the GPU Spark assigned, sends and serves device write requests. */
   private final ExecutorGpu gpu;
+  /** Decodes reduce tasks' blocks ahead of their deserializers; null with {@code decodeThreads} 0. */
+  private final java.util.concurrent.ThreadPoolExecutor decodePool;
+  private final java.util.concurrent.atomic.AtomicLong decodedAhead = new java.util.concurrent.atomic.AtomicLong();
 
   ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
     this.env = env;
@@ -91,6 +94,7 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
         peerDirectory(), org.apache.spark.unsafe.Platform::allocateDirectBuffer);
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
     this.gpu = new ExecutorGpu(this, env.conf().get("spark.plugins", "").contains(SlipstreamGpuPlugin.class.getName()));
+    this.decodePool = conf.decodeThreads() == 0 ? null : decodePool(conf.decodeThreads());
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
         this::metrics, o -> gpu.nicOffer(o), o -> gpu.ringOffer(o));
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
@@ -351,13 +355,41 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
       files = -1;
     }
     m.put("mapOutput.spillFiles", files);
+    m.put("reader.bytesDecodedAhead", decodedAhead.get());
     m.put("transport.regions", (long) node.transport().registeredRegionCount());
     gpu.metrics(m);
     return m;
   }
 
+  /** Daemon threads, started as work comes and ended after a minute idle; jobs wait in an unbounded queue. */
+  private static java.util.concurrent.ThreadPoolExecutor decodePool(int threads) {
+    java.util.concurrent.atomic.AtomicInteger n = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.ThreadPoolExecutor p = new java.util.concurrent.ThreadPoolExecutor(threads, threads, 60,
+        java.util.concurrent.TimeUnit.SECONDS, new java.util.concurrent.LinkedBlockingQueue<>(), r -> {
+          Thread t = new Thread(r, "slipstream-decode-" + n.incrementAndGet());
+          t.setDaemon(true);
+          return t;
+        });
+    p.allowCoreThreadTimeOut(true);
+    return p;
+  }
+
+  /** The executor's decode pool, or null when decoding ahead is off. */
+  java.util.concurrent.Executor decodePool() {
+    return decodePool;
+  }
+
+  /** Counts bytes a reduce task's blocks were decoded ahead on the pool (at the task's end). */
+  void decodedAhead(long bytes) {
+    decodedAhead.addAndGet(bytes);
+  }
+
   @Override
   public void close() {
+    if (decodePool != null) {
+      // Tasks are done by now; their readers waited for their running jobs when they closed.
+      decodePool.shutdownNow();
+    }
     try {
       env.metricsSystem().removeSource(metricsSource);
     } catch (RuntimeException e) {

@@ -2,6 +2,7 @@ package dev.slipstream.spark;
 
 import dev.slipstream.core.shuffle.BlockFetchException;
 import dev.slipstream.core.shuffle.BlockFetcher;
+import dev.slipstream.core.shuffle.DecodeAhead;
 import dev.slipstream.core.shuffle.FetchedBlock;
 import dev.slipstream.core.shuffle.FetchMetrics;
 import dev.slipstream.core.shuffle.MapOutput;
@@ -153,9 +154,17 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
 
     SerializerManager serializerManager = SparkEnv.get().serializerManager();
     SerializerInstance ser = dep.serializer().newInstance();
-    RecordIterator records = new RecordIterator(local, fetcher, sources, serializerManager, ser);
+    DecodeAhead<Source> ahead = decodesAhead()
+        ? new DecodeAhead<>(runtime.decodePool(), (s, raw) -> serializerManager.wrapStream(s.sparkId(), raw),
+            runtime.conf().decodeAheadBytes(), runtime.conf().decodeChunkBytes(), MAX_QUEUED_BLOCKS)
+        : null;
+    RecordIterator records = new RecordIterator(local, fetcher, sources, serializerManager, ser, ahead);
     context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> {
       records.closeCurrent();
+      if (ahead != null) {
+        ahead.close(); // waits for jobs still reading a block, then closes every queued block
+        runtime.decodedAhead(ahead.aheadBytes());
+      }
       // The reporter Spark hands readers is a temporary one; fold it into the task's metrics
       // (idempotent: it sets from the temporaries), also when the task stops reading early.
       ctx.taskMetrics().mergeShuffleReadMetrics();
@@ -178,6 +187,22 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
       return sorter.insertAllAndUpdateMetrics(aggregated);
     }
     return aggregated;
+  }
+
+  /** Blocks queued for decoding ahead at most, whatever their size. */
+  private static final int MAX_QUEUED_BLOCKS = 64;
+
+  /**
+   * Whether this task's blocks are decoded ahead on the executor's decode pool: the pool is on and
+   * Spark's stream wrapping does work (compression or I/O encryption); otherwise there is nothing
+   * to move off the task's thread.
+   */
+  private boolean decodesAhead() {
+    if (runtime.decodePool() == null) {
+      return false;
+    }
+    SparkConf conf = SparkEnv.get().conf();
+    return conf.getBoolean("spark.shuffle.compress", true) || conf.getBoolean("spark.io.encryption.enabled", false);
   }
 
   private FetchFailedException fetchFailed(Source s, String message, Throwable cause) {
@@ -249,7 +274,10 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
   /**
    * Records of every block: the remote requests go out first, then the local blocks are read,
    * then the remote blocks as they land. Any failure to get a block's bytes becomes a
-   * FetchFailedException.
+   * FetchFailedException. With decoding ahead, blocks are queued on {@link DecodeAhead} in that
+   * order (remote ones as they land, never waiting while a queued block is ready to read) and
+   * their records read from the decoded streams in queue order; a block streamed in chunks, whose
+   * stream fetches as it is read, is decoded on this thread when its turn comes.
    */
   private final class RecordIterator implements java.util.Iterator<Object> {
     private final ArrayDeque<dev.slipstream.core.shuffle.BlockId> local;
@@ -257,6 +285,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     private final Map<dev.slipstream.core.shuffle.BlockId, Source> sources;
     private final SerializerManager serializerManager;
     private final SerializerInstance ser;
+    private final DecodeAhead<Source> ahead;
     private scala.collection.Iterator<Tuple2<Object, Object>> current;
     private InputStream currentStream;
     private Source currentSource;
@@ -264,12 +293,13 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
 
     RecordIterator(List<dev.slipstream.core.shuffle.BlockId> local, BlockFetcher fetcher,
                    Map<dev.slipstream.core.shuffle.BlockId, Source> sources,
-                   SerializerManager serializerManager, SerializerInstance ser) {
+                   SerializerManager serializerManager, SerializerInstance ser, DecodeAhead<Source> ahead) {
       this.local = new ArrayDeque<>(local);
       this.fetcher = fetcher;
       this.sources = sources;
       this.serializerManager = serializerManager;
       this.ser = ser;
+      this.ahead = ahead;
     }
 
     @Override
@@ -306,25 +336,76 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
     }
 
+    /** A local block's stream and size. */
+    private record Opened(InputStream raw, long bytes) {}
+
+    /** A local block's stream, counted as read; a missing or unreadable output is a fetch failure. */
+    private Opened openLocal(dev.slipstream.core.shuffle.BlockId id, Source source) {
+      MapOutput out = runtime.node().store().retain(id.shuffleId(), id.mapId());
+      if (out == null) {
+        throw Scala.sneaky(fetchFailed(source, "local map output " + source.sparkId() + " is missing", null));
+      }
+      try {
+        InputStream raw = out.open(id.partition(), id.endPartition());
+        long bytes = out.runLength(id.partition(), id.endPartition());
+        metrics.incLocalBlocksFetched(1);
+        metrics.incLocalBytesRead(bytes);
+        return new Opened(raw, bytes);
+      } catch (IOException e) {
+        throw Scala.sneaky(fetchFailed(source, "reading local block " + source.sparkId() + " failed", e));
+      } finally {
+        out.release();
+      }
+    }
+
+    /**
+     * Queues blocks while the decode-ahead queue wants more: local ones first, then remote ones
+     * that have landed, waiting for one only when nothing is queued.
+     */
+    private void fill() {
+      while (ahead.wantsMore()) {
+        if (!local.isEmpty()) {
+          var id = local.poll();
+          Source s = sources.get(id);
+          Opened o = openLocal(id, s);
+          ahead.add(s, o.raw(), o.bytes(), true);
+          continue;
+        }
+        if (!fetcher.hasNext()) {
+          return;
+        }
+        FetchedBlock b = ahead.isEmpty() ? fetcher.take() : fetcher.poll();
+        if (b == null) {
+          return;
+        }
+        // A block that landed whole is plain memory any thread may read; one streamed in chunks
+        // fetches as it is read, on this thread only.
+        ahead.add(sources.get(b.id()), b.stream(), b.size(), b.landedView() != null);
+      }
+    }
+
     private boolean openNext() {
+      if (ahead != null) {
+        fill();
+        if (ahead.isEmpty()) {
+          return false;
+        }
+        DecodeAhead.Decoded<Source> d;
+        try {
+          d = ahead.next();
+        } catch (IOException e) {
+          throw Scala.sneaky(e);
+        }
+        currentSource = d.source();
+        currentStream = d.stream();
+        current = ser.deserializeStream(d.stream()).asKeyValueIterator();
+        return true;
+      }
       InputStream raw;
       if (!local.isEmpty()) {
         var id = local.poll();
         currentSource = sources.get(id);
-        MapOutput out = runtime.node().store().retain(id.shuffleId(), id.mapId());
-        if (out == null) {
-          throw Scala.sneaky(fetchFailed(currentSource, "local map output " + currentSource.sparkId() + " is missing",
-              null));
-        }
-        try {
-          raw = out.open(id.partition(), id.endPartition());
-          metrics.incLocalBlocksFetched(1);
-          metrics.incLocalBytesRead(out.runLength(id.partition(), id.endPartition()));
-        } catch (IOException e) {
-          throw Scala.sneaky(fetchFailed(currentSource, "reading local block " + currentSource.sparkId() + " failed", e));
-        } finally {
-          out.release();
-        }
+        raw = openLocal(id, currentSource).raw();
       } else if (fetcher.hasNext()) {
         FetchedBlock b = fetcher.next();
         currentSource = sources.get(b.id());

@@ -25,6 +25,23 @@ class SlipstreamConfTest {
   }
 
   @Test
+  void decodeAheadDefaultsAndLimits() {
+    SlipstreamConf c = conf(Map.of());
+    assertEquals(4, c.decodeThreads());
+    assertEquals(16L << 20, c.decodeAheadBytes());
+    assertEquals(256 * 1024, c.decodeChunkBytes());
+    assertEquals(64 * 1024, conf(Map.of("spark.slipstream.reader.decodeAheadBytes", "64k")).decodeChunkBytes(),
+        "a budget under one chunk size decodes in chunks of the whole budget");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.reader.decodeAheadBytes", "4k")));
+    assertEquals("spark.slipstream.reader.decodeAheadBytes: got 4096 bytes, expected at least 65536 (64k);"
+        + " spark.slipstream.reader.decodeThreads=0 turns decoding ahead off", e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.reader.decodeThreads", "-1")));
+    assertTrue(e.getMessage().startsWith("spark.slipstream.reader.decodeThreads: got '-1'"), e.getMessage());
+  }
+
+  @Test
   void unknownTransportFailsListingTheValidNames() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> conf(Map.of("spark.slipstream.transport", "rdma-typo")));

@@ -357,7 +357,8 @@ public final class TpchBenchmark {
    */
   private static Map<String, Long> slipstreamCounters() {
     return LocalCluster.executorSums(java.util.Set.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills",
-        "mapOutput.evictions", "memory.landingPeak", "requests.served", "bytes.fetched", "gpu.tableBytesWritten",
+        "mapOutput.evictions", "memory.landingPeak", "requests.served", "bytes.fetched", "reader.bytesDecodedAhead",
+        "gpu.tableBytesWritten",
         "gpu.mapOutputDeviceBytes", "gpu.mapOutputHostBytes", "gpu.mapOutputDiskBytes", "gpu.mapOutputSpills")::contains);
   }
 

@@ -27,9 +27,10 @@ import java.util.concurrent.TimeUnit;
  * of that size, streamed in order (the next chunk is prefetched while one is read), after all
  * smaller blocks; so a single record larger than any landing range still gets through.
  *
- * <p>Threading: one task thread calls {@link #hasNext}, {@link #next} and {@link #close}. Each
- * block returned by {@code next} is valid until the next call to {@code next} or {@code close},
- * which close its stream. Every wait has the fetch deadline.
+ * <p>Threading: one task thread calls {@link #hasNext}, {@link #next}, {@link #take},
+ * {@link #poll} and {@link #close}. Each block returned by {@code next} is valid until the next
+ * call to {@code next} or {@code close}, which close its stream; the caller of {@code take} and
+ * {@code poll} owns and closes the block. Every wait has the fetch deadline.
  */
 public final class BlockFetcher implements Iterator<FetchedBlock>, AutoCloseable {
 
@@ -223,6 +224,11 @@ public final class BlockFetcher implements Iterator<FetchedBlock>, AutoCloseable
   }
 
   private void issue() throws BlockFetchException {
+    issue(true);
+  }
+
+  /** Sends requests while the in-flight limit allows; without {@code mayWait}, never waits for landing space. */
+  private void issue(boolean mayWait) throws BlockFetchException {
     while (!toIssue.isEmpty()) {
       Req r = toIssue.peek();
       long need = landingNeed(r.bytes, r.records);
@@ -231,7 +237,7 @@ public final class BlockFetcher implements Iterator<FetchedBlock>, AutoCloseable
       }
       LandingPool.Range range = node.landing().tryAllocate(need);
       if (range == null) {
-        if (reserved > 0) {
+        if (reserved > 0 || !mayWait) {
           return; // our own landed blocks free space as they are consumed
         }
         range = allocateWaiting(need, r.blocks.get(0).id(), r.holder.holderId());
@@ -314,6 +320,46 @@ public final class BlockFetcher implements Iterator<FetchedBlock>, AutoCloseable
     } catch (BlockFetchException e) {
       throw new FetchFailure(e);
     }
+  }
+
+  /**
+   * Like {@link #next()}, but the caller owns the block: its stream stays valid across later calls
+   * until the caller closes it, which must be on this fetcher's thread; {@link #close()} does not
+   * close it. A block whose {@link FetchedBlock#landedView()} is not null may be read by another
+   * thread meanwhile (its bytes no longer change); any other block's stream fetches more as it is
+   * read and must be read on this fetcher's thread.
+   */
+  public FetchedBlock take() {
+    FetchedBlock b = next();
+    current = null;
+    return b;
+  }
+
+  /**
+   * A block the caller owns, as {@link #take()}, when one has landed already: lands the requests
+   * that completed, sends more where landing space is free, and returns the first landed block,
+   * or null; never waits.
+   *
+   * @throws FetchFailure when a completed request failed or its table is forged
+   */
+  public FetchedBlock poll() {
+    if (closed || remaining == 0) {
+      return null;
+    }
+    try {
+      Req r;
+      while (ready.isEmpty() && (r = completed.poll()) != null) {
+        land(r);
+      }
+      issue(false); // space freed by blocks consumed since
+    } catch (BlockFetchException e) {
+      throw new FetchFailure(e);
+    }
+    LandedBlock b = ready.poll();
+    if (b != null) {
+      remaining--;
+    }
+    return b;
   }
 
   /** Unchecked carrier of a {@link BlockFetchException} out of {@link Iterator#next()}. */
