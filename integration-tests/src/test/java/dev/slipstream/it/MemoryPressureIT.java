@@ -29,7 +29,8 @@ class MemoryPressureIT {
         .config("spark.slipstream.mapOutput.segmentBytes", "256k")
         .config("spark.slipstream.landing.bytes", "1m")
         .config("spark.slipstream.reader.maxRequestBytes", "64k")
-        .config("spark.slipstream.reader.maxBytesInFlight", "256k"), 2);
+        .config("spark.slipstream.reader.maxBytesInFlight", "256k")
+        .config("spark.slipstream.codec.threads", "2"), 2);
     try {
       List<String> expected = Workloads.groupByKey(spark);
       ExecutorService pool = Executors.newFixedThreadPool(10);
@@ -45,7 +46,7 @@ class MemoryPressureIT {
       long spills = m.values().stream().mapToLong(v -> v.get("mapOutput.spills")).sum();
       assertTrue(spills > 0, "map output beyond the 1 MiB budget spilled to disk: " + m);
       long ahead = m.values().stream().mapToLong(v -> v.get("reader.bytesDecodedAhead")).sum();
-      assertTrue(ahead > 0, "the decode threads decoded blocks ahead of the readers: " + m);
+      assertTrue(ahead > 0, "the codec threads decoded blocks ahead of the readers: " + m);
       m.forEach((id, v) -> assertTrue(v.get("memory.landingPeak") <= v.get("memory.landingBytes"),
           "executor " + id + " held at most its landing pool: " + v));
     } finally {

@@ -24,7 +24,8 @@ import java.util.stream.Stream;
  * Every workload of {@link Workloads} runs on a local cluster of two executor JVMs under
  * Spark's sort shuffle, then under Slipstream over the tcp transport, and the results must be
  * equal row for row. The Slipstream run uses small landing limits so that chunking,
- * back-pressure and records larger than one request are exercised. The workloads of
+ * back-pressure and records larger than one request are exercised, and codec threads with small
+ * budgets. The workloads of
  * {@link ShuffleFigures} run under both too, and Slipstream must report the shuffle figures Spark's
  * sort shuffle reports for them.
  */
@@ -56,7 +57,12 @@ class ShuffleEquivalenceIT {
         .config("spark.slipstream.transport", "tcp")
         .config("spark.slipstream.landing.bytes", "8m")
         .config("spark.slipstream.reader.maxRequestBytes", "256k")
-        .config("spark.slipstream.reader.maxBytesInFlight", "2m"), EXECUTORS);
+        .config("spark.slipstream.reader.maxBytesInFlight", "2m")
+        // Codec threads with small budgets: map tasks encode on lanes and by themselves when the
+        // lanes fall behind; readers decode ahead, park and take blocks over.
+        .config("spark.slipstream.codec.threads", "2")
+        .config("spark.slipstream.writer.encodeAheadBytes", "128k")
+        .config("spark.slipstream.reader.decodeAheadBytes", "256k"), EXECUTORS);
     figures = ShuffleFigures.on(spark);
   }
 

@@ -63,8 +63,8 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   private final boolean authenticate;
   /** The GPU side: opens the GPU Spark assigned, sends and serves device write requests. */
   private final ExecutorGpu gpu;
-  /** Decodes reduce tasks' blocks ahead of their deserializers; null with {@code decodeThreads} 0. */
-  private final java.util.concurrent.ThreadPoolExecutor decodePool;
+  /** Runs the shuffle codec beside the tasks (encode lanes, decoding ahead); null with {@code codec.threads} 0. */
+  private final java.util.concurrent.ThreadPoolExecutor codecPool;
   private final java.util.concurrent.atomic.AtomicLong decodedAhead = new java.util.concurrent.atomic.AtomicLong();
 
   ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
@@ -94,7 +94,7 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
         peerDirectory(), org.apache.spark.unsafe.Platform::allocateDirectBuffer);
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
     this.gpu = new ExecutorGpu(this, env.conf().get("spark.plugins", "").contains(SlipstreamGpuPlugin.class.getName()));
-    this.decodePool = conf.decodeThreads() == 0 ? null : decodePool(conf.decodeThreads());
+    this.codecPool = conf.codecThreads() == 0 ? null : codecPool(conf.codecThreads());
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
         this::metrics, o -> gpu.nicOffer(o), o -> gpu.ringOffer(o));
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
@@ -362,11 +362,11 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   }
 
   /** Daemon threads, started as work comes and ended after a minute idle; jobs wait in an unbounded queue. */
-  private static java.util.concurrent.ThreadPoolExecutor decodePool(int threads) {
+  private static java.util.concurrent.ThreadPoolExecutor codecPool(int threads) {
     java.util.concurrent.atomic.AtomicInteger n = new java.util.concurrent.atomic.AtomicInteger();
     java.util.concurrent.ThreadPoolExecutor p = new java.util.concurrent.ThreadPoolExecutor(threads, threads, 60,
         java.util.concurrent.TimeUnit.SECONDS, new java.util.concurrent.LinkedBlockingQueue<>(), r -> {
-          Thread t = new Thread(r, "slipstream-decode-" + n.incrementAndGet());
+          Thread t = new Thread(r, "slipstream-codec-" + n.incrementAndGet());
           t.setDaemon(true);
           return t;
         });
@@ -374,9 +374,9 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
     return p;
   }
 
-  /** The executor's decode pool, or null when decoding ahead is off. */
-  java.util.concurrent.Executor decodePool() {
-    return decodePool;
+  /** The executor's codec pool, or null when the codec runs on the task threads. */
+  java.util.concurrent.Executor codecPool() {
+    return codecPool;
   }
 
   /** Counts bytes a reduce task's blocks were decoded ahead on the pool (at the task's end). */
@@ -386,9 +386,9 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
 
   @Override
   public void close() {
-    if (decodePool != null) {
-      // Tasks are done by now; their readers waited for their running jobs when they closed.
-      decodePool.shutdownNow();
+    if (codecPool != null) {
+      // Tasks are done by now; their readers and writers waited for their running jobs when they ended.
+      codecPool.shutdownNow();
     }
     try {
       env.metricsSystem().removeSource(metricsSource);

@@ -26,19 +26,27 @@ public final class SlipstreamConf {
       "Shuffles with at most this many partitions and no map-side combine serialize each record straight into its"
           + " partition's registered pages (one open stream per partition); others sort by partition first.");
 
-  public static final ConfigEntry<Integer> DECODE_THREADS = ConfigEntry.integer(
-      "spark.slipstream.reader.decodeThreads", "4", 0, 256,
-      "Threads per executor that decode (decompress, decrypt) reduce tasks' blocks ahead of their deserializers,"
-          + " on cores the task threads leave idle (GPU tasks waiting on the GPU, a stage's last tasks). 0 decodes"
-          + " every block on its task's thread.");
+  public static final ConfigEntry<Integer> CODEC_THREADS = ConfigEntry.integer(
+      "spark.slipstream.codec.threads", "0", 0, 256,
+      "Threads per executor that run the shuffle codec (compression, I/O encryption) beside the tasks: map tasks"
+          + " hand their partitions' serialized bytes over to them (encoding a chunk themselves when the threads"
+          + " fall behind), reduce tasks' blocks are decoded ahead of their deserializers. Meant for cores the task"
+          + " threads leave idle (GPU tasks waiting on the GPU). 0 (the default) runs the codec on the task threads.");
   public static final ConfigEntry<Long> DECODE_AHEAD_BYTES = ConfigEntry.size(
       "spark.slipstream.reader.decodeAheadBytes", "16m",
       "Decoded bytes one reduce task may hold ahead of its reads, on the JVM heap (at least 64k). Beyond it a"
           + " block is decoded on the task's thread as it is read.");
-  /** The smallest decode-ahead budget: a few chunks of {@link #DECODE_CHUNK_BYTES}' size at the least. */
-  static final long MIN_DECODE_AHEAD_BYTES = 64 * 1024;
-  /** The unit the decode threads claim and decode into. */
+  public static final ConfigEntry<Long> ENCODE_AHEAD_BYTES = ConfigEntry.size(
+      "spark.slipstream.writer.encodeAheadBytes", "16m",
+      "Serialized bytes one map task may have handed to the codec threads and not yet encoded, on the JVM heap (at"
+          + " least 64k); the task waits beyond it. Applies to the direct writer"
+          + " (spark.slipstream.writer.directPartitionsMax).");
+  /** The smallest decode- and encode-ahead budgets. */
+  static final long MIN_AHEAD_BYTES = 64 * 1024;
+  /** The unit the codec threads claim and decode into. */
   static final int DECODE_CHUNK_BYTES = 256 * 1024;
+  /** The unit a map task hands over to the codec threads: Spark's LZ4 block size. */
+  static final int ENCODE_CHUNK_BYTES = 32 * 1024;
 
   public static final ConfigEntry<Integer> EAGER_PEERS = ConfigEntry.integer(
       "spark.slipstream.connect.eagerPeers", "64", 0, 4096,
@@ -67,8 +75,9 @@ public final class SlipstreamConf {
   private final Duration rpcTimeout;
   private final int directPartitionsMax;
   private final int eagerPeers;
-  private final int decodeThreads;
+  private final int codecThreads;
   private final long decodeAheadBytes;
+  private final long encodeAheadBytes;
   private final String fallback;
   private final dev.slipstream.spark.gpu.GpuConf gpu;
 
@@ -85,14 +94,20 @@ public final class SlipstreamConf {
     this.rpcTimeout = RPC_TIMEOUT.get(source);
     this.directPartitionsMax = DIRECT_PARTITIONS_MAX.get(source);
     this.eagerPeers = EAGER_PEERS.get(source);
-    this.decodeThreads = DECODE_THREADS.get(source);
-    this.decodeAheadBytes = DECODE_AHEAD_BYTES.get(source);
-    if (decodeAheadBytes < MIN_DECODE_AHEAD_BYTES) {
-      throw new IllegalArgumentException(DECODE_AHEAD_BYTES.key() + ": got " + decodeAheadBytes + " bytes, expected at"
-          + " least " + MIN_DECODE_AHEAD_BYTES + " (64k); " + DECODE_THREADS.key() + "=0 turns decoding ahead off");
-    }
+    this.codecThreads = CODEC_THREADS.get(source);
+    this.decodeAheadBytes = atLeast(DECODE_AHEAD_BYTES, source);
+    this.encodeAheadBytes = atLeast(ENCODE_AHEAD_BYTES, source);
     this.fallback = FALLBACK.get(source);
     this.gpu = new dev.slipstream.spark.gpu.GpuConf(source);
+  }
+
+  private static long atLeast(ConfigEntry<Long> entry, ConfigSource source) {
+    long v = entry.get(source);
+    if (v < MIN_AHEAD_BYTES) {
+      throw new IllegalArgumentException(entry.key() + ": got " + v + " bytes, expected at least " + MIN_AHEAD_BYTES
+          + " (64k); " + CODEC_THREADS.key() + "=0 runs the codec on the task threads instead");
+    }
+    return v;
   }
 
   /** Never silent plaintext: encryption asked of Spark stops Slipstream's start, naming the way out. */
@@ -156,9 +171,11 @@ public final class SlipstreamConf {
   public Duration rpcTimeout() { return rpcTimeout; }
   public int directPartitionsMax() { return directPartitionsMax; }
   public int eagerPeers() { return eagerPeers; }
-  public int decodeThreads() { return decodeThreads; }
+  public int codecThreads() { return codecThreads; }
   public long decodeAheadBytes() { return decodeAheadBytes; }
+  public long encodeAheadBytes() { return encodeAheadBytes; }
   /** The unit a decode thread claims: 256 KiB, or the whole budget when that is smaller. */
   public int decodeChunkBytes() { return (int) Math.min(DECODE_CHUNK_BYTES, decodeAheadBytes); }
+  public int encodeChunkBytes() { return ENCODE_CHUNK_BYTES; }
   public dev.slipstream.spark.gpu.GpuConf gpu() { return gpu; }
 }

@@ -1,5 +1,6 @@
 package dev.slipstream.spark;
 
+import dev.slipstream.core.shuffle.EncodeLanes;
 import dev.slipstream.core.shuffle.MapOutput;
 import dev.slipstream.core.shuffle.MapOutputStore;
 import dev.slipstream.core.shuffle.PartitionedOutputWriter;
@@ -75,15 +76,25 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   /**
    * Serializes each record at once into its partition's stream (compressed with Spark's codec),
    * which fills that partition's registered pages: no buffering of records, no sort, no merge.
+   * With the executor's codec pool on (and a codec that does work), the task only serializes: each
+   * partition's serialized bytes go over to an encode lane ({@link EncodeLanes}), which runs them
+   * through the codec into the pages while the task goes on.
    */
   private void writeDirect(ShuffleDependency<K, V, C> dep, Iterator<Product2<K, V>> records) throws IOException {
     int n = dep.partitioner().numPartitions();
-    direct = runtime.node().store().newPartitionedOutput(handle.shuffleId(), mapId, n, begun);
+    int shuffleId = handle.shuffleId();
+    direct = runtime.node().store().newPartitionedOutput(shuffleId, mapId, n, begun);
     SerializerInstance ser = dep.serializer().newInstance();
     SerializerManager sm = SparkEnv.get().serializerManager();
     Partitioner partitioner = dep.partitioner();
     SerializationStream[] streams = new SerializationStream[n];
     ClassTag<Object> any = ClassTag$.MODULE$.Any();
+    PartitionedOutputWriter out = direct;
+    EncodeLanes lanes = runtime.codecPool() != null
+        && SlipstreamShuffleReader.codecWraps(SparkEnv.get().conf(), "spark.shuffle.compress")
+        ? new EncodeLanes(runtime.codecPool(), (p, sink) -> sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), sink),
+            out::partition, n, runtime.conf().encodeChunkBytes(), runtime.conf().encodeAheadBytes())
+        : null;
     try {
       while (records.hasNext()) {
         Product2<K, V> r = records.next();
@@ -91,7 +102,8 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         int p = partitioner.getPartition(key);
         SerializationStream s = streams[p];
         if (s == null) {
-          s = ser.serializeStream(sm.wrapStream(new ShuffleBlockId(handle.shuffleId(), mapId, p), direct.partition(p)));
+          s = ser.serializeStream(lanes != null ? lanes.partition(p)
+              : sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), out.partition(p)));
           streams[p] = s;
         }
         s.writeKey(key, any);
@@ -101,15 +113,21 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       long t0 = System.nanoTime();
       for (SerializationStream s : streams) {
         if (s != null) {
-          s.close(); // flushes serializer and codec into the pages
+          s.close(); // flushes serializer (and codec, without lanes) into the pages
         }
       }
-      MapOutput committed = direct.commit();
+      if (lanes != null) {
+        lanes.finish(); // the last chunks, each partition's codec flushed into its pages
+      }
+      MapOutput committed = out.commit();
       metrics.incWriteTime(System.nanoTime() - t0);
       partitionLengths = committed.partitionLengths();
       metrics.incBytesWritten(committed.totalBytes());
     } catch (IOException | RuntimeException | Error e) {
-      direct.abort();
+      if (lanes != null) {
+        lanes.abort(); // no lane writes into the pages once they are freed
+      }
+      out.abort();
       throw e;
     }
   }

@@ -25,20 +25,24 @@ class SlipstreamConfTest {
   }
 
   @Test
-  void decodeAheadDefaultsAndLimits() {
+  void codecThreadsDefaultsAndLimits() {
     SlipstreamConf c = conf(Map.of());
-    assertEquals(4, c.decodeThreads());
+    assertEquals(0, c.codecThreads());
     assertEquals(16L << 20, c.decodeAheadBytes());
+    assertEquals(16L << 20, c.encodeAheadBytes());
     assertEquals(256 * 1024, c.decodeChunkBytes());
     assertEquals(64 * 1024, conf(Map.of("spark.slipstream.reader.decodeAheadBytes", "64k")).decodeChunkBytes(),
         "a budget under one chunk size decodes in chunks of the whole budget");
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> conf(Map.of("spark.slipstream.reader.decodeAheadBytes", "4k")));
     assertEquals("spark.slipstream.reader.decodeAheadBytes: got 4096 bytes, expected at least 65536 (64k);"
-        + " spark.slipstream.reader.decodeThreads=0 turns decoding ahead off", e.getMessage());
+        + " spark.slipstream.codec.threads=0 runs the codec on the task threads instead", e.getMessage());
     e = assertThrows(IllegalArgumentException.class,
-        () -> conf(Map.of("spark.slipstream.reader.decodeThreads", "-1")));
-    assertTrue(e.getMessage().startsWith("spark.slipstream.reader.decodeThreads: got '-1'"), e.getMessage());
+        () -> conf(Map.of("spark.slipstream.writer.encodeAheadBytes", "1k")));
+    assertTrue(e.getMessage().startsWith("spark.slipstream.writer.encodeAheadBytes: got 1024 bytes"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.codec.threads", "-1")));
+    assertTrue(e.getMessage().startsWith("spark.slipstream.codec.threads: got '-1'"), e.getMessage());
   }
 
   @Test

@@ -11,8 +11,11 @@ import java.util.List;
  * When the store's budget is spent, the partition that needs a page moves to the output's one local
  * file ({@link SpillFile}) and goes on there; partitions that spill share that file as extents.
  *
- * <p>Threading: one task thread. Ownership: {@link #commit()} hands the bytes to the store;
- * {@link #abort()} frees them; exactly one of the two must be called.
+ * <p>Threading: one task thread; a partition's stream may be written by another thread meanwhile
+ * (one at a time, handed over with a happens-before edge, as {@link EncodeLanes} does), and all
+ * writing must have ended before commit or abort. The shared spill file is created and appended
+ * under locks. Ownership: {@link #commit()} hands the bytes to the store; {@link #abort()} frees
+ * them; exactly one of the two must be called.
  */
 public final class PartitionedOutputWriter {
   private final MapOutputStore store;
@@ -21,7 +24,7 @@ public final class PartitionedOutputWriter {
   private final long pageBytes;
   private final PartitionStream[] streams;
   private SpillFile file;
-  private boolean done;
+  private volatile boolean done;
 
   private final class PartitionStream extends OutputStream {
     final java.util.zip.Checksum checksum = store.checksumAlgorithm().newChecksum();
@@ -98,7 +101,7 @@ public final class PartitionedOutputWriter {
   }
 
   /** The output's one spill file, created when its first partition runs out of pages. */
-  private SpillFile spillFile() throws IOException {
+  private synchronized SpillFile spillFile() throws IOException {
     if (file == null) {
       file = SpillFile.create(store, shuffleId, mapId);
     }

@@ -15,8 +15,8 @@ import java.util.List;
  * {@link #WINDOW} bytes on the first read. One file per output, however many partitions spill,
  * keeps the cost of a spill to one file creation and one mapping.
  *
- * <p>Threading: appends and finish on the writer's thread; {@link #slices} from any thread after
- * finish. Ownership: the output's layout deletes the file when the output is freed; mappings go
+ * <p>Threading: appends and finish from the writer's threads (partitions encoded on lanes append
+ * concurrently: appends are serialized here); {@link #slices} from any thread after finish. Ownership: the output's layout deletes the file when the output is freed; mappings go
  * with the views (the JDK unmaps them when they are collected).
  */
 final class SpillFile {
@@ -56,12 +56,12 @@ final class SpillFile {
   }
 
   /** Bytes appended so far. */
-  long size() {
+  synchronized long size() {
     return size;
   }
 
   /** Appends {@code src}'s remaining bytes (consuming them) and returns the offset they start at. */
-  long append(ByteBuffer src) throws IOException {
+  synchronized long append(ByteBuffer src) throws IOException {
     if (out == null) {
       throw new IllegalStateException("spill file " + path + " is finished; no more appends");
     }
@@ -73,7 +73,7 @@ final class SpillFile {
   }
 
   /** Ends writing: closes the file for appends. Idempotent. */
-  void finish() throws IOException {
+  synchronized void finish() throws IOException {
     if (out != null) {
       FileChannel c = out;
       out = null;

@@ -28,7 +28,10 @@ import java.util.zip.DeflaterOutputStream;
 import java.util.zip.InflaterInputStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+/** Every test ends within a minute: a lost hand-over shows as a failure, not a hung build. */
+@Timeout(60)
 class DecodeAheadTest {
   private static final int CHUNK = 8 * 1024;
   private final ExecutorService pool = Executors.newFixedThreadPool(3);

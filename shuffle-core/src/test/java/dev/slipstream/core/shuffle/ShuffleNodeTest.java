@@ -304,6 +304,43 @@ class ShuffleNodeTest {
   }
 
   @Test
+  void encodeLanesWriteThePartitionsOfASpillingOutputConcurrentlyIntoOneFile() throws Exception {
+    int parts = 16;
+    ByteArrayOutputStream[] expected = new ByteArrayOutputStream[parts];
+    for (int p = 0; p < parts; p++) {
+      expected[p] = new ByteArrayOutputStream();
+    }
+    PartitionedOutputWriter w = holder.store().newPartitionedOutput(9, 4L, parts);
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(4);
+    try {
+      // Identity encoding: the lanes' threads write the partitions' pages and, past the 1 MiB
+      // budget, append to the output's one spill file at the same time.
+      EncodeLanes lanes = new EncodeLanes(pool, (p, sink) -> sink, w::partition, parts, 4096, 64 * 1024);
+      Random r = new Random(21);
+      for (int i = 0; i < 3000; i++) {
+        int p = r.nextInt(parts);
+        byte[] rec = new byte[i % 300 == 299 ? 50_000 : 1 + r.nextInt(1200)];
+        r.nextBytes(rec);
+        lanes.partition(p).write(rec);
+        expected[p].write(rec);
+      }
+      lanes.finish();
+    } finally {
+      pool.shutdownNow();
+    }
+    MapOutput out = w.commit();
+    assertTrue(holder.store().spills() >= 1, "the budget was exceeded");
+    assertEquals(1, holder.store().spillFilesOnDisk(), "the lanes' spills share one file");
+    for (int p = 0; p < parts; p++) {
+      assertEquals(expected[p].size(), out.partitionLength(p));
+      try (InputStream local = out.open(p)) {
+        assertArrayEquals(expected[p].toByteArray(), readAll(local), "partition " + p);
+      }
+    }
+    holder.store().removeShuffle(9);
+  }
+
+  @Test
   void concurrentWritersUnderTheBudgetSpillAndEvictAndEveryByteReadsBack() throws Exception {
     // Four map tasks at once, 24 outputs of 16 partitions (~300 KB, every sixth ~1.5 MB) against a
     // 1 MiB budget, while a reader keeps reading the outputs already committed: outputs move to files,
