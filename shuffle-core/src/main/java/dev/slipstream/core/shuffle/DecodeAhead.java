@@ -172,6 +172,9 @@ public final class DecodeAhead<S> implements AutoCloseable {
       if (j.failure instanceof RuntimeException re) {
         throw re;
       }
+      if (j.failure instanceof Error e) {
+        throw e;
+      }
       throw new IOException("decoding a block failed", j.failure);
     }
     return new Decoded<>(j.source, new DecodedStream(j));
