@@ -63,7 +63,11 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   private final boolean authenticate;
   /** The GPU side: opens the GPU Spark assigned, sends and serves device write requests. */
   private final ExecutorGpu gpu;
-  /** Runs the shuffle codec beside the tasks (encode lanes, decoding ahead); null with {@code codec.threads} 0. */
+  /**
+   * Runs the shuffle codec beside the tasks (encode lanes, decoding ahead); null with
+   * {@code codec.threads} 0, or when Spark's stream wrapping does no work (no compression, no I/O
+   * encryption), so there is nothing to move off the task threads.
+   */
   private final java.util.concurrent.ThreadPoolExecutor codecPool;
   private final java.util.concurrent.atomic.AtomicLong decodedAhead = new java.util.concurrent.atomic.AtomicLong();
 
@@ -94,7 +98,9 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
         peerDirectory(), org.apache.spark.unsafe.Platform::allocateDirectBuffer);
     this.me = new PeerInfo(executorId, host, node.localEndpoint());
     this.gpu = new ExecutorGpu(this, env.conf().get("spark.plugins", "").contains(SlipstreamGpuPlugin.class.getName()));
-    this.codecPool = conf.codecThreads() == 0 ? null : codecPool(conf.codecThreads());
+    boolean codecWorks = env.conf().getBoolean("spark.shuffle.compress", true)
+        || env.conf().getBoolean("spark.io.encryption.enabled", false);
+    this.codecPool = conf.codecThreads() == 0 || !codecWorks ? null : codecPool(conf.codecThreads());
     ExecutorEndpoint endpoint = new ExecutorEndpoint(env.rpcEnv(), executorId, this::peerJoined, this::peerLost,
         this::metrics, o -> gpu.nicOffer(o), o -> gpu.ringOffer(o));
     this.self = env.rpcEnv().setupEndpoint(ExecutorEndpoint.NAME_PREFIX + executorId, endpoint);
@@ -374,7 +380,7 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
     return p;
   }
 
-  /** The executor's codec pool, or null when the codec runs on the task threads. */
+  /** The executor's codec pool, or null when the codec runs (if at all) on the task threads. */
   java.util.concurrent.Executor codecPool() {
     return codecPool;
   }

@@ -154,7 +154,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
 
     SerializerManager serializerManager = SparkEnv.get().serializerManager();
     SerializerInstance ser = dep.serializer().newInstance();
-    DecodeAhead<Source> ahead = decodesAhead()
+    DecodeAhead<Source> ahead = runtime.codecPool() != null
         ? new DecodeAhead<>(runtime.codecPool(), (s, raw) -> serializerManager.wrapStream(s.sparkId(), raw),
             runtime.conf().decodeAheadBytes(), runtime.conf().decodeChunkBytes(), MAX_QUEUED_BLOCKS)
         : null;
@@ -191,23 +191,6 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
 
   /** Blocks queued for decoding ahead at most, whatever their size. */
   private static final int MAX_QUEUED_BLOCKS = 64;
-
-  /**
-   * Whether this task's blocks are decoded ahead on the executor's codec pool: the pool is on and
-   * Spark's stream wrapping does work (compression or I/O encryption); otherwise there is nothing
-   * to move off the task's thread.
-   */
-  private boolean decodesAhead() {
-    return runtime.codecPool() != null && codecWraps(SparkEnv.get().conf(), "spark.shuffle.compress");
-  }
-
-  /**
-   * Whether Spark's stream wrapping does work for shuffle streams: compression ({@code compressKey},
-   * on by default) or I/O encryption.
-   */
-  static boolean codecWraps(SparkConf conf, String compressKey) {
-    return conf.getBoolean(compressKey, true) || conf.getBoolean("spark.io.encryption.enabled", false);
-  }
 
   private FetchFailedException fetchFailed(Source s, String message, Throwable cause) {
     if (s == null) {

@@ -89,12 +89,9 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     Partitioner partitioner = dep.partitioner();
     SerializationStream[] streams = new SerializationStream[n];
     ClassTag<Object> any = ClassTag$.MODULE$.Any();
-    PartitionedOutputWriter out = direct;
-    EncodeLanes lanes = runtime.codecPool() != null
-        && SlipstreamShuffleReader.codecWraps(SparkEnv.get().conf(), "spark.shuffle.compress")
-        ? new EncodeLanes(runtime.codecPool(), (p, sink) -> sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), sink),
-            out::partition, n, runtime.conf().encodeChunkBytes(), runtime.conf().encodeAheadBytes())
-        : null;
+    EncodeLanes lanes = runtime.codecPool() == null ? null
+        : new EncodeLanes(runtime.codecPool(), (p, sink) -> sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), sink),
+            direct::partition, n, runtime.conf().encodeChunkBytes(), runtime.conf().encodeAheadBytes());
     try {
       while (records.hasNext()) {
         Product2<K, V> r = records.next();
@@ -103,7 +100,7 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         SerializationStream s = streams[p];
         if (s == null) {
           s = ser.serializeStream(lanes != null ? lanes.partition(p)
-              : sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), out.partition(p)));
+              : sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), direct.partition(p)));
           streams[p] = s;
         }
         s.writeKey(key, any);
@@ -119,7 +116,7 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       if (lanes != null) {
         lanes.finish(); // the last chunks, each partition's codec flushed into its pages
       }
-      MapOutput committed = out.commit();
+      MapOutput committed = direct.commit();
       metrics.incWriteTime(System.nanoTime() - t0);
       partitionLengths = committed.partitionLengths();
       metrics.incBytesWritten(committed.totalBytes());
@@ -127,7 +124,7 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       if (lanes != null) {
         lanes.abort(); // no lane writes into the pages once they are freed
       }
-      out.abort();
+      direct.abort();
       throw e;
     }
   }

@@ -144,7 +144,7 @@ public final class EncodeLanes {
           continue;
         }
         synchronized (l) {
-          while (l.busy) {
+          while (l.pending > 0) {
             try {
               l.wait();
             } catch (InterruptedException e) {
@@ -217,8 +217,7 @@ public final class EncodeLanes {
     final RawStream input = new RawStream(this);
     final ConcurrentLinkedQueue<Runnable> work = new ConcurrentLinkedQueue<>();
     final AtomicBoolean scheduled = new AtomicBoolean();
-    /** Work queued or running; guarded by this lane's monitor. */
-    boolean busy;
+    /** Work items queued or running (or 1 while the task encodes on the lane); guarded by this lane's monitor. */
     int pending;
     final OutputStream sink;
     /** The partition's encoding stream over the sink, opened by the first chunk (lane thread). */
@@ -232,7 +231,6 @@ public final class EncodeLanes {
     void submit(Runnable r) {
       synchronized (this) {
         pending++;
-        busy = true;
       }
       work.add(r);
       if (scheduled.compareAndSet(false, true)) {
@@ -258,7 +256,6 @@ public final class EncodeLanes {
           } finally {
             synchronized (this) {
               if (--pending == 0) {
-                busy = false;
                 notifyAll();
               }
             }
@@ -282,7 +279,6 @@ public final class EncodeLanes {
           return false;
         }
         pending = 1;
-        busy = true;
         return true;
       }
     }
@@ -290,7 +286,6 @@ public final class EncodeLanes {
     void releaseIdle() {
       synchronized (this) {
         pending = 0;
-        busy = false;
         notifyAll();
       }
     }

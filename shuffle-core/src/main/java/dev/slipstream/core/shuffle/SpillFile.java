@@ -16,8 +16,9 @@ import java.util.List;
  * keeps the cost of a spill to one file creation and one mapping.
  *
  * <p>Threading: appends and finish from the writer's threads (partitions encoded on lanes append
- * concurrently: appends are serialized here); {@link #slices} from any thread after finish. Ownership: the output's layout deletes the file when the output is freed; mappings go
- * with the views (the JDK unmaps them when they are collected).
+ * concurrently: appends are serialized here); {@link #slices} from any thread after finish.
+ * Ownership: the output's layout deletes the file when the output is freed; mappings go with the
+ * views (the JDK unmaps them when they are collected).
  */
 final class SpillFile {
   /** The most bytes one mapping covers; views that cross a window boundary come in two pieces. */
