@@ -7,6 +7,8 @@ import dev.slipstream.core.transport.Transport;
 import dev.slipstream.core.transport.TransportError;
 import dev.slipstream.core.transport.TransportException;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -105,6 +107,9 @@ final class DelayingTransport extends ForwardingTransport {
                 out.complete(r);
               }
             });
+          } else {
+            held.remove(out);
+            out.completeExceptionally(new TransportException(TransportError.CLOSED, "queue to " + peer() + " closed"));
           }
           handed.complete(null);
         }, delay, TimeUnit.MILLISECONDS);
@@ -137,11 +142,15 @@ final class DelayingTransport extends ForwardingTransport {
 
     @Override
     public void close() {
-      open = false;
-      for (CompletableFuture<?> f : held) {
+      List<CompletableFuture<?>> failing;
+      synchronized (this) { // with later(): an operation is either refused or held when the queue closes
+        open = false;
+        failing = new ArrayList<>(held);
+        held.clear();
+      }
+      for (CompletableFuture<?> f : failing) {
         f.completeExceptionally(new TransportException(TransportError.CLOSED, "queue to " + peer() + " closed"));
       }
-      held.clear();
       q.close();
     }
   }
