@@ -39,8 +39,9 @@ public final class SlipstreamConf {
   public static final ConfigEntry<Long> ENCODE_AHEAD_BYTES = ConfigEntry.size(
       "spark.slipstream.writer.encodeAheadBytes", "16m",
       "Serialized bytes one map task may have handed to the codec threads and not yet encoded, on the JVM heap (at"
-          + " least 64k); beyond it the task encodes a chunk itself when that partition has none queued, and waits"
-          + " otherwise. Applies to the direct writer (spark.slipstream.writer.directPartitionsMax).");
+          + " least 64k); beyond it the task encodes its own chunks, queued ones first, wherever no codec thread has"
+          + " started them, and waits only while codec threads run all of them. Applies to the direct writer"
+          + " (spark.slipstream.writer.directPartitionsMax).");
   /** The smallest decode- and encode-ahead budgets. */
   static final long MIN_AHEAD_BYTES = 64 * 1024;
   /** The unit the codec threads claim and decode into. */

@@ -3,10 +3,15 @@ package dev.slipstream.core.shuffle;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntFunction;
 
 /**
@@ -17,18 +22,21 @@ import java.util.function.IntFunction;
  * task threads leave idle, and a partition's bytes reach its sink exactly as they would had the
  * task encoded them itself.
  *
- * <p>Memory: at most {@code budgetBytes} of chunks handed over and not yet encoded. Beyond that the
- * task encodes the chunk itself when its partition's lane has nothing queued (so its order holds),
- * and waits for the lanes only otherwise: a pool busy with other tasks' work never leaves the task
- * encoding less than it would alone. Each partition the task writes holds one chunk it is filling.
+ * <p>Memory: at most {@code budgetBytes} of chunks handed over and not yet encoded. Beyond that
+ * the task never idles while work of its own waits for a pool thread: it encodes the chunk itself
+ * (after the chunks its partition has queued) when no pool thread is on that lane, and otherwise
+ * runs the queued chunks of another of its lanes that no pool thread has started, until the
+ * budget has room. It waits only while every lane of its with queued work is running on the pool.
+ * So a pool busy with other tasks' work, or one that never runs anything, leaves the task encoding
+ * no less than it would alone; the same holds at {@link #finish()} and {@link #abort()}.
  *
  * <p>Failure: the first failure of any lane stops every lane and is rethrown to the task at its
  * next hand-over or at {@link #finish()}. {@link #abort()} drops what is queued and waits for the
  * chunks being encoded, so that the caller may free the sinks after it.
  *
  * <p>Threading: one task thread writes the streams and calls {@link #finish()} / {@link #abort()};
- * pool threads run the lanes, one thread per lane at a time. A pool that refuses work leaves it
- * to the task thread.
+ * a lane's chunks run on one thread at a time (a pool thread or the task), in the order they were
+ * handed over. A pool that refuses work leaves it to the task thread.
  */
 public final class EncodeLanes {
 
@@ -38,18 +46,25 @@ public final class EncodeLanes {
     OutputStream encode(int partition, OutputStream sink) throws IOException;
   }
 
+  /** How long the task waits for a pool thread's chunk before it looks again for work to take. */
+  private static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
+
   private final Executor pool;
   private final Encoder encoder;
   private final IntFunction<OutputStream> sinks;
   private final int chunkBytes;
   private final long budgetBytes;
   private final Lane[] lanes;
+  /** Lanes the task has written, in the order it first wrote them (task thread only). */
+  private final List<Lane> opened = new ArrayList<>();
+  /** Where the task's next search for a lane to take up starts (task thread only). */
+  private int helpCursor;
   private final ConcurrentLinkedQueue<byte[]> spare = new ConcurrentLinkedQueue<>();
   /** Chunk bytes handed over and not yet encoded; guarded by {@code this}. */
   private long inFlight;
   private volatile Throwable failure;
   private volatile boolean stopped;
-  private final java.util.concurrent.atomic.AtomicLong inline = new java.util.concurrent.atomic.AtomicLong();
+  private final AtomicLong onTask = new AtomicLong();
 
   /**
    * @param sinks each partition's sink, asked for once on the task thread when the task first writes the partition
@@ -76,23 +91,25 @@ public final class EncodeLanes {
     if (l == null) {
       l = new Lane(partition, sinks.apply(partition));
       lanes[partition] = l;
+      opened.add(l);
     }
     return l.input;
   }
 
   /**
    * Hands over every partition's last chunk, ends each partition's encoding stream (flushing the
-   * codec into the sink), and waits until all lanes are done.
+   * codec into the sink), runs what no pool thread has started, and waits until all lanes are done.
    *
    * @throws IOException the first lane failure, or interruption while waiting
    */
   public void finish() throws IOException {
     checkFailure();
-    for (Lane l : lanes) {
-      if (l != null) {
-        l.input.handOver();
-        l.submit(l::endEncoding);
-      }
+    for (Lane l : opened) {
+      l.input.handOver();
+      l.submit(Lane.END);
+    }
+    for (Lane l : opened) {
+      l.drain(true);
     }
     try {
       awaitIdle(true);
@@ -106,6 +123,9 @@ public final class EncodeLanes {
   /** Drops what is queued and waits for the chunks being encoded. Idempotent; after it nothing touches a sink. */
   public void abort() {
     stopped = true;
+    for (Lane l : opened) {
+      l.drain(true); // drops what no pool thread has started
+    }
     try {
       awaitIdle(false); // the sinks must not be freed under a running lane, interrupted or not
     } catch (InterruptedException e) {
@@ -116,6 +136,11 @@ public final class EncodeLanes {
   /** Chunk bytes handed over and not yet encoded. */
   synchronized long inFlightBytes() {
     return inFlight;
+  }
+
+  /** Chunks the task encoded itself (its own beyond the budget, and queued ones it took up). */
+  long chunksOnTask() {
+    return onTask.get();
   }
 
   private void checkFailure() throws IOException {
@@ -139,10 +164,7 @@ public final class EncodeLanes {
   private void awaitIdle(boolean interruptible) throws InterruptedException {
     boolean interrupted = false;
     try {
-      for (Lane l : lanes) {
-        if (l == null) {
-          continue;
-        }
+      for (Lane l : opened) {
         synchronized (l) {
           while (l.pending > 0) {
             try {
@@ -164,34 +186,40 @@ public final class EncodeLanes {
   }
 
   /** Task thread: takes {@code bytes} of the budget if they fit (or nothing is in flight), without waiting. */
-  private boolean tryReserve(int bytes) {
-    synchronized (this) {
-      if (inFlight > 0 && inFlight + bytes > budgetBytes) {
-        return false;
+  private synchronized boolean tryReserve(int bytes) {
+    if (inFlight > 0 && inFlight + bytes > budgetBytes) {
+      return false;
+    }
+    inFlight += bytes;
+    return true;
+  }
+
+  /** Task thread: waits a little for a pool thread to finish a chunk while {@code bytes} more would not fit. */
+  private synchronized void awaitRoom(int bytes) throws IOException {
+    if (inFlight > 0 && inFlight + bytes > budgetBytes && failure == null) {
+      try {
+        TimeUnit.NANOSECONDS.timedWait(this, RECHECK_NANOS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new InterruptedIOException("interrupted while waiting for the encoding lanes");
       }
-      inFlight += bytes;
-      return true;
     }
   }
 
-  /** Chunks the task encoded itself because the lanes were behind. */
-  long inlineChunks() {
-    return inline.get();
-  }
-
-  /** Task thread: waits while the chunks in flight would exceed the budget with {@code bytes} more. */
-  private void reserve(int bytes) throws IOException {
-    synchronized (this) {
-      while (inFlight > 0 && inFlight + bytes > budgetBytes && failure == null) {
-        try {
-          wait();
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new InterruptedIOException("interrupted while waiting for the encoding lanes");
-        }
+  /**
+   * Task thread: runs the queued chunks of one lane no pool thread has started, searching from
+   * where the last search ended; false when there is none.
+   */
+  private boolean takeUpOne() {
+    int n = opened.size();
+    for (int i = 0; i < n; i++) {
+      Lane l = opened.get((helpCursor + i) % n);
+      if (!l.work.isEmpty() && !l.running.get() && l.drain(true)) {
+        helpCursor = (helpCursor + i + 1) % n;
+        return true;
       }
-      inFlight += bytes;
     }
+    return false;
   }
 
   private void release(byte[] chunk) {
@@ -211,16 +239,27 @@ public final class EncodeLanes {
     }
   }
 
-  /** One partition: its raw stream (task thread) and its queue of work (one pool thread at a time). */
+  /** A chunk handed over ({@code bytes} null: the end of the partition's encoding). */
+  private record Item(byte[] bytes, int length) {}
+
+  /**
+   * One partition: its raw stream (task thread) and its queue of work, which runs on whichever
+   * thread holds {@code running} (a pool thread, or the task when it takes the lane up).
+   */
   private final class Lane implements Runnable {
+    static final Item END = new Item(null, 0);
+
     final int partition;
     final RawStream input = new RawStream(this);
-    final ConcurrentLinkedQueue<Runnable> work = new ConcurrentLinkedQueue<>();
+    final ConcurrentLinkedQueue<Item> work = new ConcurrentLinkedQueue<>();
+    /** Held by the one thread running this lane's work. */
+    final AtomicBoolean running = new AtomicBoolean();
+    /** A pool job of this lane is queued and has not started. */
     final AtomicBoolean scheduled = new AtomicBoolean();
-    /** Work items queued or running (or 1 while the task encodes on the lane); guarded by this lane's monitor. */
+    /** Items queued or running; guarded by this lane's monitor. */
     int pending;
     final OutputStream sink;
-    /** The partition's encoding stream over the sink, opened by the first chunk (lane thread). */
+    /** The partition's encoding stream over the sink, opened by the first chunk. */
     OutputStream encoded;
 
     Lane(int partition, OutputStream sink) {
@@ -228,114 +267,120 @@ public final class EncodeLanes {
       this.sink = sink;
     }
 
-    void submit(Runnable r) {
+    /** Task thread: queues an item and makes sure a pool job will look at the lane. */
+    void submit(Item item) {
       synchronized (this) {
         pending++;
       }
-      work.add(r);
+      work.add(item);
       if (scheduled.compareAndSet(false, true)) {
         try {
           pool.execute(this);
         } catch (RejectedExecutionException e) {
-          run(); // the task encodes it itself
+          scheduled.set(false);
+          drain(true); // the task encodes it itself
         }
       }
     }
 
+    /** Pool job: from here on a new item schedules another job; runs the queue unless a thread already does. */
     @Override
     public void run() {
-      while (true) {
-        Runnable r;
-        while ((r = work.poll()) != null) {
-          try {
-            if (failure == null && !stopped) {
-              r.run();
-            }
-          } catch (Throwable t) {
-            fail(t);
-          } finally {
-            synchronized (this) {
-              if (--pending == 0) {
-                notifyAll();
-              }
-            }
-          }
-        }
-        scheduled.set(false);
-        // Work added after the queue looked empty and before the flag was cleared is ours to run.
-        if (work.isEmpty() || !scheduled.compareAndSet(false, true)) {
-          return;
-        }
-      }
+      scheduled.set(false);
+      drain(false);
     }
 
     /**
-     * Task thread: marks the lane busy when nothing is queued or running on it, so the task may
-     * encode on it directly (only the task submits to a lane, so it stays idle meanwhile).
+     * Runs the queue until it is empty, unless another thread holds the lane: that thread looks at
+     * the queue again after it lets go, so no item is left without a thread to run it. True when
+     * this thread held the lane.
      */
-    boolean claimIdle() {
-      synchronized (this) {
-        if (pending > 0) {
-          return false;
+    boolean drain(boolean onTaskThread) {
+      boolean held = false;
+      while (running.compareAndSet(false, true)) {
+        held = true;
+        try {
+          runQueued(onTaskThread);
+        } finally {
+          running.set(false);
         }
-        pending = 1;
-        return true;
+        if (work.isEmpty()) {
+          break;
+        }
       }
+      return held;
     }
 
-    void releaseIdle() {
-      synchronized (this) {
-        pending = 0;
-        notifyAll();
+    /** With the lane held: runs every queued item in order; after a failure or abort only drops them. */
+    private void runQueued(boolean onTaskThread) {
+      Item it;
+      while ((it = work.poll()) != null) {
+        try {
+          if (failure == null && !stopped) {
+            if (it.bytes() == null) {
+              endEncoding();
+            } else {
+              write(it.bytes(), it.length());
+              if (onTaskThread) {
+                onTask.incrementAndGet();
+              }
+            }
+          }
+        } catch (IOException e) {
+          fail(new UncheckedIOException("encoding partition " + partition + " failed: " + e.getMessage(), e));
+        } catch (Throwable t) {
+          fail(t);
+        } finally {
+          if (it.bytes() != null) {
+            release(it.bytes());
+          }
+          synchronized (this) {
+            if (--pending == 0) {
+              notifyAll();
+            }
+          }
+        }
       }
     }
 
     /** Writes a chunk through the partition's encoding stream, by whichever thread holds the lane. */
     private void write(byte[] chunk, int length) throws IOException {
-      if (failure != null || stopped) {
-        return;
-      }
       if (encoded == null) {
         encoded = encoder.encode(partition, sink);
       }
       encoded.write(chunk, 0, length);
     }
 
-    /** Task thread, with the lane claimed: encodes a chunk not counted in the budget; a failure stops every lane. */
-    void encodeOwned(byte[] chunk, int length) {
+    /** Closes the encoding stream, which flushes the codec into the sink. */
+    private void endEncoding() throws IOException {
+      if (encoded != null) {
+        encoded.close();
+      }
+    }
+
+    /**
+     * Task thread, beyond the budget: when no other thread holds the lane, runs its queue and then
+     * encodes {@code chunk} (not counted in the budget) here; false when a pool thread holds it.
+     */
+    boolean encodeHereIfFree(byte[] chunk, int length) {
+      if (!running.compareAndSet(false, true)) {
+        return false;
+      }
       try {
-        write(chunk, length);
+        runQueued(true);
+        if (failure == null && !stopped) {
+          write(chunk, length);
+          onTask.incrementAndGet();
+        }
       } catch (IOException e) {
-        fail(new java.io.UncheckedIOException("encoding partition " + partition + " failed: " + e.getMessage(), e));
+        fail(new UncheckedIOException("encoding partition " + partition + " failed: " + e.getMessage(), e));
       } catch (RuntimeException | Error e) {
         fail(e);
       } finally {
+        running.set(false);
         spare.add(chunk);
       }
-    }
-
-    /** Lane thread: encodes one chunk's first {@code length} bytes. */
-    void encode(byte[] chunk, int length) {
-      try {
-        write(chunk, length);
-      } catch (IOException e) {
-        throw new java.io.UncheckedIOException("encoding partition " + partition + " failed: " + e.getMessage(), e);
-      } finally {
-        release(chunk);
-      }
-    }
-
-    /** Lane thread: closes the encoding stream, which flushes the codec into the sink. */
-    void endEncoding() {
-      if (encoded == null) {
-        return;
-      }
-      try {
-        encoded.close();
-      } catch (IOException e) {
-        throw new java.io.UncheckedIOException("ending partition " + partition + "'s encoding failed: "
-            + e.getMessage(), e);
-      }
+      return true;
     }
   }
 
@@ -383,7 +428,11 @@ public final class EncodeLanes {
       filled = 0;
     }
 
-    /** Hands the chunk over to the lane, if it holds bytes. */
+    /**
+     * Hands the chunk over to the lane, if it holds bytes. Beyond the budget the task encodes it
+     * here when the lane is free, else takes up another lane's queued chunks, else waits for a
+     * pool thread's chunk, and tries again.
+     */
     void handOver() throws IOException {
       checkFailure();
       if (chunk == null || filled == 0) {
@@ -393,21 +442,17 @@ public final class EncodeLanes {
       int n = filled;
       chunk = null;
       filled = 0;
-      if (!tryReserve(c.length)) {
-        if (lane.claimIdle()) {
-          // The lanes are behind and this partition's is idle: encode here, in order, rather than wait.
-          try {
-            inline.incrementAndGet();
-            lane.encodeOwned(c, n);
-          } finally {
-            lane.releaseIdle();
-          }
+      while (!tryReserve(c.length)) {
+        if (lane.encodeHereIfFree(c, n)) {
           checkFailure();
           return;
         }
-        reserve(c.length);
+        if (!takeUpOne()) {
+          awaitRoom(c.length);
+        }
+        checkFailure();
       }
-      lane.submit(() -> lane.encode(c, n));
+      lane.submit(new Item(c, n));
     }
 
     @Override

@@ -106,7 +106,7 @@ class EncodeLanesTest {
   }
 
   @Test
-  void aPoolBusyWithOtherWorkLeavesTheTaskEncodingItsIdlePartitions() throws Exception {
+  void aPoolBusyWithOtherWorkLeavesTheTaskEncodingItsOwnChunks() throws Exception {
     ExecutorService one = Executors.newSingleThreadExecutor();
     CountDownLatch otherWork = new CountDownLatch(1);
     try {
@@ -122,8 +122,8 @@ class EncodeLanesTest {
           p -> sinks[p] = new ByteArrayOutputStream(), 20, CHUNK, 2L * CHUNK);
       Random r = new Random(17);
       ByteArrayOutputStream[] expected = new ByteArrayOutputStream[20];
-      // The other work ends after a while: until then the task encodes what it can itself and
-      // waits only when it gets back to a partition whose chunk is queued behind that work.
+      // The other work ends after a while: until then the task encodes its chunks itself, the
+      // queued ones included, since no pool thread has started them.
       Thread ender = new Thread(() -> {
         try {
           Thread.sleep(300);
@@ -144,7 +144,7 @@ class EncodeLanesTest {
         expected[p].write(d);
       }
       lanes.finish();
-      assertTrue(lanes.inlineChunks() > 10, lanes.inlineChunks() + " chunks encoded by the task while the pool was busy");
+      assertTrue(lanes.chunksOnTask() > 10, lanes.chunksOnTask() + " chunks encoded by the task while the pool was busy");
       for (int p = 0; p < 20; p++) {
         assertArrayEquals(expected[p].toByteArray(), inflate(sinks[p].toByteArray()), "partition " + p);
       }
@@ -152,6 +152,84 @@ class EncodeLanesTest {
       otherWork.countDown();
       one.shutdownNow();
     }
+  }
+
+  @Test
+  void underContentionEveryPartitionStillComesOutWhole() throws Exception {
+    // Small budgets: the task keeps taking lanes up while pool threads run others.
+    for (int round = 0; round < 6; round++) {
+      int partitions = 3 + round * 9;
+      ByteArrayOutputStream[] sinks = new ByteArrayOutputStream[partitions];
+      EncodeLanes lanes = new EncodeLanes(pool, (p, sink) -> new DeflaterOutputStream(sink),
+          p -> sinks[p] = new ByteArrayOutputStream(), partitions, CHUNK, (1 + round % 3) * (long) CHUNK);
+      ByteArrayOutputStream[] expected = writeRandomly(lanes, partitions, new Random(round));
+      lanes.finish();
+      for (int p = 0; p < partitions; p++) {
+        if (expected[p] != null) {
+          assertArrayEquals(expected[p].toByteArray(), inflate(sinks[p].toByteArray()), "round " + round + ", partition " + p);
+        }
+      }
+      assertEquals(0, lanes.inFlightBytes());
+    }
+  }
+
+  /** A pool that takes jobs and runs none until told to. */
+  private static final class HeldPool implements java.util.concurrent.Executor {
+    final java.util.List<Runnable> jobs = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+
+    @Override
+    public void execute(Runnable r) {
+      jobs.add(r);
+    }
+
+    void runAll() {
+      new java.util.ArrayList<>(jobs).forEach(Runnable::run);
+    }
+  }
+
+  @Test
+  void aPoolThatNeverRunsLeavesTheWholeEncodingToTheTaskAndItsLateJobsTouchNothing() throws Exception {
+    HeldPool held = new HeldPool();
+    ByteArrayOutputStream[] sinks = new ByteArrayOutputStream[11];
+    EncodeLanes lanes = new EncodeLanes(held, (p, sink) -> new DeflaterOutputStream(sink),
+        p -> sinks[p] = new ByteArrayOutputStream(), 11, CHUNK, 3L * CHUNK);
+    ByteArrayOutputStream[] expected = writeRandomly(lanes, 11, new Random(5));
+    lanes.finish();
+    byte[][] stored = new byte[11][];
+    for (int p = 0; p < 11; p++) {
+      stored[p] = sinks[p] == null ? null : sinks[p].toByteArray();
+      if (expected[p] != null) {
+        assertArrayEquals(expected[p].toByteArray(), inflate(stored[p]), "partition " + p);
+      }
+    }
+    assertFalse(held.jobs.isEmpty(), "the lanes never asked the pool");
+    assertTrue(lanes.chunksOnTask() > 0);
+    held.runAll(); // the jobs start after the task finished: they find nothing to do
+    for (int p = 0; p < 11; p++) {
+      assertArrayEquals(stored[p], sinks[p] == null ? null : sinks[p].toByteArray(), "partition " + p + " after the late jobs");
+    }
+  }
+
+  @Test
+  void abortReturnsWhenThePoolNeverRunsTheQueuedChunks() throws Exception {
+    HeldPool held = new HeldPool();
+    AtomicInteger writes = new AtomicInteger();
+    EncodeLanes lanes = new EncodeLanes(held, (p, sink) -> new FilterOutputStream(sink) {
+      @Override
+      public void write(byte[] b, int off, int len) throws IOException {
+        writes.incrementAndGet();
+        out.write(b, off, len);
+      }
+    }, p -> new ByteArrayOutputStream(), 4, CHUNK, 8L * CHUNK);
+    for (int i = 0; i < 6; i++) {
+      lanes.partition(i % 4).write(new byte[CHUNK]); // within the budget: queued, none run
+    }
+    lanes.partition(0).write(new byte[CHUNK]);
+    assertEquals(0, writes.get());
+    lanes.abort(); // drops the queued chunks rather than wait for a pool that never comes
+    held.runAll();
+    assertEquals(0, writes.get(), "a dropped chunk was written");
+    assertEquals(0, lanes.inFlightBytes());
   }
 
   @Test
