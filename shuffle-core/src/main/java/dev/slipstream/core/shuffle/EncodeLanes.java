@@ -11,6 +11,7 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntFunction;
 
@@ -60,8 +61,13 @@ public final class EncodeLanes {
   /** Where the task's next search for a lane to take up starts (task thread only). */
   private int helpCursor;
   private final ConcurrentLinkedQueue<byte[]> spare = new ConcurrentLinkedQueue<>();
-  /** Chunk bytes handed over and not yet encoded; guarded by {@code this}. */
-  private long inFlight;
+  /** Chunk bytes handed over and not yet encoded; only the task adds to it. */
+  private final AtomicLong inFlight = new AtomicLong();
+  /**
+   * The task is about to wait (for room, or for the lanes to be idle): threads that free room or
+   * end a lane's work then wake it through this object's monitor; otherwise they take no lock.
+   */
+  private volatile boolean taskWaits;
   private volatile Throwable failure;
   private volatile boolean stopped;
   private final AtomicLong onTask = new AtomicLong();
@@ -134,8 +140,8 @@ public final class EncodeLanes {
   }
 
   /** Chunk bytes handed over and not yet encoded. */
-  synchronized long inFlightBytes() {
-    return inFlight;
+  long inFlightBytes() {
+    return inFlight.get();
   }
 
   /** Chunks the task encoded itself (its own beyond the budget, and queued ones it took up). */
@@ -163,12 +169,13 @@ public final class EncodeLanes {
    */
   private void awaitIdle(boolean interruptible) throws InterruptedException {
     boolean interrupted = false;
+    taskWaits = true;
     try {
       for (Lane l : opened) {
-        synchronized (l) {
-          while (l.pending > 0) {
+        synchronized (this) {
+          while (l.pending.get() > 0) {
             try {
-              l.wait();
+              wait();
             } catch (InterruptedException e) {
               if (interruptible) {
                 throw e;
@@ -179,30 +186,47 @@ public final class EncodeLanes {
         }
       }
     } finally {
+      taskWaits = false;
       if (interrupted) {
         Thread.currentThread().interrupt();
       }
     }
   }
 
+  /** Wakes the task if it waits (it sets {@code taskWaits} before it looks at what it waits for). */
+  private void wakeTask() {
+    if (taskWaits) {
+      synchronized (this) {
+        notifyAll();
+      }
+    }
+  }
+
   /** Task thread: takes {@code bytes} of the budget if they fit (or nothing is in flight), without waiting. */
-  private synchronized boolean tryReserve(int bytes) {
-    if (inFlight > 0 && inFlight + bytes > budgetBytes) {
+  private boolean tryReserve(int bytes) {
+    long f = inFlight.get(); // lanes only lower it meanwhile
+    if (f > 0 && f + bytes > budgetBytes) {
       return false;
     }
-    inFlight += bytes;
+    inFlight.addAndGet(bytes);
     return true;
   }
 
   /** Task thread: waits a little for a pool thread to finish a chunk while {@code bytes} more would not fit. */
-  private synchronized void awaitRoom(int bytes) throws IOException {
-    if (inFlight > 0 && inFlight + bytes > budgetBytes && failure == null) {
-      try {
-        TimeUnit.NANOSECONDS.timedWait(this, RECHECK_NANOS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new InterruptedIOException("interrupted while waiting for the encoding lanes");
+  private void awaitRoom(int bytes) throws IOException {
+    taskWaits = true;
+    try {
+      synchronized (this) {
+        long f = inFlight.get();
+        if (f > 0 && f + bytes > budgetBytes && failure == null) {
+          TimeUnit.NANOSECONDS.timedWait(this, RECHECK_NANOS);
+        }
       }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted while waiting for the encoding lanes");
+    } finally {
+      taskWaits = false;
     }
   }
 
@@ -223,11 +247,9 @@ public final class EncodeLanes {
   }
 
   private void release(byte[] chunk) {
-    synchronized (this) {
-      inFlight -= chunk.length;
-      notifyAll();
-    }
+    inFlight.addAndGet(-chunk.length);
     spare.add(chunk);
+    wakeTask();
   }
 
   private void fail(Throwable t) {
@@ -256,8 +278,8 @@ public final class EncodeLanes {
     final AtomicBoolean running = new AtomicBoolean();
     /** A pool job of this lane is queued and has not started. */
     final AtomicBoolean scheduled = new AtomicBoolean();
-    /** Items queued or running; guarded by this lane's monitor. */
-    int pending;
+    /** Items queued or running. */
+    final AtomicInteger pending = new AtomicInteger();
     final OutputStream sink;
     /** The partition's encoding stream over the sink, opened by the first chunk. */
     OutputStream encoded;
@@ -267,13 +289,14 @@ public final class EncodeLanes {
       this.sink = sink;
     }
 
-    /** Task thread: queues an item and makes sure a pool job will look at the lane. */
+    /**
+     * Task thread: queues an item and makes sure a thread will run it: the one holding the lane
+     * (it looks at the queue again after it lets go), else a pool job.
+     */
     void submit(Item item) {
-      synchronized (this) {
-        pending++;
-      }
+      pending.incrementAndGet();
       work.add(item);
-      if (scheduled.compareAndSet(false, true)) {
+      if (!running.get() && scheduled.compareAndSet(false, true)) {
         try {
           pool.execute(this);
         } catch (RejectedExecutionException e) {
@@ -334,10 +357,8 @@ public final class EncodeLanes {
           if (it.bytes() != null) {
             release(it.bytes());
           }
-          synchronized (this) {
-            if (--pending == 0) {
-              notifyAll();
-            }
+          if (pending.decrementAndGet() == 0) {
+            wakeTask();
           }
         }
       }
