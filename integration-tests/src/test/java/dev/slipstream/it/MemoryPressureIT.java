@@ -47,6 +47,8 @@ class MemoryPressureIT {
       assertTrue(spills > 0, "map output beyond the 1 MiB budget spilled to disk: " + m);
       long ahead = m.values().stream().mapToLong(v -> v.get("reader.bytesDecodedAhead")).sum();
       assertTrue(ahead > 0, "the codec threads decoded blocks ahead of the readers: " + m);
+      long encoded = m.values().stream().mapToLong(v -> v.get("writer.bytesEncodedAhead")).sum();
+      assertTrue(encoded > 0, "the codec threads encoded map tasks' bytes: " + m);
       m.forEach((id, v) -> assertTrue(v.get("memory.landingPeak") <= v.get("memory.landingBytes"),
           "executor " + id + " held at most its landing pool: " + v));
     } finally {

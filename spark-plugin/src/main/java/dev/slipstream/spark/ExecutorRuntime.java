@@ -70,6 +70,8 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
    */
   private final java.util.concurrent.ThreadPoolExecutor codecPool;
   private final java.util.concurrent.atomic.AtomicLong decodedAhead = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicLong encodedAhead = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicLong encodedOnTask = new java.util.concurrent.atomic.AtomicLong();
 
   ExecutorRuntime(SparkEnv env, SlipstreamConf conf, Transports transports, boolean localMode) throws Exception {
     this.env = env;
@@ -362,6 +364,8 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
     }
     m.put("mapOutput.spillFiles", files);
     m.put("reader.bytesDecodedAhead", decodedAhead.get());
+    m.put("writer.bytesEncodedAhead", encodedAhead.get());
+    m.put("writer.bytesEncodedOnTask", encodedOnTask.get());
     m.put("transport.regions", (long) node.transport().registeredRegionCount());
     gpu.metrics(m);
     return m;
@@ -388,6 +392,15 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
   /** Counts bytes a reduce task's blocks were decoded ahead on the pool (at the task's end). */
   void decodedAhead(long bytes) {
     decodedAhead.addAndGet(bytes);
+  }
+
+  /**
+   * Counts a map task's bytes its encode lanes handed to the codec threads ({@code ahead}) and
+   * those the task encoded itself because the threads were behind ({@code onTask}).
+   */
+  void encoded(long ahead, long onTask) {
+    encodedAhead.addAndGet(ahead);
+    encodedOnTask.addAndGet(onTask);
   }
 
   @Override

@@ -126,6 +126,10 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       }
       direct.abort();
       throw e;
+    } finally {
+      if (lanes != null) {
+        runtime.encoded(lanes.bytesEncodedOnPool(), lanes.bytesEncodedOnTask());
+      }
     }
   }
 

@@ -358,6 +358,7 @@ public final class TpchBenchmark {
   private static Map<String, Long> slipstreamCounters() {
     return LocalCluster.executorSums(java.util.Set.of("memory.mapOutputInUse", "mapOutput.count", "mapOutput.spills",
         "mapOutput.evictions", "memory.landingPeak", "requests.served", "bytes.fetched", "reader.bytesDecodedAhead",
+        "writer.bytesEncodedAhead", "writer.bytesEncodedOnTask",
         "gpu.tableBytesWritten",
         "gpu.mapOutputDeviceBytes", "gpu.mapOutputHostBytes", "gpu.mapOutputDiskBytes", "gpu.mapOutputSpills")::contains);
   }

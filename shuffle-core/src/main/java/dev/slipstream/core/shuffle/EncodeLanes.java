@@ -70,7 +70,9 @@ public final class EncodeLanes {
   private volatile boolean taskWaits;
   private volatile Throwable failure;
   private volatile boolean stopped;
-  private final AtomicLong onTask = new AtomicLong();
+  /** Raw bytes encoded on the task thread and on pool threads. */
+  private final AtomicLong bytesOnTask = new AtomicLong();
+  private final AtomicLong bytesOnPool = new AtomicLong();
 
   /**
    * @param sinks each partition's sink, asked for once on the task thread when the task first writes the partition
@@ -144,9 +146,14 @@ public final class EncodeLanes {
     return inFlight.get();
   }
 
-  /** Chunks the task encoded itself (its own beyond the budget, and queued ones it took up). */
-  long chunksOnTask() {
-    return onTask.get();
+  /** Raw bytes the task encoded itself (its own beyond the budget, and queued ones it took up). */
+  public long bytesEncodedOnTask() {
+    return bytesOnTask.get();
+  }
+
+  /** Raw bytes the pool threads encoded. */
+  public long bytesEncodedOnPool() {
+    return bytesOnPool.get();
   }
 
   private void checkFailure() throws IOException {
@@ -344,9 +351,7 @@ public final class EncodeLanes {
               endEncoding();
             } else {
               write(it.bytes(), it.length());
-              if (onTaskThread) {
-                onTask.incrementAndGet();
-              }
+              (onTaskThread ? bytesOnTask : bytesOnPool).addAndGet(it.length());
             }
           }
         } catch (IOException e) {
@@ -391,7 +396,7 @@ public final class EncodeLanes {
         runQueued(true);
         if (failure == null && !stopped) {
           write(chunk, length);
-          onTask.incrementAndGet();
+          bytesOnTask.addAndGet(length);
         }
       } catch (IOException e) {
         fail(new UncheckedIOException("encoding partition " + partition + " failed: " + e.getMessage(), e));

@@ -102,6 +102,12 @@ class EncodeLanesTest {
     assertTrue(maxInFlight.get() <= budget, maxInFlight.get() + " bytes in flight, budget " + budget);
     encodedOn.remove(Thread.currentThread()); // the task encodes where the lanes fall behind
     assertFalse(encodedOn.isEmpty(), "the pool encoded nothing");
+    long written = 0;
+    for (ByteArrayOutputStream e : expected) {
+      written += e == null ? 0 : e.size();
+    }
+    assertEquals(written, lanes.bytesEncodedOnTask() + lanes.bytesEncodedOnPool(), "every byte counted once");
+    assertTrue(lanes.bytesEncodedOnPool() > 0);
     assertEquals(0, lanes.inFlightBytes());
   }
 
@@ -144,7 +150,8 @@ class EncodeLanesTest {
         expected[p].write(d);
       }
       lanes.finish();
-      assertTrue(lanes.chunksOnTask() > 10, lanes.chunksOnTask() + " chunks encoded by the task while the pool was busy");
+      assertTrue(lanes.bytesEncodedOnTask() > 10L * CHUNK,
+          lanes.bytesEncodedOnTask() + " bytes encoded by the task while the pool was busy");
       for (int p = 0; p < 20; p++) {
         assertArrayEquals(expected[p].toByteArray(), inflate(sinks[p].toByteArray()), "partition " + p);
       }
@@ -203,7 +210,12 @@ class EncodeLanesTest {
       }
     }
     assertFalse(held.jobs.isEmpty(), "the lanes never asked the pool");
-    assertTrue(lanes.chunksOnTask() > 0);
+    long written = 0;
+    for (ByteArrayOutputStream e : expected) {
+      written += e == null ? 0 : e.size();
+    }
+    assertEquals(written, lanes.bytesEncodedOnTask(), "every byte encoded on the task");
+    assertEquals(0, lanes.bytesEncodedOnPool());
     held.runAll(); // the jobs start after the task finished: they find nothing to do
     for (int p = 0; p < 11; p++) {
       assertArrayEquals(stored[p], sinks[p] == null ? null : sinks[p].toByteArray(), "partition " + p + " after the late jobs");
