@@ -190,10 +190,15 @@ public final class TpchBenchmark {
 
   /** Per query run: bytes of device-table blocks map tasks stored (Slipstream's GPU path), from the executors' counter. */
   static final String GPU_BYTES = "gpu.tableBytesByQuery";
+  /** Executor counters of the codec threads, cumulative; each run also records its query's share, under {@link #BY_QUERY}. */
+  static final List<String> CODEC_COUNTERS = List.of("reader.bytesDecodedAhead", "writer.bytesEncodedAhead",
+      "writer.bytesEncodedOnTask");
+  static final String BY_QUERY = ".byQuery";
 
   private void runRound(int round, boolean warmup, String manager) {
     SparkSession spark = start(manager);
     long gpuBytesBefore = 0; // the counter of a new cluster's executors starts at 0
+    Map<String, Long> codecBefore = new java.util.HashMap<>(); // likewise
     QueryMetricsListener listener = new QueryMetricsListener();
     spark.sparkContext().addSparkListener(listener);
     try {
@@ -219,6 +224,13 @@ public final class TpchBenchmark {
           long now = counters.get("gpu.tableBytesWritten");
           counters.put(GPU_BYTES, now - gpuBytesBefore);
           gpuBytesBefore = now;
+        }
+        for (String c : CODEC_COUNTERS) {
+          if (counters.containsKey(c)) {
+            long now = counters.get(c);
+            counters.put(c + BY_QUERY, now - codecBefore.getOrDefault(c, 0L));
+            codecBefore.put(c, now);
+          }
         }
         long r0 = System.nanoTime();
         List<Integer> shuffles = listener.shuffles();
@@ -247,6 +259,11 @@ public final class TpchBenchmark {
           verdict += String.format(Locale.ROOT, "  (store %d MiB in %d outputs, %d spills so far; %d outputs left after removal)",
               counters.getOrDefault("memory.mapOutputInUse", 0L) >> 20, counters.getOrDefault("mapOutput.count", 0L),
               counters.getOrDefault("mapOutput.spills", 0L), counters.getOrDefault(OUTPUTS_LEFT, 0L));
+        }
+        if (CODEC_COUNTERS.stream().anyMatch(c -> counters.getOrDefault(c + BY_QUERY, 0L) > 0)) {
+          verdict += String.format(Locale.ROOT, "  (codec threads: %d MiB decoded ahead, %d MiB encoded ahead, %d MiB"
+                  + " encoded on the tasks)", counters.get(CODEC_COUNTERS.get(0) + BY_QUERY) >> 20,
+              counters.get(CODEC_COUNTERS.get(1) + BY_QUERY) >> 20, counters.get(CODEC_COUNTERS.get(2) + BY_QUERY) >> 20);
         }
         if (m.tasks() >= options.executors() && m.executorsUsed() < options.executors()) {
           // A query whose tasks all ran on fewer executors than the cluster has compares unlike clusters.
