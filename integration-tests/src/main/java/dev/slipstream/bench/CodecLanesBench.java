@@ -35,12 +35,11 @@ import net.jpountz.lz4.LZ4BlockOutputStream;
  * executor does. No serializer and no transport: the figures are the codec's placement.
  *
  * <p>Usage: {@code CodecLanesBench [--threads 2] [--codec-threads 0] [--maps 32] [--map-bytes 32m]
- * [--batch-bytes 8m] [--partitions 200] [--encode-ahead 16m] [--rounds 5]}; prints each round's
+ * [--batch-bytes 8m] [--partitions 200] [--encode-ahead 16m] [--rounds 5] [--chunk 32k]}; prints each round's
  * write time and rate, the process's CPU time, the compressed size, then the median round.
  */
 public final class CodecLanesBench {
   private static final int LZ4_BLOCK = 32 << 10; // spark.io.compression.lz4.blockSize's default
-  private static final int CHUNK = 32 << 10; // the direct writer's hand-over unit
 
   private CodecLanesBench() {}
 
@@ -53,6 +52,7 @@ public final class CodecLanesBench {
     int partitions = 200;
     long encodeAhead = 16L << 20;
     int rounds = 5;
+    int chunk = 32 << 10; // the direct writer's hand-over unit
     for (int i = 0; i < args.length; i++) {
       String v = i + 1 < args.length ? args[i + 1] : null;
       if (v == null) {
@@ -67,15 +67,16 @@ public final class CodecLanesBench {
         case "--partitions" -> partitions = Integer.parseInt(v);
         case "--encode-ahead" -> encodeAhead = ConfigParsers.parseSize("--encode-ahead", v);
         case "--rounds" -> rounds = Integer.parseInt(v);
+        case "--chunk" -> chunk = (int) ConfigParsers.parseSize("--chunk", v);
         default -> throw new IllegalArgumentException("unknown option " + args[i] + "; expected --threads,"
-            + " --codec-threads, --maps, --map-bytes, --batch-bytes, --partitions, --encode-ahead or --rounds");
+            + " --codec-threads, --maps, --map-bytes, --batch-bytes, --partitions, --encode-ahead, --rounds or --chunk");
       }
       i++;
     }
-    if (threads < 1 || codecThreads < 0 || maps < 1 || partitions < 1 || rounds < 1
+    if (threads < 1 || codecThreads < 0 || maps < 1 || partitions < 1 || rounds < 1 || chunk < 1
         || batchBytes < partitions || mapBytes < batchBytes) {
-      throw new IllegalArgumentException("--threads, --maps, --partitions, --rounds must be >= 1, --codec-threads"
-          + " >= 0, --batch-bytes >= --partitions and --map-bytes >= --batch-bytes");
+      throw new IllegalArgumentException("--threads, --maps, --partitions, --rounds, --chunk must be >= 1,"
+          + " --codec-threads >= 0, --batch-bytes >= --partitions and --map-bytes >= --batch-bytes");
     }
     Path spillDir = Files.createTempDirectory("slipstream-codec-bench");
     Transport transport = new LoopbackTransportProvider().create(
@@ -85,8 +86,8 @@ public final class CodecLanesBench {
     MapOutputStore store = new MapOutputStore(transport, pool, 8L << 20, 64L << 10, spillDir);
     byte[] data = columnLike(4 << 20);
     System.out.printf("CodecLanesBench: %d maps x %d MiB in batches of %d MiB, %d partitions, %d task threads,"
-            + " %d codec threads, encode-ahead %d MiB, lz4 blocks of %d KiB%n", maps, mapBytes >> 20, batchBytes >> 20,
-        partitions, threads, codecThreads, encodeAhead >> 20, LZ4_BLOCK >> 10);
+            + " %d codec threads, encode-ahead %d MiB, chunks of %d KiB, lz4 blocks of %d KiB%n", maps, mapBytes >> 20,
+        batchBytes >> 20, partitions, threads, codecThreads, encodeAhead >> 20, chunk >> 10, LZ4_BLOCK >> 10);
     ExecutorService tasks = Executors.newFixedThreadPool(threads);
     ExecutorService codec = codecThreads == 0 ? null : Executors.newFixedThreadPool(codecThreads, r -> {
       Thread t = new Thread(r, "codec");
@@ -103,12 +104,13 @@ public final class CodecLanesBench {
         final long perMap = mapBytes;
         final long perBatch = batchBytes;
         final long ahead = encodeAhead;
+        final int unit = chunk;
         long cpu0 = os.getProcessCpuTime();
         long t0 = System.nanoTime();
         List<Future<Long>> fs = new ArrayList<>();
         for (int m = 0; m < maps; m++) {
           final long mapId = m;
-          fs.add(tasks.submit(() -> writeMap(store, codec, shuffle, mapId, nParts, perMap, perBatch, ahead, data)));
+          fs.add(tasks.submit(() -> writeMap(store, codec, shuffle, mapId, nParts, perMap, perBatch, ahead, unit, data)));
         }
         long stored = 0;
         for (Future<Long> f : fs) {
@@ -176,10 +178,11 @@ public final class CodecLanesBench {
 
   /** One map task; its stored (compressed) bytes. */
   private static long writeMap(MapOutputStore store, ExecutorService codec, int shuffle, long mapId, int partitions,
-                               long mapBytes, long batchBytes, long encodeAhead, byte[] data) throws IOException {
+                               long mapBytes, long batchBytes, long encodeAhead, int chunk, byte[] data)
+      throws IOException {
     PartitionedOutputWriter w = store.newPartitionedOutput(shuffle, mapId, partitions);
     EncodeLanes lanes = codec == null ? null : new EncodeLanes(codec, (p, sink) -> new LZ4BlockOutputStream(sink,
-        LZ4_BLOCK), w::partition, partitions, CHUNK, encodeAhead);
+        LZ4_BLOCK), w::partition, partitions, chunk, encodeAhead);
     OutputStream[] own = new OutputStream[partitions];
     Random r = new Random(mapId);
     try {
