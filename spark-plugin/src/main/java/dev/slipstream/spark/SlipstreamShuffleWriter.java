@@ -89,9 +89,10 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     Partitioner partitioner = dep.partitioner();
     SerializationStream[] streams = new SerializationStream[n];
     ClassTag<Object> any = ClassTag$.MODULE$.Any();
+    EncodeLanes.Encoder codec = (p, sink) -> sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), sink);
     EncodeLanes lanes = runtime.codecPool() == null ? null
-        : new EncodeLanes(runtime.codecPool(), (p, sink) -> sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), sink),
-            direct::partition, n, runtime.conf().encodeChunkBytes(), runtime.conf().encodeAheadBytes());
+        : new EncodeLanes(runtime.codecPool(), codec, direct::partition, n, runtime.conf().encodeChunkBytes(),
+            runtime.conf().encodeAheadBytes());
     try {
       while (records.hasNext()) {
         Product2<K, V> r = records.next();
@@ -99,8 +100,7 @@ final class SlipstreamShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         int p = partitioner.getPartition(key);
         SerializationStream s = streams[p];
         if (s == null) {
-          s = ser.serializeStream(lanes != null ? lanes.partition(p)
-              : sm.wrapStream(new ShuffleBlockId(shuffleId, mapId, p), direct.partition(p)));
+          s = ser.serializeStream(lanes != null ? lanes.partition(p) : codec.encode(p, direct.partition(p)));
           streams[p] = s;
         }
         s.writeKey(key, any);
