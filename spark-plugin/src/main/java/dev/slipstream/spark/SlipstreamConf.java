@@ -26,12 +26,20 @@ public final class SlipstreamConf {
       "Shuffles with at most this many partitions and no map-side combine serialize each record straight into its"
           + " partition's registered pages (one open stream per partition); others sort by partition first.");
 
-  public static final ConfigEntry<Integer> CODEC_THREADS = ConfigEntry.integer(
-      "spark.slipstream.codec.threads", "0", 0, 256,
+  /** RAPIDS' Spark plugin class, whose presence in spark.plugins turns the codec threads on by default. */
+  static final String RAPIDS_PLUGIN = "com.nvidia.spark.SQLPlugin";
+  /** The most codec threads {@code auto} starts. */
+  static final int AUTO_CODEC_THREADS_MAX = 32;
+  public static final ConfigEntry<String> CODEC_THREADS = ConfigEntry.string(
+      "spark.slipstream.codec.threads", "auto",
       "Threads per executor that run the shuffle codec (compression, I/O encryption) beside the tasks: map tasks"
           + " hand their partitions' serialized bytes over to them (encoding a chunk themselves when the threads"
           + " fall behind), reduce tasks' blocks are decoded ahead of their deserializers. Meant for cores the task"
-          + " threads leave idle (GPU tasks waiting on the GPU). 0 (the default) runs the codec on the task threads.");
+          + " threads leave idle. auto (the default): one per task slot (the executor's cores over spark.task.cpus,"
+          + " at most 32; its cores are spark.executor.cores, else those a local or local-cluster master gives it,"
+          + " else the JVM's processors) in executors that run the RAPIDS Accelerator (spark.plugins lists "
+          + RAPIDS_PLUGIN + "), whose tasks wait on the GPU; none elsewhere. 0 runs the codec on the task threads;"
+          + " 1 to 256 sets the number.");
   public static final ConfigEntry<Long> DECODE_AHEAD_BYTES = ConfigEntry.size(
       "spark.slipstream.reader.decodeAheadBytes", "16m",
       "Decoded bytes one reduce task may hold ahead of its reads, on the JVM heap (at least 64k). Beyond it a"
@@ -95,11 +103,75 @@ public final class SlipstreamConf {
     this.rpcTimeout = RPC_TIMEOUT.get(source);
     this.directPartitionsMax = DIRECT_PARTITIONS_MAX.get(source);
     this.eagerPeers = EAGER_PEERS.get(source);
-    this.codecThreads = CODEC_THREADS.get(source);
+    this.codecThreads = codecThreads(source);
     this.decodeAheadBytes = atLeast(DECODE_AHEAD_BYTES, source);
     this.encodeAheadBytes = atLeast(ENCODE_AHEAD_BYTES, source);
     this.fallback = FALLBACK.get(source);
     this.gpu = new dev.slipstream.spark.gpu.GpuConf(source);
+  }
+
+  /**
+   * The codec threads asked for: a number, or {@code auto}, which gives executors of RAPIDS jobs a
+   * thread per task slot (their tasks spend most of their time waiting on the GPU, and RAPIDS' own
+   * shuffle manager runs its codec on threads of its own too) and CPU executors none (their tasks
+   * keep every core busy, and handing chunks over costs CPU time).
+   */
+  static int codecThreads(ConfigSource source) {
+    String v = CODEC_THREADS.get(source);
+    if (v.equalsIgnoreCase("auto")) {
+      boolean rapids = java.util.Arrays.stream(source.get("spark.plugins").orElse("").split(","))
+          .anyMatch(c -> c.trim().equals(RAPIDS_PLUGIN));
+      return rapids ? Math.min(AUTO_CODEC_THREADS_MAX, taskSlots(source)) : 0;
+    }
+    int n;
+    try {
+      n = Integer.parseInt(v);
+    } catch (NumberFormatException e) {
+      n = -1;
+    }
+    if (n < 0 || n > 256) {
+      throw new IllegalArgumentException(CODEC_THREADS.key() + ": got '" + v + "', expected auto or an integer in [0, 256]");
+    }
+    return n;
+  }
+
+  /**
+   * An executor's task slots: its cores over spark.task.cpus. Its cores are spark.executor.cores;
+   * where that is unset, those the master gives each executor ({@code local[N]}, {@code
+   * local-cluster[E,N,MB]}), else this JVM's processors (a standalone executor takes its worker's
+   * cores).
+   */
+  static int taskSlots(ConfigSource source) {
+    int cores = positive(source, "spark.executor.cores", masterCores(source.get("spark.master").orElse("")));
+    return Math.max(1, cores / positive(source, "spark.task.cpus", 1));
+  }
+
+  private static final java.util.regex.Pattern LOCAL = java.util.regex.Pattern.compile(
+      "local\\[\\s*(\\d{1,6}|\\*)\\s*(,\\s*\\d+\\s*)?]");
+  private static final java.util.regex.Pattern LOCAL_CLUSTER = java.util.regex.Pattern.compile(
+      "local-cluster\\[\\s*\\d+\\s*,\\s*(\\d{1,6})\\s*,\\s*\\d+\\s*]");
+
+  private static int masterCores(String master) {
+    int processors = Runtime.getRuntime().availableProcessors();
+    java.util.regex.Matcher m = LOCAL_CLUSTER.matcher(master.trim());
+    if (m.matches()) {
+      return Integer.parseInt(m.group(1));
+    }
+    m = LOCAL.matcher(master.trim());
+    if (m.matches() && !m.group(1).equals("*")) {
+      return Integer.parseInt(m.group(1));
+    }
+    return processors;
+  }
+
+  private static int positive(ConfigSource source, String key, int otherwise) {
+    String v = source.get(key).orElse("").trim();
+    try {
+      int n = Integer.parseInt(v);
+      return n > 0 ? n : otherwise;
+    } catch (NumberFormatException e) {
+      return otherwise; // Spark itself validates these keys and refuses bad values
+    }
   }
 
   private static long atLeast(ConfigEntry<Long> entry, ConfigSource source) {

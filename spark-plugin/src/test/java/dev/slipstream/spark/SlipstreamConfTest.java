@@ -42,7 +42,41 @@ class SlipstreamConfTest {
     assertTrue(e.getMessage().startsWith("spark.slipstream.writer.encodeAheadBytes: got 1024 bytes"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class,
         () -> conf(Map.of("spark.slipstream.codec.threads", "-1")));
-    assertTrue(e.getMessage().startsWith("spark.slipstream.codec.threads: got '-1'"), e.getMessage());
+    assertEquals("spark.slipstream.codec.threads: got '-1', expected auto or an integer in [0, 256]", e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> conf(Map.of("spark.slipstream.codec.threads", "many")));
+    assertEquals("spark.slipstream.codec.threads: got 'many', expected auto or an integer in [0, 256]", e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> conf(Map.of("spark.slipstream.codec.threads", "257")));
+    assertEquals(256, conf(Map.of("spark.slipstream.codec.threads", "256")).codecThreads());
+  }
+
+  @Test
+  void codecThreadsAutoFollowTheRapidsPluginAndTheTaskSlots() {
+    String rapids = "com.nvidia.spark.SQLPlugin";
+    assertEquals(0, conf(Map.of("spark.executor.cores", "8")).codecThreads(), "CPU executors keep the codec on their tasks");
+    assertEquals(0, conf(Map.of("spark.plugins", "com.nvidia.spark.SQLPluginX", "spark.executor.cores", "8"))
+        .codecThreads(), "only RAPIDS' own plugin class counts");
+    assertEquals(8, conf(Map.of("spark.plugins", rapids, "spark.executor.cores", "8")).codecThreads());
+    assertEquals(8, conf(Map.of("spark.plugins", "dev.slipstream.spark.gpu.SlipstreamGpuPlugin, " + rapids,
+        "spark.executor.cores", "8", "spark.slipstream.codec.threads", "AUTO")).codecThreads());
+    assertEquals(4, conf(Map.of("spark.plugins", rapids, "spark.executor.cores", "8", "spark.task.cpus", "2"))
+        .codecThreads(), "one per task slot");
+    assertEquals(32, conf(Map.of("spark.plugins", rapids, "spark.executor.cores", "96")).codecThreads());
+    assertEquals(Math.min(32, Runtime.getRuntime().availableProcessors()),
+        conf(Map.of("spark.plugins", rapids)).codecThreads(), "without spark.executor.cores: this JVM's processors");
+    assertEquals(8, conf(Map.of("spark.plugins", rapids, "spark.master", "local-cluster[2,8,8192]")).codecThreads(),
+        "a local-cluster executor has the master's cores per executor");
+    assertEquals(6, conf(Map.of("spark.plugins", rapids, "spark.master", "local[6, 3]")).codecThreads());
+    assertEquals(2, conf(Map.of("spark.plugins", rapids, "spark.master", "local-cluster[1,8,8192]",
+        "spark.executor.cores", "2")).codecThreads(), "spark.executor.cores wins over the master");
+    assertEquals(Math.min(32, Runtime.getRuntime().availableProcessors()),
+        conf(Map.of("spark.plugins", rapids, "spark.master", "local[*]")).codecThreads());
+    assertEquals(Math.min(32, Runtime.getRuntime().availableProcessors()),
+        conf(Map.of("spark.plugins", rapids, "spark.master", "local[99999999999]")).codecThreads(),
+        "a master Spark would refuse is not parsed here");
+    assertEquals(0, conf(Map.of("spark.plugins", rapids, "spark.executor.cores", "8",
+        "spark.slipstream.codec.threads", "0")).codecThreads(), "a number set wins over auto");
+    assertEquals(3, conf(Map.of("spark.slipstream.codec.threads", "3")).codecThreads());
   }
 
   @Test
