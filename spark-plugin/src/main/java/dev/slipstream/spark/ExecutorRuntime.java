@@ -166,8 +166,9 @@ final class ExecutorRuntime implements ExecutorContext, AutoCloseable {
         if (RpcMessages.decode(reply) instanceof RpcMessages.Peers p) {
           p.peers().forEach(this::peerJoined);
         }
-        LOG.info("Slipstream executor {} registered {} with the driver; {} peers known", executorId,
-            node.localEndpoint(), peers.size());
+        LOG.info("Slipstream executor {} registered {} with the driver; {} peers known; {} codec threads ({}={})",
+            executorId, node.localEndpoint(), peers.size(), codecPool == null ? 0 : codecPool.getMaximumPoolSize(),
+            SlipstreamConf.CODEC_THREADS.key(), SlipstreamConf.CODEC_THREADS.get(conf.source()));
         return d;
       } catch (Exception e) {
         last = e;
