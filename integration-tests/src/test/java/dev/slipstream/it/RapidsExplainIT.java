@@ -170,6 +170,11 @@ class RapidsExplainIT {
         + LocalCluster.executorMetrics().keySet());
     assertTrue(LocalCluster.executorSum("bytes.fetched") > 0, "no reduce task fetched a block from the other "
         + "executor through Slipstream: " + LocalCluster.executorMetrics());
+    // spark.slipstream.codec.threads is left at auto: executors running RAPIDS' plugin start codec threads
+    assertTrue(LocalCluster.executorSum("writer.bytesEncodedAhead") > 0, "no codec thread encoded map output in"
+        + " executors running RAPIDS' plugin: " + LocalCluster.executorMetrics());
+    assertTrue(LocalCluster.executorSum("reader.bytesDecodedAhead") > 0, "no codec thread decoded a block ahead in"
+        + " executors running RAPIDS' plugin: " + LocalCluster.executorMetrics());
   }
 
   private static SlipstreamShuffleManager assertSlipstream() {
