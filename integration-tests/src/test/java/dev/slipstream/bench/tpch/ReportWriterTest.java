@@ -1,6 +1,7 @@
 package dev.slipstream.bench.tpch;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -47,5 +48,42 @@ class ReportWriterTest {
     assertEquals("rapids-slipstream-gpu / rapids-default over shuffle-heavy queries: 0.70 (per round: 0.70;"
         + " target <= 0.77); slowest query q06 at 1.08 (target <= 1.05): target NOT met",
         ReportWriter.verdict(results(true, 1000, 1080), "rapids-slipstream-gpu"));
+  }
+
+  /** q08 and q12 once under each manager, each with the given shuffle bytes written (MiB). */
+  private static BenchResults plans(long q08Default, long q08Other, String other, String... extra) {
+    String[] base = {"--rapids", "rapids.jar", "--queries", "8,12", "--reps", "1", "--warmups", "0",
+        "--transports", "tcp"};
+    String[] args = java.util.stream.Stream.concat(java.util.Arrays.stream(base), java.util.Arrays.stream(extra))
+        .toArray(String[]::new);
+    BenchResults r = new BenchResults(BenchOptions.parse(args));
+    r.storedCpu("q08", new BenchResults.CpuFigures(1000, 500));
+    r.storedCpu("q12", new BenchResults.CpuFigures(1000, 500));
+    for (String m : new String[] {"rapids-default", other}) {
+      long q08 = (m.equals(other) ? q08Other : q08Default) << 20;
+      r.add(new BenchResults.Run("q08", m, 0, false, 1, 2000, 1,
+          new QueryMetrics(1, 1, q08, q08, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0), Map.of()));
+      r.add(new BenchResults.Run("q12", m, 0, false, 1, 1000, 1,
+          new QueryMetrics(1, 1, 500L << 20, 500L << 20, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0), Map.of()));
+    }
+    return r;
+  }
+
+  @Test
+  void aQueryWhoseShuffleBytesDifferIsReportedAsAnotherPlan() {
+    BenchResults r = plans(370, 3846, "rapids-slipstream-tcp");
+    assertEquals(java.util.List.of("q08 under rapids-slipstream-tcp shuffled 3846.0 MiB against 370.0 MiB under"
+        + " rapids-default (medians): adaptive execution chose another plan, so its ratio compares two plans"),
+        ReportWriter.otherPlans(r, "rapids-slipstream-tcp"));
+    Machine.Load load = new Machine.Load(0, 0, 0);
+    String md = ReportWriter.markdown(r, Machine.probe(), load, load, "now");
+    assertTrue(md.contains("| q08 | yes | - | 2000 (2000-2000) | 2000 (2000-2000) | 1.00 * |"), md);
+    assertTrue(md.contains("| q12 | yes | - | 1000 (1000-1000) | 1000 (1000-1000) | 1.00 |"), md);
+    assertTrue(md.contains("- \\* q08 under rapids-slipstream-tcp shuffled 3846.0 MiB"), md);
+
+    assertEquals(java.util.List.of(), ReportWriter.otherPlans(plans(370, 420, "rapids-slipstream-tcp"),
+        "rapids-slipstream-tcp"), "within a fifth (and a MiB) is the same plan");
+    assertEquals(java.util.List.of(), ReportWriter.otherPlans(plans(370, 800, "rapids-slipstream-gpu",
+        "--rapids-gpu", "g.jar"), "rapids-slipstream-gpu"), "the GPU path's device tables are another format");
   }
 }
