@@ -190,15 +190,18 @@ public final class TpchBenchmark {
 
   /** Per query run: bytes of device-table blocks map tasks stored (Slipstream's GPU path), from the executors' counter. */
   static final String GPU_BYTES = "gpu.tableBytesByQuery";
-  /** Executor counters of the codec threads, cumulative; each run also records its query's share, under {@link #BY_QUERY}. */
-  static final List<String> CODEC_COUNTERS = List.of("reader.bytesDecodedAhead", "writer.bytesEncodedAhead",
-      "writer.bytesEncodedOnTask");
-  static final String BY_QUERY = ".byQuery";
+  /** Per query run: the codec threads' bytes decoded ahead, encoded ahead, and encoded on the tasks meanwhile. */
+  static final String DECODED_AHEAD = "reader.bytesDecodedAhead.byQuery";
+  static final String ENCODED_AHEAD = "writer.bytesEncodedAhead.byQuery";
+  static final String ENCODED_ON_TASK = "writer.bytesEncodedOnTask.byQuery";
+  /** Cumulative executor counters, each with the key under which a run records its query's share. */
+  static final Map<String, String> BY_QUERY = Map.of("gpu.tableBytesWritten", GPU_BYTES,
+      "reader.bytesDecodedAhead", DECODED_AHEAD, "writer.bytesEncodedAhead", ENCODED_AHEAD,
+      "writer.bytesEncodedOnTask", ENCODED_ON_TASK);
 
   private void runRound(int round, boolean warmup, String manager) {
     SparkSession spark = start(manager);
-    long gpuBytesBefore = 0; // the counter of a new cluster's executors starts at 0
-    Map<String, Long> codecBefore = new java.util.HashMap<>(); // likewise
+    Map<String, Long> before = new java.util.HashMap<>(); // the counters of a new cluster's executors start at 0
     QueryMetricsListener listener = new QueryMetricsListener();
     spark.sparkContext().addSparkListener(listener);
     try {
@@ -220,18 +223,13 @@ public final class TpchBenchmark {
         QueryMetrics m = listener.end(spark);
         List<String> got = rows.stream().map(Row::toString).collect(Collectors.toList());
         Map<String, Long> counters = BenchOptions.slipstream(manager) ? slipstreamCounters() : Map.of();
-        if (counters.containsKey("gpu.tableBytesWritten")) {
-          long now = counters.get("gpu.tableBytesWritten");
-          counters.put(GPU_BYTES, now - gpuBytesBefore);
-          gpuBytesBefore = now;
-        }
-        for (String c : CODEC_COUNTERS) {
-          if (counters.containsKey(c)) {
-            long now = counters.get(c);
-            counters.put(c + BY_QUERY, now - codecBefore.getOrDefault(c, 0L));
-            codecBefore.put(c, now);
+        BY_QUERY.forEach((cumulative, share) -> {
+          Long now = counters.get(cumulative);
+          if (now != null) {
+            counters.put(share, now - before.getOrDefault(cumulative, 0L));
+            before.put(cumulative, now);
           }
-        }
+        });
         long r0 = System.nanoTime();
         List<Integer> shuffles = listener.shuffles();
         settle(spark, listener, query);
@@ -260,10 +258,11 @@ public final class TpchBenchmark {
               counters.getOrDefault("memory.mapOutputInUse", 0L) >> 20, counters.getOrDefault("mapOutput.count", 0L),
               counters.getOrDefault("mapOutput.spills", 0L), counters.getOrDefault(OUTPUTS_LEFT, 0L));
         }
-        if (CODEC_COUNTERS.stream().anyMatch(c -> counters.getOrDefault(c + BY_QUERY, 0L) > 0)) {
+        if (java.util.stream.Stream.of(DECODED_AHEAD, ENCODED_AHEAD, ENCODED_ON_TASK)
+            .anyMatch(k -> counters.getOrDefault(k, 0L) > 0)) {
           verdict += String.format(Locale.ROOT, "  (codec threads: %d MiB decoded ahead, %d MiB encoded ahead, %d MiB"
-                  + " encoded on the tasks)", counters.get(CODEC_COUNTERS.get(0) + BY_QUERY) >> 20,
-              counters.get(CODEC_COUNTERS.get(1) + BY_QUERY) >> 20, counters.get(CODEC_COUNTERS.get(2) + BY_QUERY) >> 20);
+                  + " encoded on the tasks)", counters.get(DECODED_AHEAD) >> 20, counters.get(ENCODED_AHEAD) >> 20,
+              counters.get(ENCODED_ON_TASK) >> 20);
         }
         if (m.tasks() >= options.executors() && m.executorsUsed() < options.executors()) {
           // A query whose tasks all ran on fewer executors than the cluster has compares unlike clusters.
