@@ -94,10 +94,11 @@ public final class ReportWriter {
    * Queries whose shuffle under {@code manager} wrote more than a fifth more or less than under the
    * baseline (medians), one line each: adaptive execution chose another plan there (q08 and q09 of
    * TPC-H switch joins now and then, under any manager), so that query's ratio compares two plans
-   * rather than two shuffles. Empty for the GPU path, whose device tables are a different format.
+   * rather than two shuffles. By query, in the run's order; empty for the GPU path, whose device
+   * tables are a different format.
    */
-  static List<String> otherPlans(BenchResults r, String manager) {
-    List<String> out = new java.util.ArrayList<>();
+  static Map<String, String> otherPlans(BenchResults r, String manager) {
+    Map<String, String> out = new java.util.LinkedHashMap<>();
     if (BenchOptions.gpuPath(manager)) {
       return out;
     }
@@ -110,7 +111,7 @@ public final class ReportWriter {
       long a = base.medianMetrics().shuffleBytesWritten();
       long b = s.medianMetrics().shuffleBytesWritten();
       if (Math.max(a, b) > 1.2 * Math.min(a, b) + (1 << 20)) {
-        out.add(String.format(Locale.ROOT, "%s under %s shuffled %s MiB against %s MiB under %s (medians): adaptive"
+        out.put(q, String.format(Locale.ROOT, "%s under %s shuffled %s MiB against %s MiB under %s (medians): adaptive"
             + " execution chose another plan, so its ratio compares two plans", q, manager, mb(b), mb(a), r.baseline()));
       }
     }
@@ -166,6 +167,8 @@ public final class ReportWriter {
     managers.forEach(m -> sb.append("---:|"));
     r.compared().forEach(m -> sb.append("---:|"));
     sb.append('\n');
+    Map<String, Map<String, String>> anotherPlan = new java.util.LinkedHashMap<>();
+    r.compared().forEach(m -> anotherPlan.put(m, otherPlans(r, m)));
     for (String q : r.queries()) {
       sb.append("| ").append(q).append(" | ").append(r.heavy(q) ? "yes" : "").append(" |");
       for (String m : managers) {
@@ -174,7 +177,7 @@ public final class ReportWriter {
             .append(" |");
       }
       r.compared().forEach(m -> sb.append(' ').append(ratio(r.ratio(q, m)))
-          .append(otherPlans(r, m).stream().anyMatch(l -> l.startsWith(q + " ")) ? " *" : "").append(" |"));
+          .append(anotherPlan.get(m).containsKey(q) ? " *" : "").append(" |"));
       sb.append('\n');
     }
     for (String label : List.of("total, all queries", "total, shuffle-heavy")) {
@@ -186,7 +189,7 @@ public final class ReportWriter {
     }
     sb.append('\n');
     r.compared().forEach(m -> sb.append("- ").append(verdict(r, m)).append('\n'));
-    r.compared().forEach(m -> otherPlans(r, m).forEach(l -> sb.append("- \\* ").append(l).append('\n')));
+    anotherPlan.values().forEach(lines -> lines.values().forEach(l -> sb.append("- \\* ").append(l).append('\n')));
     sb.append("\nSpark's task metrics (medians; MiB; times in ms; peak memory = largest executor heap + direct "
         + "buffers seen at a task's end):\n\n| query | manager | input | shuffle written | shuffle read (remote) "
         + "| shuffle write time | fetch wait | peak task execution memory | peak executor memory | stages | tasks | task time | executors |"

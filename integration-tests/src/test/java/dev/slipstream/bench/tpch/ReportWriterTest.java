@@ -72,7 +72,7 @@ class ReportWriterTest {
   @Test
   void aQueryWhoseShuffleBytesDifferIsReportedAsAnotherPlan() {
     BenchResults r = plans(370, 3846, "rapids-slipstream-tcp");
-    assertEquals(java.util.List.of("q08 under rapids-slipstream-tcp shuffled 3846.0 MiB against 370.0 MiB under"
+    assertEquals(Map.of("q08", "q08 under rapids-slipstream-tcp shuffled 3846.0 MiB against 370.0 MiB under"
         + " rapids-default (medians): adaptive execution chose another plan, so its ratio compares two plans"),
         ReportWriter.otherPlans(r, "rapids-slipstream-tcp"));
     Machine.Load load = new Machine.Load(0, 0, 0);
@@ -81,9 +81,9 @@ class ReportWriterTest {
     assertTrue(md.contains("| q12 | yes | - | 1000 (1000-1000) | 1000 (1000-1000) | 1.00 |"), md);
     assertTrue(md.contains("- \\* q08 under rapids-slipstream-tcp shuffled 3846.0 MiB"), md);
 
-    assertEquals(java.util.List.of(), ReportWriter.otherPlans(plans(370, 420, "rapids-slipstream-tcp"),
+    assertEquals(Map.of(), ReportWriter.otherPlans(plans(370, 420, "rapids-slipstream-tcp"),
         "rapids-slipstream-tcp"), "within a fifth (and a MiB) is the same plan");
-    assertEquals(java.util.List.of(), ReportWriter.otherPlans(plans(370, 800, "rapids-slipstream-gpu",
+    assertEquals(Map.of(), ReportWriter.otherPlans(plans(370, 800, "rapids-slipstream-gpu",
         "--rapids-gpu", "g.jar"), "rapids-slipstream-gpu"), "the GPU path's device tables are another format");
   }
 }
