@@ -39,6 +39,15 @@ class EncodeLanesTest {
     pool.shutdownNow();
   }
 
+  /** The raw bytes written to all partitions (null: a partition never written). */
+  private static long bytes(ByteArrayOutputStream[] partitions) {
+    long n = 0;
+    for (ByteArrayOutputStream p : partitions) {
+      n += p == null ? 0 : p.size();
+    }
+    return n;
+  }
+
   private static byte[] inflate(byte[] stored) throws IOException {
     return new InflaterInputStream(new ByteArrayInputStream(stored)).readAllBytes();
   }
@@ -102,11 +111,7 @@ class EncodeLanesTest {
     assertTrue(maxInFlight.get() <= budget, maxInFlight.get() + " bytes in flight, budget " + budget);
     encodedOn.remove(Thread.currentThread()); // the task encodes where the lanes fall behind
     assertFalse(encodedOn.isEmpty(), "the pool encoded nothing");
-    long written = 0;
-    for (ByteArrayOutputStream e : expected) {
-      written += e == null ? 0 : e.size();
-    }
-    assertEquals(written, lanes.bytesEncodedOnTask() + lanes.bytesEncodedOnPool(), "every byte counted once");
+    assertEquals(bytes(expected), lanes.bytesEncodedOnTask() + lanes.bytesEncodedOnPool(), "every byte counted once");
     assertTrue(lanes.bytesEncodedOnPool() > 0);
     assertEquals(0, lanes.inFlightBytes());
   }
@@ -210,11 +215,7 @@ class EncodeLanesTest {
       }
     }
     assertFalse(held.jobs.isEmpty(), "the lanes never asked the pool");
-    long written = 0;
-    for (ByteArrayOutputStream e : expected) {
-      written += e == null ? 0 : e.size();
-    }
-    assertEquals(written, lanes.bytesEncodedOnTask(), "every byte encoded on the task");
+    assertEquals(bytes(expected), lanes.bytesEncodedOnTask(), "every byte encoded on the task");
     assertEquals(0, lanes.bytesEncodedOnPool());
     held.runAll(); // the jobs start after the task finished: they find nothing to do
     for (int p = 0; p < 11; p++) {
